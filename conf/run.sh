@@ -1,0 +1,76 @@
+#!/bin/sh
+# run.sh: `make run` — lighttpd + the responder pool + a stand-in upstream, in the
+# foreground, on 127.0.0.1:PORT, with every file under STATE_DIR. SIGTERM or
+# Ctrl-C stops everything this script started (R-DEP-3).
+set -eu
+port=3333 state=./run builddir=. srcdir=. lighttpd=lighttpd upstream_port=
+procs=2 threads=256
+while [ $# -gt 0 ]; do
+  case $1 in
+    --port) port=$2; shift 2 ;;
+    --state) state=$2; shift 2 ;;
+    --builddir) builddir=$2; shift 2 ;;
+    --srcdir) srcdir=$2; shift 2 ;;
+    --lighttpd) lighttpd=$2; shift 2 ;;
+    --upstream-port) upstream_port=$2; shift 2 ;;
+    --procs) procs=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+[ -n "$lighttpd" ] || lighttpd=$(command -v lighttpd || echo /usr/sbin/lighttpd)
+[ -x "$lighttpd" ] || { echo "lighttpd not found: apt-get install lighttpd" >&2; exit 1; }
+mkdir -p "$state"
+state=$(cd "$state" && pwd)
+[ -n "$upstream_port" ] || upstream_port=$((port + 10000))
+ctl="$builddir/admin/sluicectl"
+db="$state/sluice.db"
+conf="$state/sluice.conf"
+
+[ -f "$conf" ] || sed -e "s|@STATE_DIR@|$state|g" -e "s|@PROCS@|$procs|g" -e "s|@THREADS@|$threads|g" \
+  -e "s|@KEEPALIVE_MS@|5000|g" "$srcdir/conf/sluice.conf.in" > "$conf"
+# No responder runs yet, so a state file of an older layout can go.
+rm -f "$state/sluice.state"
+
+fresh=0
+[ -f "$db" ] || fresh=1
+"$ctl" --db "$db" init >/dev/null
+
+"$builddir/tests/fake/sluice-fake-upstream" --port "$upstream_port" --name demo > "$state/upstream.out" 2>&1 &
+upstream_pid=$!
+lighttpd_pid=
+stop() {
+  trap - INT TERM EXIT
+  [ -n "$lighttpd_pid" ] && kill -INT "$lighttpd_pid" 2>/dev/null && wait "$lighttpd_pid" 2>/dev/null
+  kill "$upstream_pid" 2>/dev/null; wait "$upstream_pid" 2>/dev/null
+  echo "sluice stopped."
+}
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
+
+if [ "$fresh" = 1 ]; then
+  "$ctl" --db "$db" tenant add demo >/dev/null
+  "$ctl" --db "$db" user add demo --tenant demo --role member >/dev/null
+  "$ctl" --db "$db" endpoint add demo-endpoint --tenant demo --algorithm least_connections >/dev/null
+  "$ctl" --db "$db" replica add demo-endpoint "http://127.0.0.1:$upstream_port" --engine vllm >/dev/null
+  "$ctl" --db "$db" route add demo demo-endpoint --tenant demo >/dev/null
+  "$ctl" --db "$db" --json key add --user demo --name demo \
+    | sed -n 's/.*"key":"\([^"]*\)".*/\1/p' > "$state/demo-key.txt"
+  chmod 600 "$state/demo-key.txt"
+fi
+key=$(cat "$state/demo-key.txt" 2>/dev/null || echo "(see $state/demo-key.txt)")
+
+"$srcdir/conf/gen-lighttpd.sh" "$srcdir/conf/lighttpd.conf.in" 127.0.0.1 "$port" "$state" \
+  "$builddir/fcgi/sluice-fcgi" "$conf" "$srcdir/www" "$procs" "$threads" 8388608 10 > "$state/lighttpd.conf"
+"$lighttpd" -D -f "$state/lighttpd.conf" &
+lighttpd_pid=$!
+
+cat <<MSG
+sluice is serving on http://127.0.0.1:$port  (state in $state)
+demo member key: $key
+try:
+  curl -s http://127.0.0.1:$port/v1/chat/completions -H "Authorization: Bearer $key" \\
+       -H 'Content-Type: application/json' -d '{"model":"demo","messages":[{"role":"user","content":"hi"}]}'
+Ctrl-C stops it.
+MSG
+wait "$lighttpd_pid" || true

@@ -1,0 +1,51 @@
+/* account.c: turn a finished request into a usage record (DESIGN.md stage 7). */
+#include "account.h"
+
+#include "arena.h"
+#include "usage_writer.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void account_record(struct request *r)
+{
+    /* Requests that never authenticated belong to nobody and are not billed. */
+    if (r->caller.tenant_id == 0)
+        return;
+    struct usage_record *u = xcalloc(1, sizeof *u);
+    u->ts_ms = r->start_ms;
+    snprintf(u->request_id, sizeof u->request_id, "%s", r->request_id);
+    /* R-USE-5: the tenant the request ran for (the caller's, or the one an
+     * operator acted for); a failure before routing keeps the caller's context. */
+    u->tenant_id = r->caller.tenant_id;
+    u->user_id = r->caller.user_id;
+    u->key_id = r->caller.key_id;
+    u->endpoint_id = r->ep ? r->ep->id : 0;
+    u->replica_id = r->replica ? r->replica->id : 0;
+    u->route_id = r->route ? r->route->id : 0;
+    snprintf(u->model, sizeof u->model, "%s", r->model ? r->model : "");
+    snprintf(u->routed_model, sizeof u->routed_model, "%s", r->routed_model ? r->routed_model : "");
+    snprintf(u->path, sizeof u->path, "%s", r->path ? r->path : "");
+    u->prompt_tokens = r->usage.prompt_tokens;
+    u->completion_tokens = r->usage.completion_tokens;
+    if (r->client_gone && !r->usage.found && r->data_sent) {
+        /* R-SSE-3: no usage chunk came; count what was produced (one token per
+         * content chunk, as engines stream) and the estimated prompt. */
+        u->prompt_tokens = r->prompt_estimate;
+        u->completion_tokens = r->content_chunks;
+    }
+    u->latency_ms = mono_ms() - r->start_mono;
+    u->ttft_ms = r->ttft_ms;
+    u->status = r->client_gone ? 499 : r->status;
+    u->retries = r->retries;
+    u->stream = r->stream;
+    snprintf(u->error_code, sizeof u->error_code, "%s", r->error_code ? r->error_code : "");
+    snprintf(u->finish_reason, sizeof u->finish_reason, "%s", r->finish_reason);
+    if (u->status >= 400) {
+        /* R-USE-4: failures carry tokens only when the upstream produced some. */
+        if (!r->client_gone)
+            u->prompt_tokens = u->completion_tokens = 0;
+    }
+    usage_writer_enqueue(u);
+}

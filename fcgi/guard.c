@@ -1,0 +1,131 @@
+/* guard.c: request validation and rewriting before routing (DESIGN.md stage 4). */
+#include "guard.h"
+
+#include "reply.h"
+
+#include <string.h>
+
+/* The field the endpoint needs besides "model". */
+static const char *guard_required_field(enum req_kind k)
+{
+    switch (k) {
+    case REQ_CHAT: return "messages";
+    case REQ_COMPLETIONS: return "prompt";
+    case REQ_EMBEDDINGS: return "input";
+    default: return NULL;
+    }
+}
+
+static int guard_fail(struct request *r, const char *code, const char *msg, const char *param)
+{
+    reply_error(r, code, msg, param);
+    return -1;
+}
+
+static int guard_types(struct request *r, struct json_object *body)
+{
+    struct json_object *v;
+    if (!json_object_object_get_ex(body, "model", &v) || json_object_get_type(v) == json_type_null)
+        return guard_fail(r, "missing_field", "you must provide a model parameter", "model");
+    if (json_object_get_type(v) != json_type_string || json_object_get_string_len(v) == 0 ||
+        json_object_get_string_len(v) > 256)
+        return guard_fail(r, "invalid_type", "model must be a non-empty string", "model");
+    r->model = json_object_get_string(v);
+
+    const char *field = guard_required_field(r->kind);
+    if (!json_object_object_get_ex(body, field, &v) || json_object_get_type(v) == json_type_null)
+        return guard_fail(r, "missing_field", arena_printf(r->arena, "'%s' is a required property", field), field);
+    enum json_type t = json_object_get_type(v);
+    if (r->kind == REQ_CHAT && (t != json_type_array || json_object_array_length(v) == 0))
+        return guard_fail(r, "invalid_type", "messages must be a non-empty array", "messages");
+    if (r->kind != REQ_CHAT && t != json_type_string && t != json_type_array)
+        return guard_fail(r, "invalid_type", arena_printf(r->arena, "%s must be a string or an array", field), field);
+
+    if (json_object_object_get_ex(body, "stream", &v) && json_object_get_type(v) != json_type_null) {
+        if (json_object_get_type(v) != json_type_boolean)
+            return guard_fail(r, "invalid_type", "stream must be a boolean", "stream");
+        r->stream = json_object_get_boolean(v);
+    }
+    if (r->kind == REQ_EMBEDDINGS && r->stream)
+        return guard_fail(r, "invalid_type", "embeddings cannot be streamed", "stream");
+    if (json_object_object_get_ex(body, "stream_options", &v) && json_object_get_type(v) != json_type_null) {
+        if (json_object_get_type(v) != json_type_object)
+            return guard_fail(r, "invalid_type", "stream_options must be an object", "stream_options");
+        struct json_object *inc;
+        r->client_usage = 1;
+        if (json_object_object_get_ex(v, "include_usage", &inc) &&
+            json_object_get_type(inc) != json_type_boolean)
+            return guard_fail(r, "invalid_type", "include_usage must be a boolean",
+                              "stream_options.include_usage");
+    }
+    return 0;
+}
+
+int guard_check(struct request *r)
+{
+    if (r->kind == REQ_PROXY) {
+        r->fwd_body = r->body;
+        r->fwd_len = r->body_len;
+        return 0;
+    }
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *body = json_tokener_parse_ex(tok, r->body, (int)r->body_len);
+    enum json_tokener_error jerr = json_tokener_get_error(tok);
+    size_t used = json_tokener_get_parse_end(tok);
+    json_tokener_free(tok);
+    /* Trailing bytes after the object (other than whitespace) are invalid JSON too. */
+    while (used < r->body_len && strchr(" \t\r\n", r->body[used]))
+        used++;
+    if (!body || jerr != json_tokener_success || used != r->body_len) {
+        json_object_put(body);
+        return guard_fail(r, "invalid_json", "We could not parse the JSON body of your request.", NULL);
+    }
+    r->json = body;
+    if (json_object_get_type(body) != json_type_object)
+        return guard_fail(r, "invalid_type", "the request body must be a JSON object", NULL);
+    if (guard_types(r, body) != 0)
+        return -1;
+    r->prompt_estimate = (int64_t)(r->body_len / 4) + 1;
+
+    int changed = 0;
+    /* R-API-5: internal fields never reach the upstream. */
+    for (int i = 0; i < r->snap->n_internal_fields; i++)
+        if (json_object_object_get_ex(body, r->snap->internal_fields[i], NULL)) {
+            json_object_object_del(body, r->snap->internal_fields[i]);
+            changed = 1;
+        }
+    /* R-USE-1: ask for the usage chunk unless the client chose stream_options itself. */
+    if (r->stream && !r->client_usage && r->kind != REQ_EMBEDDINGS) {
+        struct json_object *so = json_object_new_object();
+        json_object_object_add(so, "include_usage", json_object_new_boolean(1));
+        json_object_object_add(body, "stream_options", so);
+        r->injected_usage = 1;
+        changed = 1;
+    }
+    /* model points into the parsed object; keep a copy that outlives edits. */
+    r->model = arena_strdup(r->arena, r->model);
+    if (changed) {
+        const char *s = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+        r->fwd_body = arena_strdup(r->arena, s);
+        r->fwd_len = strlen(r->fwd_body);
+    } else {
+        r->fwd_body = r->body;
+        r->fwd_len = r->body_len;
+    }
+    return 0;
+}
+
+void guard_forward_body(struct request *r)
+{
+    if (!r->json || !r->routed_model)
+        return;
+    struct json_object *v;
+    if (json_object_object_get_ex(r->json, "model", &v) &&
+        strcmp(json_object_get_string(v), r->routed_model) == 0)
+        return;             /* the body already names what this attempt's backend knows */
+    /* R-RT-5: the backend gets the name it knows. */
+    json_object_object_add(r->json, "model", json_object_new_string(r->routed_model));
+    const char *s = json_object_to_json_string_ext(r->json, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    r->fwd_body = arena_strdup(r->arena, s);
+    r->fwd_len = strlen(r->fwd_body);
+}

@@ -1,0 +1,274 @@
+/* main.c: sluice-fcgi, the data plane: options -> config -> threads -> accept loop,
+ * and the table of routes every request is dispatched through. */
+#include "account.h"
+#include "auth.h"
+#include "conf.h"
+#include "db.h"
+#include "forward.h"
+#include "guard.h"
+#include "log.h"
+#include "models.h"
+#include "reply.h"
+#include "request.h"
+#include "route.h"
+#include "shm.h"
+#include "snapshot.h"
+#include "usage_writer.h"
+#include "util.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static struct conf conf;               /* read-only after start-up */
+static struct shm shm;                 /* this process's mapping of the state file */
+static atomic_int stopping;
+static atomic_int inflight;
+static pthread_mutex_t accept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The data-plane routes (R-API-1). Anything else is 404 before authentication
+ * (R-SEC-8: the responder checks its own path and method). */
+static const struct {
+    enum req_kind kind;
+    const char *method;    /* NULL: any method */
+    int needs_body;        /* JSON body checked by the guard stage */
+} route_table[] = {
+    {REQ_CHAT, "POST", 1},          /* /v1/chat/completions */
+    {REQ_COMPLETIONS, "POST", 1},   /* /v1/completions */
+    {REQ_EMBEDDINGS, "POST", 1},    /* /v1/embeddings */
+    {REQ_MODELS, "GET", 0},         /* /v1/models, /v1/models/{id} */
+    {REQ_PROXY, NULL, 0},           /* /api/v1/proxy/{endpoint}/{path...} */
+};
+
+static void dispatch(struct request *r)
+{
+    size_t i = 0;
+    while (i < sizeof route_table / sizeof route_table[0] && route_table[i].kind != r->kind)
+        i++;
+    if (i == sizeof route_table / sizeof route_table[0]) {
+        reply_error(r, "not_found", arena_printf(r->arena, "Unknown path %s", r->path), NULL);
+        return;
+    }
+    if (route_table[i].method && strcmp(route_table[i].method, r->method) != 0) {
+        reply_error(r, "method_not_allowed", NULL, NULL);
+        return;
+    }
+    if (auth_caller(r) != 0)
+        return;
+    if (r->kind == REQ_MODELS) {
+        models_reply(r);
+        return;
+    }
+    if (guard_check(r) != 0 || route_choose(r, 1) != 0)
+        return;
+    forward_run(r);
+}
+
+static void handle(struct worker *w)
+{
+    struct request r;
+    memset(&r, 0, sizeof r);
+    r.w = w;
+    r.arena = &w->arena;
+    r.conf = &conf;
+    r.shm = &shm;
+    r.start_ms = now_ms();
+    r.start_mono = mono_ms();
+    r.caller.endpoint = -1;
+    r.snap = snapshot_acquire();
+    if (request_read(&r) == 0) {
+        if (atomic_load(&stopping))
+            reply_error(&r, "shutting_down", NULL, NULL);
+        else
+            dispatch(&r);
+    }
+    if (r.kind != REQ_MODELS)
+        account_record(&r);
+    json_object_put(r.json);
+    snapshot_release(r.snap);
+    arena_clear(&w->arena);
+    if (w->resp.cap > (1u << 20))
+        buf_free(&w->resp);    /* do not keep a huge buffer per idle thread */
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    FCGX_InitRequest(&w->fcgi, 0, 0);
+    while (!atomic_load(&stopping)) {
+        pthread_mutex_lock(&accept_lock);
+        int rc = FCGX_Accept_r(&w->fcgi);
+        pthread_mutex_unlock(&accept_lock);
+        if (rc < 0) {
+            /* -24 is EMFILE: back off and keep the thread (DESIGN.md pool sizing). */
+            if (!atomic_load(&stopping))
+                log_warn("FCGX_Accept_r: %d", rc);
+            struct timespec pause = {0, 100 * 1000000};
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        atomic_fetch_add(&inflight, 1);
+        handle(w);
+        FCGX_Finish_r(&w->fcgi);
+        atomic_fetch_sub(&inflight, 1);
+    }
+    return NULL;
+}
+
+/* Publishes a new snapshot whenever the configuration version moves (R-CFG-1),
+ * and reaps shared-state rows of dead responders once a second. */
+static void *config_main(void *arg)
+{
+    sqlite3 *db = arg;
+    int64_t seen = snapshot_db_version(db), last_reap = 0;
+    while (!atomic_load(&stopping)) {
+        struct timespec pause = {conf.config_poll_ms / 1000, (conf.config_poll_ms % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+        int64_t v = snapshot_db_version(db);
+        if (v >= 0 && v != seen) {
+            struct snapshot *s = snapshot_load(db, &shm);
+            if (s) {
+                snapshot_publish(s);
+                seen = v;
+                log_info("configuration version %lld loaded", (long long)v);
+            }
+        }
+        if (mono_ms() - last_reap >= 1000) {
+            shm_reap(&shm);
+            last_reap = mono_ms();
+        }
+    }
+    return NULL;
+}
+
+static void raise_fd_limit(int threads)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t want = (rlim_t)threads * 4 + 256;
+    if (rl.rlim_cur < want) {
+        rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+static void start_threads(int n, void *(*fn)(void *), struct worker *ws)
+{
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 256 * 1024);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    for (int i = 0; i < n; i++) {
+        pthread_t t;
+        if (pthread_create(&t, &a, fn, &ws[i]) != 0) {
+            log_error("cannot start worker thread %d: %s", i, strerror(errno));
+            exit(1);
+        }
+    }
+    pthread_attr_destroy(&a);
+}
+
+static struct worker *workers_new(int n)
+{
+    struct worker *ws = xcalloc((size_t)n, sizeof *ws);
+    for (int i = 0; i < n; i++) {
+        struct worker *w = &ws[i];
+        w->index = i;
+        arena_init(&w->arena);
+        buf_init(&w->resp, 0);
+        buf_init(&w->out, 0);
+        w->curl = curl_easy_init();
+        w->multi = curl_multi_init();
+        if (!w->curl || !w->multi)
+            abort();
+        w->rng = ((uint64_t)getpid() << 32) ^ (uint64_t)now_ms() ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL);
+        if (!w->rng)
+            w->rng = 1;
+    }
+    return ws;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: sluice-fcgi [-c sluice.conf]   (also SLUICE_CONF)\n"
+                    "Runs as a FastCGI responder on fd 0, started by the web server.\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *conf_path = getenv("SLUICE_CONF");
+    int opt;
+    while ((opt = getopt(argc, argv, "c:h")) != -1) {
+        if (opt == 'c')
+            conf_path = optarg;
+        else {
+            usage();
+            return opt == 'h' ? 0 : 2;
+        }
+    }
+    conf_defaults(&conf);
+    if (conf_path && conf_load(&conf, conf_path) != 0)
+        return 1;
+    const char *tz = getenv("SLUICE_BILLING_TZ");
+    setenv("TZ", tz && *tz ? tz : conf.billing_tz, 1);
+    tzset();
+    if (log_open(conf.log_file, "sluice-fcgi") != 0) {
+        fprintf(stderr, "cannot open log file %s: %s\n", conf.log_file, strerror(errno));
+        return 1;
+    }
+    raise_fd_limit(conf.pool_threads);
+    curl_global_init(CURL_GLOBAL_ALL);
+    if (shm_attach(&shm, conf.state_file) != 0 || shm_register(&shm) != 0)
+        return 1;
+    sqlite3 *cfg_db = db_open(conf.database, 0);
+    if (!cfg_db)
+        return 1;
+    struct snapshot *s = snapshot_load(cfg_db, &shm);
+    if (!s)
+        return 1;
+    snapshot_publish(s);
+    if (usage_writer_start(&conf) != 0)
+        return 1;
+    if (FCGX_Init() != 0) {
+        log_error("FCGX_Init failed");
+        return 1;
+    }
+    /* Signals go to one thread (sigwait); libfcgi's own handlers are overridden. */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    struct worker *ws = workers_new(conf.pool_threads);
+    start_threads(conf.pool_threads, worker_main, ws);
+    pthread_t cfg_thread;
+    pthread_create(&cfg_thread, NULL, config_main, cfg_db);
+    log_info("sluice-fcgi ready: %d threads, config version %lld", conf.pool_threads, (long long)s->version);
+
+    int sig = 0;
+    while (sigwait(&set, &sig) == 0 && sig != SIGTERM && sig != SIGINT)
+        ;
+    /* R-DEP-6: stop accepting, let in-flight requests finish (bounded), flush usage. */
+    atomic_store(&stopping, 1);
+    FCGX_ShutdownPending();
+    log_info("signal %d: draining %d in-flight requests", sig, atomic_load(&inflight));
+    int64_t deadline = mono_ms() + conf.shutdown_grace_ms;
+    while (atomic_load(&inflight) > 0 && mono_ms() < deadline) {
+        struct timespec pause = {0, 20 * 1000000};
+        nanosleep(&pause, NULL);
+    }
+    usage_writer_stop();
+    log_info("stopped (%d requests still in flight)", atomic_load(&inflight));
+    _exit(0);
+}

@@ -1,0 +1,84 @@
+/* models.c: the models a caller could route to, in OpenAI's list shape (R-AUTH-6). */
+#include "models.h"
+
+#include "reply.h"
+
+#include <string.h>
+
+/* May this route serve the caller? Same scoping as route.c (R-AUTH-3..5). */
+static int model_visible(const struct request *r, const struct snap_route *rt)
+{
+    if (rt->endpoint < 0)
+        return 0;
+    if (r->caller.endpoint >= 0)
+        return rt->endpoint == r->caller.endpoint;
+    return 1;
+}
+
+static void models_add(struct request *r, struct buf *b, const struct snap_route *rt, int *count)
+{
+    const struct snap_tenant *t = snapshot_tenant(r->snap, rt->tenant_id);
+    if (*count)
+        buf_puts(b, ",");
+    buf_puts(b, "{\"id\":");
+    buf_json_str(b, rt->model, strlen(rt->model));
+    buf_printf(b, ",\"object\":\"model\",\"created\":%lld,\"owned_by\":", (long long)rt->created_at);
+    const char *owner = t ? t->name : "sluice";
+    buf_json_str(b, owner, strlen(owner));
+    buf_puts(b, "}");
+    (*count)++;
+}
+
+/* Appends each distinct visible model of one tenant, skipping names in skip_tenant. */
+static void models_of_tenant(struct request *r, struct buf *b, int64_t tenant, int64_t skip_tenant,
+                             const char *only, int *count)
+{
+    const struct snapshot *s = r->snap;
+    const char *last = NULL;
+    for (int i = 0; i < s->n_routes; i++) {
+        const struct snap_route *rt = &s->routes[i];
+        if (rt->tenant_id != tenant || !model_visible(r, rt))
+            continue;
+        if (last && strcmp(last, rt->model) == 0)
+            continue;
+        if (only && strcmp(only, rt->model) != 0)
+            continue;
+        const struct snap_route *dup;
+        if (skip_tenant && snapshot_routes(s, skip_tenant, rt->model, &dup) > 0)
+            continue;       /* R-AUTH-4: the platform's route of that name wins */
+        last = rt->model;
+        models_add(r, b, rt, count);
+    }
+}
+
+void models_reply(struct request *r)
+{
+    if (strcmp(r->method, "GET") != 0) {
+        reply_error(r, "method_not_allowed", NULL, NULL);
+        return;
+    }
+    const char *only = strncmp(r->path, "/v1/models/", 11) == 0 ? r->path + 11 : NULL;
+    struct buf *b = &r->w->out;
+    buf_reset(b);
+    int count = 0;
+    int64_t def = r->snap->default_tenant_id;
+    if (!only)
+        buf_puts(b, "{\"object\":\"list\",\"data\":[");
+    int cross = r->caller.role == ROLE_OPERATOR && r->caller.tenant_id != def;
+    if (cross)
+        models_of_tenant(r, b, def, 0, only, &count);
+    models_of_tenant(r, b, r->caller.tenant_id, cross ? def : 0, only, &count);
+    if (only) {
+        if (count == 0) {
+            reply_error(r, "model_not_found",
+                        arena_printf(r->arena, "The model `%s` does not exist or you do not have access to it.", only),
+                        "model");
+            return;
+        }
+    } else {
+        buf_puts(b, "]}");
+    }
+    r->model = only;
+    if (reply_head(r, 200, "application/json", NULL) == 0)
+        reply_body(r, b->data, b->len, 0);
+}

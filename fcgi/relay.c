@@ -1,0 +1,295 @@
+/* relay.c: upstream headers and body to the client, byte for byte where the spec asks. */
+#include "relay.h"
+
+#include "reply.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+void relay_init(struct relay *x, struct request *r)
+{
+    memset(x, 0, sizeof *x);
+    x->r = r;
+    buf_init(&x->headers, 64 * 1024);
+    buf_init(&x->held, (size_t)r->conf->max_sse_event_bytes);
+    sse_init(&x->sse, (size_t)r->conf->max_sse_event_bytes);
+    buf_reset(&r->w->resp);
+    r->w->resp.max = (size_t)r->conf->max_response_bytes;
+    x->last_upstream_ms = x->last_client_ms = mono_ms();
+    if (r->route && r->route->target_model && r->snap->rewrite_response_model &&
+        strcmp(r->route->target_model, r->model) != 0) {
+        struct buf q;
+        buf_init(&q, 0);
+        buf_json_str(&q, r->routed_model, strlen(r->routed_model));
+        x->model_from = arena_strdup(r->arena, q.data);
+        buf_reset(&q);
+        buf_json_str(&q, r->model, strlen(r->model));
+        x->model_to = arena_strdup(r->arena, q.data);
+        buf_free(&q);
+    }
+}
+
+void relay_free(struct relay *x)
+{
+    buf_free(&x->headers);
+    buf_free(&x->held);
+    sse_free(&x->sse);
+}
+
+/* Headers that describe the hop, not the response, or that sluice owns (R-API-6). */
+static int header_dropped(const char *name, size_t n)
+{
+    static const char *drop[] = {"connection", "keep-alive", "transfer-encoding", "content-length",
+                                 "proxy-connection", "proxy-authenticate", "te", "trailer", "upgrade",
+                                 "date", "server", "x-request-id", "content-type", "status"};
+    if (n >= 15 && strncasecmp(name, "access-control-", 15) == 0)
+        return 1;
+    for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+        if (strlen(drop[i]) == n && strncasecmp(name, drop[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+size_t relay_header_cb(char *p, size_t size, size_t n, void *ud)
+{
+    struct relay *x = ud;
+    size_t len = size * n;
+    x->upstream_bytes = 1;
+    x->last_upstream_ms = mono_ms();
+    if (len >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+        const char *sp = memchr(p, ' ', len);
+        long status = sp ? strtol(sp + 1, NULL, 10) : 0;
+        /* R-API-6: an interim 1xx response and its headers are dropped. */
+        x->in_1xx = status >= 100 && status < 200;
+        if (!x->in_1xx)
+            x->status = status;
+        buf_reset(&x->headers);
+        x->content_type[0] = '\0';
+        return len;
+    }
+    if (x->in_1xx)
+        return len;
+    const char *colon = memchr(p, ':', len);
+    if (!colon)
+        return len;
+    size_t name_len = (size_t)(colon - p);
+    const char *v = colon + 1, *end = p + len;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
+        end--;
+    if (name_len == 12 && strncasecmp(p, "content-type", 12) == 0) {
+        snprintf(x->content_type, sizeof x->content_type, "%.*s", (int)(end - v), v);
+        return len;
+    }
+    if (header_dropped(p, name_len))
+        return len;
+    buf_append(&x->headers, p, name_len);
+    buf_puts(&x->headers, ": ");
+    buf_append(&x->headers, v, (size_t)(end - v));
+    buf_puts(&x->headers, "\r\n");
+    return len;
+}
+
+/* The response head's extra lines: upstream headers and sluice's own. */
+static const char *relay_extra_headers(struct relay *x, int stream)
+{
+    struct request *r = x->r;
+    const char *routed = r->routed_model ? r->routed_model : "";
+    const char *up = x->headers.data ? x->headers.data : "";
+    /* R-SSE-1: nothing between sluice and the client may buffer a stream. */
+    const char *nocache = stream && !strcasestr(up, "cache-control:") ? "Cache-Control: no-cache\r\n" : "";
+    const char *noaccel = stream && !strcasestr(up, "x-accel-buffering:") ? "X-Accel-Buffering: no\r\n" : "";
+    return arena_printf(r->arena, "%s%s%sX-Routed-Endpoint: %s\r\n%s%s%s", up, nocache, noaccel,
+                        r->ep ? r->ep->name : "",
+                        *routed ? "X-Routed-Model: " : "", routed, *routed ? "\r\n" : "");
+}
+
+int relay_stream_head(struct relay *x)
+{
+    struct request *r = x->r;
+    if (r->headers_sent)
+        return r->client_gone ? -1 : 0;
+    const char *ct = x->content_type[0] ? x->content_type : "text/event-stream";
+    int rc = reply_head(r, x->status >= 200 ? (int)x->status : 200, ct, relay_extra_headers(x, 1));
+    x->last_client_ms = mono_ms();
+    return rc;
+}
+
+/* Rewrites one event or body into w->out when R-USE-2 or R-RT-5 asks; returns
+ * the bytes to send (the input itself when nothing changes). */
+static const char *relay_rewrite(struct relay *x, const char *p, size_t len, size_t *out_len)
+{
+    struct request *r = x->r;
+    int strip = r->injected_usage && memmem(p, len, ",\"usage\":null", 13);
+    const char *at = NULL;
+    size_t from_len = 0;
+    if (x->model_from) {
+        static const char *keys[] = {"\"model\":", "\"model\": "};
+        from_len = strlen(x->model_from);
+        for (int i = 0; i < 2 && !at; i++) {
+            size_t key_len = strlen(keys[i]);
+            const char *k = memmem(p, len, keys[i], key_len);
+            if (k && (size_t)(p + len - (k + key_len)) >= from_len &&
+                memcmp(k + key_len, x->model_from, from_len) == 0)
+                at = k + key_len;
+        }
+    }
+    if (!strip && !at) {
+        *out_len = len;
+        return p;
+    }
+    struct buf *o = &r->w->out;
+    buf_reset(o);
+    if (at) {
+        buf_append(o, p, (size_t)(at - p));
+        buf_puts(o, x->model_to);
+        buf_append(o, at + from_len, len - (size_t)(at - p) - from_len);
+    } else {
+        buf_append(o, p, len);
+    }
+    if (strip)
+        o->len = usage_strip_null(o->data, o->len);
+    *out_len = o->len;
+    return o->data;
+}
+
+static int relay_send_event(struct relay *x, const char *raw, size_t len, int is_data)
+{
+    struct request *r = x->r;
+    size_t n;
+    const char *p = relay_rewrite(x, raw, len, &n);
+    if (relay_stream_head(x) != 0 || reply_body(r, p, n, 1) != 0)
+        return -1;
+    x->last_client_ms = mono_ms();
+    if (is_data && !r->data_sent) {
+        r->data_sent = 1;
+        r->ttft_ms = mono_ms() - r->start_mono;
+    }
+    return 0;
+}
+
+static void relay_note_finish(struct request *r, const char *data, size_t len)
+{
+    const char *f = memmem(data, len, "\"finish_reason\":\"", 17);
+    if (!f)
+        return;
+    f += 17;
+    const char *e = memchr(f, '"', (size_t)(data + len - f));
+    if (e && e - f < (long)sizeof r->finish_reason)
+        snprintf(r->finish_reason, sizeof r->finish_reason, "%.*s", (int)(e - f), f);
+}
+
+static int relay_event(struct relay *x, const struct sse_event *ev)
+{
+    struct request *r = x->r;
+    if (ev->comment_only || !ev->has_data) {
+        if (x->holding)
+            return buf_append(&x->held, ev->raw, ev->raw_len) == 0 ? 0 : -1;
+        return relay_send_event(x, ev->raw, ev->raw_len, 0);
+    }
+    enum chunk_kind kind;
+    struct usage u = {0};
+    /* Parsing JSON costs; only chunks that can matter are parsed. */
+    if (x->holding || memmem(ev->data, ev->data_len, "\"usage\":{", 9))
+        kind = usage_classify_chunk(ev->data, ev->data_len, &u);
+    else
+        kind = ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0 ? CHUNK_DONE : CHUNK_CONTENT;
+    if (u.found)
+        r->usage = u;
+    if (kind == CHUNK_USAGE_ONLY && r->injected_usage)
+        return 0;                       /* R-USE-2: the client did not ask for it */
+    if (x->holding) {
+        if (kind == CHUNK_ROLE_ONLY)    /* R-SSE-5: hold until real content */
+            return buf_append(&x->held, ev->raw, ev->raw_len) == 0 ? 0 : -1;
+        x->holding = 0;
+        if (x->held.len && relay_send_event(x, x->held.data, x->held.len, 1) != 0)
+            return -1;
+        buf_reset(&x->held);
+    }
+    if (kind == CHUNK_CONTENT) {
+        r->content_chunks++;
+        relay_note_finish(r, ev->data, ev->data_len);
+    }
+    return relay_send_event(x, ev->raw, ev->raw_len, 1);
+}
+
+size_t relay_write_cb(char *p, size_t size, size_t n, void *ud)
+{
+    struct relay *x = ud;
+    struct request *r = x->r;
+    size_t len = size * n;
+    x->upstream_bytes = 1;
+    x->last_upstream_ms = mono_ms();
+    if (x->mode == RELAY_UNDECIDED) {
+        int sse = x->status >= 200 && x->status < 300 &&
+                  strncasecmp(x->content_type, "text/event-stream", 17) == 0;
+        x->mode = sse ? RELAY_SSE : RELAY_BUFFER;
+        x->holding = sse && r->ep && r->ep->stream_guard && !r->data_sent;
+    }
+    if (x->mode == RELAY_BUFFER) {
+        if (buf_append(&r->w->resp, p, len) != 0) {
+            x->abort = ABORT_TOO_LARGE;
+            return 0;
+        }
+        return len;
+    }
+    if (sse_feed(&x->sse, p, len) != 0) {
+        x->abort = ABORT_TOO_LARGE;
+        return 0;
+    }
+    struct sse_event ev;
+    while (sse_next(&x->sse, &ev))
+        if (relay_event(x, &ev) != 0) {
+            x->abort = r->client_gone ? ABORT_CLIENT_GONE : ABORT_TOO_LARGE;
+            return 0;
+        }
+    return len;
+}
+
+int relay_keepalive(struct relay *x)
+{
+    static const char ka[] = ": keep-alive\n\n";
+    if (relay_stream_head(x) != 0 || reply_body(x->r, ka, sizeof ka - 1, 1) != 0)
+        return -1;
+    x->last_client_ms = mono_ms();
+    return 0;
+}
+
+void relay_finish_sse(struct relay *x)
+{
+    struct sse_event ev;
+    if (x->held.len)
+        relay_send_event(x, x->held.data, x->held.len, 1);
+    buf_reset(&x->held);
+    x->holding = 0;
+    if (sse_finish(&x->sse, &ev))
+        relay_send_event(x, ev.raw, ev.raw_len, 1);
+    relay_stream_head(x);
+}
+
+void relay_send_buffered(struct relay *x)
+{
+    struct request *r = x->r;
+    struct buf *b = &r->w->resp;
+    if (x->status >= 200 && x->status < 300)
+        usage_from_body(b->data ? b->data : "", b->len, &r->usage);
+    size_t n = b->len;
+    const char *body = b->len ? relay_rewrite(x, b->data, b->len, &n) : "";
+    if (r->headers_sent) {
+        /* A keep-alive already committed a 200 stream: the answer becomes an event. */
+        if (x->status >= 400) {
+            reply_error(r, "upstream_error", arena_printf(r->arena, "upstream answered %ld", x->status), NULL);
+            return;
+        }
+        reply_body(r, body, n, 1);
+        return;
+    }
+    const char *ct = x->content_type[0] ? x->content_type : NULL;
+    if (reply_head(r, (int)x->status, ct, relay_extra_headers(x, 0)) == 0 && reply_body(r, body, n, 0) == 0) {
+        r->data_sent = 1;
+        r->ttft_ms = mono_ms() - r->start_mono;
+    }
+}

@@ -1,0 +1,15 @@
+/* reply.h: writing the response to the front server, noticing when the client left. */
+#ifndef SLUICE_REPLY_H
+#define SLUICE_REPLY_H
+
+#include "request.h"
+
+/* Status line and headers; extra is "Name: value\r\n..." or NULL. 0 or -1 (client gone). */
+int reply_head(struct request *r, int status, const char *content_type, const char *extra);
+/* Body bytes; flush pushes them through lighttpd at once (SSE). 0 or -1 (client gone). */
+int reply_body(struct request *r, const char *data, size_t len, int flush);
+/* An error from sluice itself (R-API-2). Before the head: a JSON error reply;
+ * after a stream began: a data: {"error":...} event (R-SSE-4). */
+void reply_error(struct request *r, const char *code, const char *message, const char *param);
+
+#endif

@@ -1,0 +1,115 @@
+/* request.c: the read stage: FastCGI params and body into the request (DESIGN.md stage 1). */
+#include "request.h"
+
+#include "pathcheck.h"
+#include "reply.h"
+#include "util.h"
+
+#include <ctype.h>
+#include <string.h>
+
+const char *request_param(const struct request *r, const char *name)
+{
+    return FCGX_GetParam(name, r->w->fcgi.envp);
+}
+
+const char *request_header(const struct request *r, const char *name)
+{
+    char env[128] = "HTTP_";
+    size_t i = 5;
+    for (const char *p = name; *p && i < sizeof env - 1; p++)
+        env[i++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+    env[i] = '\0';
+    return FCGX_GetParam(env, r->w->fcgi.envp);
+}
+
+uint64_t request_random(struct request *r)
+{
+    uint64_t x = r->w->rng;    /* xorshift64*: fast and good enough for traffic splits */
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    r->w->rng = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+static enum req_kind request_kind(const char *path)
+{
+    if (strcmp(path, "/v1/chat/completions") == 0)
+        return REQ_CHAT;
+    if (strcmp(path, "/v1/completions") == 0)
+        return REQ_COMPLETIONS;
+    if (strcmp(path, "/v1/embeddings") == 0)
+        return REQ_EMBEDDINGS;
+    if (strcmp(path, "/v1/models") == 0 || strncmp(path, "/v1/models/", 11) == 0)
+        return REQ_MODELS;
+    if (strncmp(path, "/api/v1/proxy/", 14) == 0)
+        return REQ_PROXY;
+    return REQ_UNKNOWN;
+}
+
+/* Reads the body: CONTENT_LENGTH when given, else to EOF (Apache may omit it
+ * for chunked bodies). Over the limit -> 413 without reading the rest. */
+static int request_read_body(struct request *r)
+{
+    const char *cl = request_param(r, "CONTENT_LENGTH");
+    int64_t want = -1, max = r->conf->max_body_bytes;
+    if (cl && *cl && parse_i64(cl, 0, INT64_MAX, &want) != 0) {
+        reply_error(r, "invalid_header", "Content-Length is not a number", NULL);
+        return -1;
+    }
+    if (want > max) {
+        reply_error(r, "request_too_large", NULL, NULL);
+        return -1;
+    }
+    size_t cap = want >= 0 ? (size_t)want : 65536;
+    char *body = arena_alloc(r->arena, cap + 1);
+    size_t len = 0;
+    for (;;) {
+        if (want >= 0 && len == (size_t)want)
+            break;
+        if (len == cap) {
+            if ((int64_t)cap >= max) {
+                reply_error(r, "request_too_large", NULL, NULL);
+                return -1;
+            }
+            size_t ncap = cap * 2 > (size_t)max ? (size_t)max : cap * 2;
+            char *nb = arena_alloc(r->arena, ncap + 1);
+            memcpy(nb, body, len);
+            body = nb;
+            cap = ncap;
+        }
+        int n = FCGX_GetStr(body + len, (int)(cap - len), r->w->fcgi.in);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    body[len] = '\0';
+    r->body = body;
+    r->body_len = len;
+    return 0;
+}
+
+int request_read(struct request *r)
+{
+    r->method = request_param(r, "REQUEST_METHOD");
+    r->uri = request_param(r, "REQUEST_URI");
+    if (!r->method)
+        r->method = "GET";
+    if (!r->uri || r->uri[0] != '/')
+        r->uri = "/";
+    const char *q = strchr(r->uri, '?');
+    r->path = q ? arena_strndup(r->arena, r->uri, (size_t)(q - r->uri)) : r->uri;
+    r->query = q ? q + 1 : NULL;
+    r->kind = request_kind(r->path);
+
+    /* R-API-4: keep the client's X-Request-Id when it is safe to echo, else make one. */
+    const char *rid = request_header(r, "X-Request-Id");
+    if (rid && pathcheck_id_ok(rid, 64)) {
+        snprintf(r->request_id, sizeof r->request_id, "%s", rid);
+    } else {
+        memcpy(r->request_id, "req_", 4);
+        random_token(r->request_id + 4, 24);
+    }
+    return request_read_body(r);
+}

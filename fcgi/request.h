@@ -1,0 +1,100 @@
+/* request.h: the request struct every pipeline stage reads and fills (DESIGN.md
+ * "One request, in order"), and the read stage that starts it. */
+#ifndef SLUICE_REQUEST_H
+#define SLUICE_REQUEST_H
+
+#include "arena.h"
+#include "buf.h"
+#include "conf.h"
+#include "shm.h"
+#include "snapshot.h"
+#include "usage.h"
+
+#include <curl/curl.h>
+#include <fcgiapp.h>
+#include <json-c/json.h>
+#include <stdint.h>
+
+enum req_kind { REQ_CHAT, REQ_COMPLETIONS, REQ_EMBEDDINGS, REQ_MODELS, REQ_PROXY, REQ_UNKNOWN };
+
+/* The uniform caller (R-AUTH-1): routing and accounting see only this. */
+struct caller {
+    int64_t tenant_id, user_id, key_id;
+    int endpoint;                 /* endpoint key: its endpoint index, else -1 (R-AUTH-5) */
+    enum role role;
+    const char *user_name;
+};
+
+/* Per worker thread, reused request after request; owned by its thread. */
+struct worker {
+    FCGX_Request fcgi;
+    struct arena arena;
+    CURL *curl;                   /* reused so upstream connections stay alive */
+    CURLM *multi;
+    struct buf resp;              /* buffered upstream body */
+    struct buf out;               /* scratch for rewritten events / error bodies */
+    uint64_t rng;                 /* xorshift state for weighted choices */
+    int index;
+};
+
+struct request {
+    struct worker *w;
+    struct arena *arena;
+    const struct conf *conf;
+    struct shm *shm;
+    struct snapshot *snap;        /* held for the whole request */
+    int64_t start_ms, start_mono;
+
+    /* read */
+    const char *method, *uri, *path, *query;
+    enum req_kind kind;
+    char *body;
+    size_t body_len;
+    char request_id[80];
+
+    /* auth */
+    struct caller caller;
+
+    /* guard */
+    struct json_object *json;     /* parsed body, owned until request_end */
+    const char *model;            /* the client's model name */
+    int stream;
+    int client_usage;             /* the client set stream_options itself */
+    int injected_usage;           /* sluice added include_usage (R-USE-2) */
+    const char *fwd_body;         /* body sent upstream */
+    size_t fwd_len;
+    int64_t prompt_estimate;      /* rough prompt tokens, for disconnect records */
+
+    /* route */
+    const struct snap_route *route;
+    const struct snap_endpoint *ep;
+    const struct snap_replica *replica;
+    const char *upstream_path;    /* path + query appended to the replica URL */
+    const char *routed_model;     /* the model name the backend knows */
+    int excluded[4];              /* replicas already tried */
+    int n_excluded;
+
+    /* forward / reply */
+    int status;                   /* status sent to the client */
+    int headers_sent;             /* response head written to the client */
+    int data_sent;                /* a response byte other than a comment went out */
+    int client_gone;
+    int retries;
+    int64_t ttft_ms;
+
+    /* account */
+    struct usage usage;
+    int64_t content_chunks;
+    const char *error_code;
+    char finish_reason[32];
+};
+
+/* Fills method, uri, path, kind, request id and the body (R-API-3 limit).
+ * Returns 0, or -1 after replying with an error. */
+int request_read(struct request *r);
+const char *request_param(const struct request *r, const char *name);
+/* Header value from the FastCGI environment, e.g. "X-Request-Id" -> HTTP_X_REQUEST_ID. */
+const char *request_header(const struct request *r, const char *name);
+uint64_t request_random(struct request *r);
+
+#endif

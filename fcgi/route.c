@@ -1,0 +1,245 @@
+/* route.c: choose the route and replica for a request (SPEC §3-5, DESIGN.md stage 5). */
+#include "route.h"
+
+#include "balance.h"
+#include "log.h"
+#include "pathcheck.h"
+#include "pick.h"
+#include "reply.h"
+#include "util.h"
+
+#include <string.h>
+
+#define MAX_CANDIDATES 64
+
+void route_passive_conf(const struct conf *c, struct passive_conf *pc)
+{
+    pc->ban_ms = c->ban_ms;
+    pc->circuit_failures = c->circuit_failures;
+    pc->circuit_open_ms = c->circuit_open_ms;
+    pc->half_open_trials = c->half_open_trials;
+}
+
+static void passive_read(const struct shm *shm, int slot, struct passive_state *p)
+{
+    memset(p, 0, sizeof *p);
+    if (slot < 0)
+        return;
+    const struct shm_replica *s = &shm->r->replicas[slot];
+    p->ban_until_ms = atomic_load(&s->ban_until_ms);
+    p->open_until_ms = atomic_load(&s->open_until_ms);
+    p->failures = atomic_load(&s->failures);
+    p->trials = atomic_load(&s->trials);
+    p->circuit = (enum circuit_state)atomic_load(&s->circuit);
+}
+
+static void passive_write(struct shm *shm, int slot, const struct passive_state *p)
+{
+    struct shm_replica *s = &shm->r->replicas[slot];
+    atomic_store(&s->ban_until_ms, p->ban_until_ms);
+    atomic_store(&s->open_until_ms, p->open_until_ms);
+    atomic_store(&s->failures, p->failures);
+    atomic_store(&s->trials, p->trials);
+    atomic_store(&s->circuit, (int)p->circuit);
+}
+
+static int excluded(const struct request *r, int replica_index)
+{
+    for (int i = 0; i < r->n_excluded; i++)
+        if (r->excluded[i] == replica_index)
+            return 1;
+    return 0;
+}
+
+/* May this replica take the request? strict also honours bans and circuits. */
+static int replica_usable(const struct request *r, int idx, int strict, int64_t now)
+{
+    const struct snap_replica *rep = &r->snap->replicas[idx];
+    if (rep->state != REPLICA_RUNNING || !rep->healthy || excluded(r, idx))
+        return 0;
+    if (!strict)
+        return 1;
+    struct passive_state ps;
+    struct passive_conf pc;
+    passive_read(r->shm, rep->slot, &ps);
+    route_passive_conf(r->conf, &pc);
+    return passive_available(&ps, &pc, now);
+}
+
+static int endpoint_usable(const struct request *r, const struct snap_endpoint *e, int strict, int64_t now)
+{
+    for (int i = 0; i < e->n_replicas; i++)
+        if (replica_usable(r, e->first_replica + i, strict, now))
+            return 1;
+    return 0;
+}
+
+/* R-LB-1 over the endpoint's usable replicas; -1 if none. */
+static int choose_replica(struct request *r, const struct snap_endpoint *e, int strict, int64_t now)
+{
+    struct balance_cand cand[MAX_CANDIDATES];
+    int index[MAX_CANDIDATES], n = 0;
+    for (int i = 0; i < e->n_replicas && n < MAX_CANDIDATES; i++) {
+        int idx = e->first_replica + i;
+        if (!replica_usable(r, idx, strict, now))
+            continue;
+        const struct snap_replica *rep = &r->snap->replicas[idx];
+        cand[n].weight = rep->weight;
+        cand[n].active = e->algorithm == LB_ROUND_ROBIN || e->algorithm == LB_RANDOM
+                             ? 0 : shm_active_sum(r->shm, rep->slot);
+        index[n++] = idx;
+    }
+    if (n == 0)
+        return -1;
+    uint64_t rr = e->slot >= 0 ? atomic_fetch_add(&r->shm->r->endpoints[e->slot].rr, 1)
+                               : request_random(r);
+    int k = balance_pick(e->algorithm, cand, n, rr, request_random(r));
+    return k < 0 ? -1 : index[k];
+}
+
+/* R-AUTH-3/4: the caller's tenant's routes; an operator acting for another
+ * tenant sees default's routes of that name first (platform routes win). */
+static int scoped_routes(const struct request *r, const struct snap_route **first)
+{
+    const struct snapshot *s = r->snap;
+    if (r->caller.role == ROLE_OPERATOR && r->caller.tenant_id != s->default_tenant_id) {
+        int n = snapshot_routes(s, s->default_tenant_id, r->model, first);
+        if (n > 0)
+            return n;
+    }
+    return snapshot_routes(s, r->caller.tenant_id, r->model, first);
+}
+
+static void hand_out(struct request *r, int replica_index)
+{
+    const struct snap_replica *rep = &r->snap->replicas[replica_index];
+    r->replica = rep;
+    if (rep->slot < 0)
+        return;
+    struct passive_state ps;
+    struct passive_conf pc;
+    passive_read(r->shm, rep->slot, &ps);
+    if (ps.circuit == CIRCUIT_CLOSED)
+        return;
+    /* Half-open trials are counted under the pool lock so at most N go out. */
+    route_passive_conf(r->conf, &pc);
+    if (shm_lock(r->shm) == 0) {
+        passive_read(r->shm, rep->slot, &ps);
+        if (passive_on_pick(&ps, &pc, now_ms()))
+            passive_write(r->shm, rep->slot, &ps);
+        shm_unlock(r->shm);
+    }
+}
+
+static int route_proxy(struct request *r, int reply_on_fail)
+{
+    char name[129];
+    const char *rest;
+    enum pathcheck_result pr = pathcheck_proxy(r->uri, name, sizeof name, &rest);
+    if (pr != PATH_OK) {
+        if (reply_on_fail)
+            reply_error(r, pr == PATH_NO_ENDPOINT ? "endpoint_not_found" : "invalid_path", NULL, NULL);
+        return -1;
+    }
+    const struct snap_endpoint *e = snapshot_endpoint_by_name(r->snap, name);
+    int visible = e && (r->caller.endpoint >= 0 ? &r->snap->endpoints[r->caller.endpoint] == e
+                                                : e->tenant_id == r->caller.tenant_id ||
+                                                      r->caller.role == ROLE_OPERATOR);
+    if (!visible) {
+        if (reply_on_fail)
+            reply_error(r, "endpoint_not_found", arena_printf(r->arena, "no endpoint named %s", name), NULL);
+        return -1;
+    }
+    int64_t now = now_ms();
+    int idx = choose_replica(r, e, 1, now);
+    if (idx < 0)
+        idx = choose_replica(r, e, 0, now);
+    if (idx < 0) {
+        if (reply_on_fail)
+            reply_error(r, "no_backends_available", NULL, NULL);
+        return -1;
+    }
+    r->ep = e;
+    r->upstream_path = rest;
+    hand_out(r, idx);
+    return 0;
+}
+
+int route_choose(struct request *r, int reply_on_fail)
+{
+    if (r->kind == REQ_PROXY)
+        return route_proxy(r, reply_on_fail);
+    const struct snap_route *first;
+    int n = scoped_routes(r, &first);
+    const struct snap_route *cands[MAX_CANDIDATES];
+    int nc = 0;
+    for (int i = 0; i < n && nc < MAX_CANDIDATES; i++) {
+        /* R-AUTH-5: an endpoint key reaches only its own endpoint's routes. */
+        if (first[i].endpoint < 0 || (r->caller.endpoint >= 0 && first[i].endpoint != r->caller.endpoint))
+            continue;
+        cands[nc++] = &first[i];
+    }
+    if (nc == 0) {
+        if (reply_on_fail)
+            reply_error(r, "model_not_found",
+                        arena_printf(r->arena, "The model `%s` does not exist or you do not have access to it.", r->model),
+                        "model");
+        return -1;
+    }
+    int64_t now = now_ms();
+    /* First pass honours bans and circuits; if that leaves nothing, use them
+     * anyway rather than fail (R-HC-5). */
+    for (int strict = 1; strict >= 0; strict--) {
+        struct pick_route pr[MAX_CANDIDATES];
+        for (int i = 0; i < nc; i++) {
+            pr[i].priority = cands[i]->priority;
+            pr[i].weight = cands[i]->weight;
+            pr[i].available = endpoint_usable(r, &r->snap->endpoints[cands[i]->endpoint], strict, now);
+        }
+        int k = pick_route(pr, nc, request_random(r));
+        if (k < 0)
+            continue;
+        const struct snap_route *route = cands[k];
+        const struct snap_endpoint *e = &r->snap->endpoints[route->endpoint];
+        int idx = choose_replica(r, e, strict, now);
+        if (idx < 0)
+            continue;
+        if (!strict)
+            log_info("request %s: every replica of model %s is banned or open; using replica %lld anyway",
+                     r->request_id, r->model, (long long)r->snap->replicas[idx].id);
+        r->route = route;
+        r->ep = e;
+        r->routed_model = route->target_model ? route->target_model : r->model;
+        r->upstream_path = r->path;
+        hand_out(r, idx);
+        return 0;
+    }
+    if (reply_on_fail)
+        reply_error(r, "no_backends_available",
+                    arena_printf(r->arena, "No healthy backend is available for model `%s`.", r->model), NULL);
+    return -1;
+}
+
+void route_report(struct request *r, const struct snap_replica *rep, int ok)
+{
+    if (!rep || rep->slot < 0)
+        return;
+    struct passive_state ps;
+    struct passive_conf pc;
+    passive_read(r->shm, rep->slot, &ps);
+    if (ok && ps.circuit == CIRCUIT_CLOSED && ps.failures == 0)
+        return;                 /* the common case touches no lock */
+    route_passive_conf(r->conf, &pc);
+    if (shm_lock(r->shm) != 0)
+        return;
+    passive_read(r->shm, rep->slot, &ps);
+    if (ok)
+        passive_on_success(&ps);
+    else
+        passive_on_failure(&ps, &pc, now_ms());
+    passive_write(r->shm, rep->slot, &ps);
+    shm_unlock(r->shm);
+    if (!ok)
+        log_warn("request %s: replica %lld failed (%d in a row)%s", r->request_id, (long long)rep->id,
+                 ps.failures, ps.circuit == CIRCUIT_OPEN ? "; circuit open" : "");
+}

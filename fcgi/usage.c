@@ -1,0 +1,118 @@
+/* usage.c: token usage and chunk kinds from OpenAI-shaped JSON. */
+#include "usage.h"
+
+#include <json-c/json.h>
+#include <string.h>
+
+static int usage_read(struct json_object *obj, struct usage *u)
+{
+    struct json_object *usage, *v;
+    if (!json_object_object_get_ex(obj, "usage", &usage) ||
+        json_object_get_type(usage) != json_type_object)
+        return 0;
+    u->prompt_tokens = json_object_object_get_ex(usage, "prompt_tokens", &v) ? json_object_get_int64(v) : 0;
+    u->completion_tokens =
+        json_object_object_get_ex(usage, "completion_tokens", &v) ? json_object_get_int64(v) : 0;
+    if (u->prompt_tokens < 0)
+        u->prompt_tokens = 0;
+    if (u->completion_tokens < 0)
+        u->completion_tokens = 0;
+    u->found = 1;
+    return 1;
+}
+
+static struct json_object *parse(const char *json, size_t len)
+{
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *obj = json_tokener_parse_ex(tok, json, (int)len);
+    if (json_tokener_get_error(tok) != json_tokener_success) {
+        json_object_put(obj);
+        obj = NULL;
+    }
+    json_tokener_free(tok);
+    return obj;
+}
+
+int usage_from_body(const char *json, size_t len, struct usage *u)
+{
+    memset(u, 0, sizeof *u);
+    if (!memmem(json, len, "\"usage\"", 7))
+        return 0;
+    struct json_object *obj = parse(json, len);
+    int found = obj && usage_read(obj, u);
+    json_object_put(obj);
+    return found;
+}
+
+/* A delta counts as content when it has anything beyond role and empty content. */
+static int delta_has_content(struct json_object *choice)
+{
+    struct json_object *delta, *v;
+    if (json_object_object_get_ex(choice, "finish_reason", &v) && json_object_get_type(v) == json_type_string)
+        return 1;
+    if (json_object_object_get_ex(choice, "text", &v))          /* completions chunks */
+        return 1;
+    if (!json_object_object_get_ex(choice, "delta", &delta) ||
+        json_object_get_type(delta) != json_type_object)
+        return 1;
+    json_object_object_foreach(delta, key, val) {
+        if (strcmp(key, "role") == 0)
+            continue;
+        if (json_object_get_type(val) == json_type_null)
+            continue;
+        if (strcmp(key, "content") == 0 && json_object_get_type(val) == json_type_string &&
+            json_object_get_string_len(val) == 0)
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
+enum chunk_kind usage_classify_chunk(const char *data, size_t len, struct usage *u)
+{
+    if (len == 6 && memcmp(data, "[DONE]", 6) == 0)
+        return CHUNK_DONE;
+    struct json_object *obj = parse(data, len), *choices, *err;
+    if (!obj || json_object_get_type(obj) != json_type_object) {
+        json_object_put(obj);
+        return CHUNK_OTHER;
+    }
+    enum chunk_kind kind = CHUNK_OTHER;
+    if (json_object_object_get_ex(obj, "error", &err)) {
+        kind = CHUNK_ERROR;
+        goto out;
+    }
+    int has_usage = u ? usage_read(obj, u) : 0;
+    if (json_object_object_get_ex(obj, "choices", &choices) &&
+        json_object_get_type(choices) == json_type_array) {
+        size_t n = json_object_array_length(choices);
+        if (n == 0) {
+            kind = has_usage ? CHUNK_USAGE_ONLY : CHUNK_OTHER;
+            goto out;
+        }
+        kind = CHUNK_ROLE_ONLY;
+        for (size_t i = 0; i < n; i++)
+            if (delta_has_content(json_object_array_get_idx(choices, i))) {
+                kind = CHUNK_CONTENT;
+                break;
+            }
+    }
+out:
+    json_object_put(obj);
+    return kind;
+}
+
+size_t usage_strip_null(char *data, size_t len)
+{
+    static const char pat[] = ",\"usage\":null";
+    const size_t pn = sizeof pat - 1;
+    size_t w = 0, r = 0;
+    while (r < len) {
+        if (len - r >= pn && memcmp(data + r, pat, pn) == 0) {
+            r += pn;
+            continue;
+        }
+        data[w++] = data[r++];
+    }
+    return w;
+}

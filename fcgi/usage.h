@@ -1,0 +1,32 @@
+/* usage.h: read token usage from upstream bodies and stream chunks (R-USE-1, R-USE-2). */
+#ifndef SLUICE_USAGE_H
+#define SLUICE_USAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct usage {
+    int64_t prompt_tokens, completion_tokens;
+    int found;
+};
+
+/* Non-streaming body: usage.prompt_tokens / completion_tokens. 1 if found. */
+int usage_from_body(const char *json, size_t len, struct usage *u);
+
+enum chunk_kind {
+    CHUNK_OTHER,            /* not JSON, or JSON without anything below */
+    CHUNK_ROLE_ONLY,        /* choices whose deltas carry only role / empty content */
+    CHUNK_CONTENT,          /* a delta with content, tool calls, text, or a finish_reason */
+    CHUNK_USAGE_ONLY,       /* "choices":[] with a usage object: the include_usage chunk */
+    CHUNK_DONE,             /* the literal [DONE] */
+    CHUNK_ERROR             /* an {"error":...} object */
+};
+
+/* Classifies one event's data and, when it carries a usage object, fills u. */
+enum chunk_kind usage_classify_chunk(const char *data, size_t len, struct usage *u);
+
+/* Removes every `,"usage":null` from data in place (chunks gain it only because
+ * sluice asked for include_usage); returns the new length. */
+size_t usage_strip_null(char *data, size_t len);
+
+#endif

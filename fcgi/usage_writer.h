@@ -1,0 +1,28 @@
+/* usage_writer.h: the batched usage writer thread (R-USE-3): events and daily
+ * aggregates in one transaction, off the response path. */
+#ifndef SLUICE_USAGE_WRITER_H
+#define SLUICE_USAGE_WRITER_H
+
+#include "conf.h"
+
+#include <stdint.h>
+
+/* One usage event; fixed-size so enqueueing is one allocation. */
+struct usage_record {
+    int64_t ts_ms;
+    char request_id[80];
+    int64_t tenant_id, user_id, key_id, endpoint_id, replica_id, route_id;
+    char model[160], routed_model[160], path[96];
+    int64_t prompt_tokens, completion_tokens, latency_ms, ttft_ms;
+    int status, retries, stream;
+    char error_code[48], finish_reason[32];
+    struct usage_record *next;
+};
+
+int usage_writer_start(const struct conf *c);
+/* Takes ownership of rec (heap-allocated). Never blocks on SQLite. */
+void usage_writer_enqueue(struct usage_record *rec);
+/* Writes everything queued and stops the thread (SIGTERM path, R-DEP-6). */
+void usage_writer_stop(void);
+
+#endif

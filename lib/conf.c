@@ -1,0 +1,113 @@
+/* conf.c: load sluice.conf with libconfig over built-in defaults. */
+#include "conf.h"
+
+#include <libconfig.h>
+#include <stdio.h>
+#include <string.h>
+
+void conf_defaults(struct conf *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->database, sizeof c->database, "sluice.db");
+    snprintf(c->state_file, sizeof c->state_file, "sluice.state");
+    snprintf(c->log_file, sizeof c->log_file, "-");
+    snprintf(c->billing_tz, sizeof c->billing_tz, "UTC");
+    c->pool_processes = 2;
+    c->pool_threads = 256;
+    c->max_body_bytes = 8 << 20;
+    c->max_response_bytes = 64 << 20;
+    c->max_sse_event_bytes = 4 << 20;
+    c->keepalive_ms = 5000;
+    c->shutdown_grace_ms = 10000;
+    c->config_poll_ms = 250;
+    c->key_cache_ms = 30000;
+    c->ban_ms = 15000;
+    c->circuit_failures = 3;
+    c->circuit_open_ms = 30000;
+    c->half_open_trials = 2;
+    c->retry_after_s = 5;
+    c->usage_flush_ms = 200;
+    c->usage_batch_max = 500;
+    c->usage_queue_max = 100000;
+}
+
+static int conf_str(config_t *cf, const char *name, char *dst, size_t cap)
+{
+    const char *v;
+    if (config_lookup_string(cf, name, &v) != CONFIG_TRUE)
+        return 0;
+    if (strlen(v) >= cap) {
+        fprintf(stderr, "FATAL CONFIG FILE ERROR: %s: value of %s is too long\n",
+                config_error_file(cf) ? config_error_file(cf) : "sluice.conf", name);
+        return -1;
+    }
+    snprintf(dst, cap, "%s", v);
+    return 0;
+}
+
+static int conf_int(config_t *cf, const char *path, const char *name, long long min, long long max,
+                    void *dst, int is64)
+{
+    long long v;
+    if (config_lookup_int64(cf, name, &v) != CONFIG_TRUE) {
+        int iv;
+        if (config_lookup_int(cf, name, &iv) != CONFIG_TRUE)
+            return 0;
+        v = iv;
+    }
+    if (v < min || v > max) {
+        fprintf(stderr, "FATAL CONFIG FILE ERROR: %s: %s = %lld is outside %lld..%lld\n", path, name,
+                v, min, max);
+        return -1;
+    }
+    if (is64)
+        *(int64_t *)dst = v;
+    else
+        *(int *)dst = (int)v;
+    return 0;
+}
+
+int conf_load(struct conf *c, const char *path)
+{
+    config_t cf;
+    config_init(&cf);
+    int rc = -1;
+    if (config_read_file(&cf, path) != CONFIG_TRUE) {
+        fprintf(stderr, "FATAL CONFIG FILE ERROR: %s:%d: %s\n",
+                config_error_file(&cf) ? config_error_file(&cf) : path, config_error_line(&cf),
+                config_error_text(&cf));
+        goto out;
+    }
+    if (conf_str(&cf, "database", c->database, sizeof c->database) ||
+        conf_str(&cf, "state_file", c->state_file, sizeof c->state_file) ||
+        conf_str(&cf, "log_file", c->log_file, sizeof c->log_file) ||
+        conf_str(&cf, "access_log", c->access_log, sizeof c->access_log) ||
+        conf_str(&cf, "billing_tz", c->billing_tz, sizeof c->billing_tz))
+        goto out;
+    struct { const char *name; long long min, max; void *dst; int is64; } ints[] = {
+        {"pool.processes", 1, 64, &c->pool_processes, 0},
+        {"pool.threads", 1, 4096, &c->pool_threads, 0},
+        {"limits.max_body_bytes", 1024, 1LL << 32, &c->max_body_bytes, 1},
+        {"limits.max_response_bytes", 1024, 1LL << 34, &c->max_response_bytes, 1},
+        {"limits.max_sse_event_bytes", 1024, 1LL << 30, &c->max_sse_event_bytes, 1},
+        {"stream.keepalive_ms", 1000, 600000, &c->keepalive_ms, 0},
+        {"shutdown.grace_ms", 0, 3600000, &c->shutdown_grace_ms, 0},
+        {"config.poll_ms", 10, 2000, &c->config_poll_ms, 0},
+        {"auth.key_cache_ms", 0, 30000, &c->key_cache_ms, 0},
+        {"passive.ban_ms", 0, 3600000, &c->ban_ms, 0},
+        {"passive.circuit_failures", 1, 1000, &c->circuit_failures, 0},
+        {"passive.circuit_open_ms", 0, 3600000, &c->circuit_open_ms, 0},
+        {"passive.half_open_trials", 1, 1000, &c->half_open_trials, 0},
+        {"errors.retry_after_s", 1, 3600, &c->retry_after_s, 0},
+        {"usage.flush_ms", 10, 1000, &c->usage_flush_ms, 0},
+        {"usage.batch_max", 1, 100000, &c->usage_batch_max, 0},
+        {"usage.queue_max", 100, 10000000, &c->usage_queue_max, 0},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (conf_int(&cf, path, ints[i].name, ints[i].min, ints[i].max, ints[i].dst, ints[i].is64))
+            goto out;
+    rc = 0;
+out:
+    config_destroy(&cf);
+    return rc;
+}

@@ -1,0 +1,86 @@
+/* db.c: SQLite connection set-up and schema migration. */
+#include "db.h"
+
+#include "log.h"
+
+#include <stdio.h>
+
+int db_exec(sqlite3 *db, const char *sql)
+{
+    char *err = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
+        log_error("sqlite: %s", err ? err : sqlite3_errmsg(db));
+        sqlite3_free(err);
+        return -1;
+    }
+    return 0;
+}
+
+int db_begin_read(sqlite3 *db) { return db_exec(db, "BEGIN"); }
+
+void db_end_read(sqlite3 *db) { db_exec(db, "COMMIT"); }
+
+int db_schema_version(void) { return db_migrations[db_migrations_count - 1].version; }
+
+static int db_user_version(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    int v = -1;
+    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static int db_migrate(sqlite3 *db)
+{
+    /* BEGIN IMMEDIATE serialises concurrent first starts of several processes. */
+    if (db_exec(db, "BEGIN IMMEDIATE") != 0)
+        return -1;
+    int have = db_user_version(db);
+    if (have < 0)
+        goto fail;
+    for (int i = 0; i < db_migrations_count; i++) {
+        const struct db_migration *m = &db_migrations[i];
+        if (m->version <= have)
+            continue;
+        if (db_exec(db, m->sql) != 0) {
+            log_error("migration %s failed", m->name);
+            goto fail;
+        }
+        char pragma[64];
+        snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", m->version);
+        if (db_exec(db, pragma) != 0)
+            goto fail;
+    }
+    return db_exec(db, "COMMIT");
+fail:
+    db_exec(db, "ROLLBACK");
+    return -1;
+}
+
+sqlite3 *db_open(const char *path, int create)
+{
+    sqlite3 *db = NULL;
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
+    if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
+        log_error("cannot open database %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    if (db_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;") != 0 ||
+        db_migrate(db) != 0) {
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+void db_close(sqlite3 *db)
+{
+    if (db)
+        sqlite3_close(db);
+}

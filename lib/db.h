@@ -1,0 +1,32 @@
+/* db.h: opening the SQLite system of record and applying migrations. */
+#ifndef SLUICE_DB_H
+#define SLUICE_DB_H
+
+#include <sqlite3.h>
+
+/* Opens (creating if asked) the database in WAL mode with a busy timeout and
+ * foreign keys on, and brings the schema up to date (PRAGMA user_version).
+ * Returns NULL and logs why on failure. The caller owns the handle. */
+sqlite3 *db_open(const char *path, int create);
+void db_close(sqlite3 *db);
+
+/* Runs SQL text with no parameters (schema, BEGIN/COMMIT). 0 or -1 (logged). */
+int db_exec(sqlite3 *db, const char *sql);
+
+/* A consistent read of several statements (BEGIN / COMMIT). */
+int db_begin_read(sqlite3 *db);
+void db_end_read(sqlite3 *db);
+
+/* The schema version this build writes. */
+int db_schema_version(void);
+
+/* Migrations, generated from sql/NNN_*.sql by the build (lib/schema_sql.c). */
+struct db_migration {
+    int version;
+    const char *name;
+    const char *sql;
+};
+extern const struct db_migration db_migrations[];
+extern const int db_migrations_count;
+
+#endif

@@ -1,0 +1,232 @@
+/* shm.c: create, map and maintain the pool-wide shared state file. */
+#include "shm.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static uint64_t proc_start_time(int pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* Field 2 (comm) may contain spaces; count fields after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return 0;
+    int field = 2;
+    for (p++; *p && field < 22; p++)
+        if (*p == ' ')
+            field++;
+    return strtoull(p, NULL, 10);
+}
+
+static int proc_alive(int pid, uint64_t start_time)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 0;
+    uint64_t now_start = proc_start_time(pid);
+    return now_start == 0 || now_start == start_time;
+}
+
+static int shm_init_region(struct shm_region *r)
+{
+    memset(r, 0, sizeof *r);
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    int rc = pthread_mutex_init(&r->lock, &a);
+    pthread_mutexattr_destroy(&a);
+    if (rc != 0)
+        return -1;
+    r->version = SHM_VERSION;
+    r->size = (uint32_t)sizeof *r;
+    atomic_thread_fence(memory_order_release);
+    r->magic = SHM_MAGIC;               /* last: marks the region complete */
+    return 0;
+}
+
+int shm_attach(struct shm *s, const char *path)
+{
+    s->r = NULL;
+    s->row = -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        log_error("state file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* flock serialises first-time creation between processes starting together. */
+    flock(fd, LOCK_EX);
+    struct stat st;
+    int rc = -1;
+    if (fstat(fd, &st) != 0)
+        goto out;
+    int fresh = st.st_size == 0;
+    if (fresh && ftruncate(fd, (off_t)sizeof(struct shm_region)) != 0) {
+        log_error("state file %s: ftruncate: %s", path, strerror(errno));
+        goto out;
+    }
+    if (!fresh && (size_t)st.st_size != sizeof(struct shm_region)) {
+        log_error("state file %s has another layout (size %lld); remove it while no responder runs",
+                  path, (long long)st.st_size);
+        goto out;
+    }
+    void *m = mmap(NULL, sizeof(struct shm_region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        log_error("state file %s: mmap: %s", path, strerror(errno));
+        goto out;
+    }
+    s->r = m;
+    if (fresh || s->r->magic != SHM_MAGIC) {
+        if (shm_init_region(s->r) != 0)
+            goto out;
+    } else if (s->r->version != SHM_VERSION) {
+        log_error("state file %s has version %u, this build needs %u", path, s->r->version,
+                  SHM_VERSION);
+        goto out;
+    }
+    rc = 0;
+out:
+    flock(fd, LOCK_UN);
+    close(fd);
+    return rc;
+}
+
+int shm_lock(struct shm *s)
+{
+    int rc = pthread_mutex_lock(&s->r->lock);
+    if (rc == EOWNERDEAD) {
+        /* The holder died mid-transition; the guarded fields are plain
+         * counters that stay valid, so mark the mutex consistent and go on. */
+        pthread_mutex_consistent(&s->r->lock);
+        rc = 0;
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+void shm_unlock(struct shm *s) { pthread_mutex_unlock(&s->r->lock); }
+
+static void shm_clear_row(struct shm_proc *p)
+{
+    for (int i = 0; i < SHM_MAX_REPLICAS; i++)
+        atomic_store(&p->active[i], 0);
+    atomic_store(&p->start_time, 0);
+    atomic_store(&p->pid, 0);
+}
+
+int shm_reap(struct shm *s)
+{
+    int reaped = 0;
+    for (int i = 0; i < SHM_MAX_PROCS; i++) {
+        struct shm_proc *p = &s->r->procs[i];
+        int pid = atomic_load(&p->pid);
+        if (pid == 0 || i == s->row)
+            continue;
+        if (!proc_alive(pid, atomic_load(&p->start_time))) {
+            if (shm_lock(s) != 0)
+                continue;
+            if (atomic_load(&p->pid) == pid) {
+                shm_clear_row(p);
+                reaped++;
+                log_info("reaped shared-state row %d of dead process %d", i, pid);
+            }
+            shm_unlock(s);
+        }
+    }
+    return reaped;
+}
+
+int shm_register(struct shm *s)
+{
+    shm_reap(s);
+    if (shm_lock(s) != 0)
+        return -1;
+    int me = getpid();
+    for (int i = 0; i < SHM_MAX_PROCS; i++) {
+        struct shm_proc *p = &s->r->procs[i];
+        if (atomic_load(&p->pid) != 0)
+            continue;
+        shm_clear_row(p);
+        atomic_store(&p->start_time, proc_start_time(me));
+        atomic_store(&p->pid, me);
+        s->row = i;
+        if (atomic_load(&s->r->rows_hi) <= i)
+            atomic_store(&s->r->rows_hi, i + 1);
+        break;
+    }
+    shm_unlock(s);
+    if (s->row < 0) {
+        log_error("shared state: all %d process rows are in use", SHM_MAX_PROCS);
+        return -1;
+    }
+    return 0;
+}
+
+static int slot_for(_Atomic int64_t *ids, size_t stride, int cap, int64_t id)
+{
+    if (id <= 0)
+        return -1;
+    int start = (int)((uint64_t)id * 2654435761u % (uint64_t)cap);
+    for (int k = 0; k < cap; k++) {
+        int i = (start + k) % cap;
+        _Atomic int64_t *slot = (_Atomic int64_t *)((char *)ids + (size_t)i * stride);
+        int64_t cur = atomic_load(slot);
+        if (cur == id)
+            return i;
+        if (cur == 0) {
+            int64_t expect = 0;
+            if (atomic_compare_exchange_strong(slot, &expect, id) || expect == id)
+                return i;
+        }
+    }
+    return -1;
+}
+
+int shm_replica_slot(struct shm *s, int64_t replica_id)
+{
+    return slot_for(&s->r->replicas[0].id, sizeof(struct shm_replica), SHM_MAX_REPLICAS, replica_id);
+}
+
+int shm_endpoint_slot(struct shm *s, int64_t endpoint_id)
+{
+    return slot_for(&s->r->endpoints[0].id, sizeof(struct shm_endpoint), SHM_MAX_ENDPOINTS,
+                    endpoint_id);
+}
+
+void shm_active_add(struct shm *s, int slot, int delta)
+{
+    if (slot < 0 || s->row < 0)
+        return;
+    atomic_fetch_add_explicit(&s->r->procs[s->row].active[slot], delta, memory_order_relaxed);
+}
+
+int shm_active_sum(const struct shm *s, int slot)
+{
+    if (slot < 0)
+        return 0;
+    int sum = 0, hi = atomic_load_explicit(&s->r->rows_hi, memory_order_relaxed);
+    for (int i = 0; i < hi && i < SHM_MAX_PROCS; i++) {
+        const struct shm_proc *p = &s->r->procs[i];
+        if (atomic_load_explicit(&p->pid, memory_order_relaxed) == 0)
+            continue;
+        sum += atomic_load_explicit(&p->active[slot], memory_order_relaxed);
+    }
+    return sum;
+}

@@ -1,0 +1,361 @@
+/* snapshot.c: load, publish and look up configuration snapshots (R-CFG-1). */
+#include "snapshot.h"
+
+#include "db.h"
+#include "log.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t current_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct snapshot *current;   /* holds one reference of its own */
+
+int64_t snapshot_db_version(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    int64_t v = -1;
+    if (sqlite3_prepare_v2(db, "SELECT v FROM config_version WHERE id = 1", -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static const char *col_str(struct arena *a, sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? arena_strdup(a, (const char *)t) : NULL;
+}
+
+/* Runs a query and calls row() for each row; counts rows into *n. */
+static int each_row(sqlite3 *db, const char *sql, void (*row)(struct snapshot *, sqlite3_stmt *, int),
+                    struct snapshot *s, int *n)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        log_error("snapshot: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    int rc, i = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (row)
+            row(s, st, i);
+        i++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        log_error("snapshot: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    *n = i;
+    return 0;
+}
+
+static int64_t count(sqlite3 *db, const char *table_sql)
+{
+    sqlite3_stmt *st;
+    int64_t n = -1;
+    if (sqlite3_prepare_v2(db, table_sql, -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+static int endpoint_index(const struct snapshot *s, int64_t id)
+{
+    int lo = 0, hi = s->n_endpoints - 1;   /* endpoints are ordered by id */
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (s->endpoints[mid].id == id)
+            return mid;
+        if (s->endpoints[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static void tenant_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    s->tenants[i].id = sqlite3_column_int64(st, 0);
+    s->tenants[i].name = col_str(&s->mem, st, 1);
+    if (strcmp(s->tenants[i].name, "default") == 0)
+        s->default_tenant_id = s->tenants[i].id;
+}
+
+static enum lb_algorithm parse_algorithm(const char *a)
+{
+    if (!a)
+        return LB_ROUND_ROBIN;
+    if (strcmp(a, "random") == 0)
+        return LB_RANDOM;
+    if (strcmp(a, "least_connections") == 0)
+        return LB_LEAST_CONNECTIONS;
+    if (strcmp(a, "engine_aware") == 0)
+        return LB_ENGINE_AWARE;
+    return LB_ROUND_ROBIN;
+}
+
+static void endpoint_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_endpoint *e = &s->endpoints[i];
+    e->id = sqlite3_column_int64(st, 0);
+    e->tenant_id = sqlite3_column_int64(st, 1);
+    e->name = col_str(&s->mem, st, 2);
+    e->algorithm = parse_algorithm((const char *)sqlite3_column_text(st, 3));
+    const char *proto = (const char *)sqlite3_column_text(st, 4);
+    e->protocol = proto && strcmp(proto, "anthropic") == 0 ? PROTO_ANTHROPIC : PROTO_OPENAI;
+    e->affinity = sqlite3_column_int(st, 5);
+    e->connect_timeout_ms = sqlite3_column_int(st, 6);
+    e->first_byte_timeout_ms = sqlite3_column_int(st, 7);
+    e->idle_timeout_ms = sqlite3_column_int(st, 8);
+    e->stream_guard = sqlite3_column_int(st, 9);
+    e->upstream_auth = col_str(&s->mem, st, 10);
+    e->first_replica = 0;
+    e->n_replicas = 0;
+    e->slot = -1;
+}
+
+static void replica_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_replica *r = &s->replicas[i];
+    r->id = sqlite3_column_int64(st, 0);
+    r->endpoint = endpoint_index(s, sqlite3_column_int64(st, 1));
+    char *url = (char *)col_str(&s->mem, st, 2);
+    size_t n = strlen(url);
+    while (n > 0 && url[n - 1] == '/')
+        url[--n] = '\0';
+    r->url = url;
+    r->engine = col_str(&s->mem, st, 3);
+    r->weight = sqlite3_column_int(st, 4);
+    r->max_concurrency = sqlite3_column_int(st, 5);
+    const char *state = (const char *)sqlite3_column_text(st, 6);
+    r->state = !state || strcmp(state, "running") == 0 ? REPLICA_RUNNING
+               : strcmp(state, "sleeping") == 0       ? REPLICA_SLEEPING
+                                                      : REPLICA_DISABLED;
+    r->healthy = sqlite3_column_int(st, 7);
+    r->slot = -1;
+}
+
+static void route_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_route *r = &s->routes[i];
+    r->id = sqlite3_column_int64(st, 0);
+    r->tenant_id = sqlite3_column_int64(st, 1);
+    r->model = col_str(&s->mem, st, 2);
+    r->endpoint = endpoint_index(s, sqlite3_column_int64(st, 3));
+    r->priority = sqlite3_column_int(st, 4);
+    r->weight = sqlite3_column_int(st, 5);
+    const char *t = col_str(&s->mem, st, 6);
+    r->target_model = t && *t ? t : NULL;
+    r->created_at = sqlite3_column_int64(st, 7);
+}
+
+static enum role parse_role(const char *r)
+{
+    if (!r)
+        return ROLE_NONE;
+    if (strcmp(r, "operator") == 0)
+        return ROLE_OPERATOR;
+    if (strcmp(r, "admin") == 0)
+        return ROLE_ADMIN;
+    return ROLE_MEMBER;
+}
+
+static void key_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_key *k = &s->keys[i];
+    const char *hash = (const char *)sqlite3_column_text(st, 0);
+    snprintf(k->hash, sizeof k->hash, "%s", hash ? hash : "");
+    k->id = sqlite3_column_int64(st, 1);
+    k->user_id = sqlite3_column_int64(st, 2);
+    k->tenant_id = sqlite3_column_int64(st, 3);
+    k->endpoint = sqlite3_column_type(st, 4) == SQLITE_NULL
+                      ? -1 : endpoint_index(s, sqlite3_column_int64(st, 4));
+    k->role = parse_role((const char *)sqlite3_column_text(st, 5));
+    k->user_name = col_str(&s->mem, st, 6);
+}
+
+static int key_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct snap_key *)a)->hash, ((const struct snap_key *)b)->hash);
+}
+
+static void setting_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    const char *k = (const char *)sqlite3_column_text(st, 0);
+    const char *v = (const char *)sqlite3_column_text(st, 1);
+    if (!k || !v)
+        return;
+    if (strcmp(k, "internal_fields") == 0) {
+        /* Comma-separated body field names stripped before forwarding (R-API-5). */
+        char *copy = arena_strdup(&s->mem, v), *save = NULL;
+        int cap = 1;
+        for (const char *p = v; *p; p++)
+            cap += *p == ',';
+        s->internal_fields = arena_alloc(&s->mem, sizeof(char *) * (size_t)cap);
+        for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+            s->internal_fields[s->n_internal_fields++] = t;
+    } else if (strcmp(k, "response_model") == 0) {
+        s->rewrite_response_model = strcmp(v, "upstream") != 0;
+    }
+}
+
+struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
+{
+    struct snapshot *s = xcalloc(1, sizeof *s);
+    arena_init(&s->mem);
+    s->rewrite_response_model = 1;
+    int n;
+    if (db_begin_read(db) != 0)
+        goto fail;
+    s->version = snapshot_db_version(db);
+    int64_t nt = count(db, "SELECT count(*) FROM tenants");
+    int64_t ne = count(db, "SELECT count(*) FROM endpoints");
+    int64_t nr = count(db, "SELECT count(*) FROM replicas");
+    int64_t nro = count(db, "SELECT count(*) FROM routes WHERE status = 'active'");
+    int64_t nk = count(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL") +
+                 count(db, "SELECT count(*) FROM endpoints WHERE key_hash IS NOT NULL");
+    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0)
+        goto fail_read;
+    s->tenants = arena_alloc(&s->mem, sizeof *s->tenants * (size_t)(nt + 1));
+    s->endpoints = arena_alloc(&s->mem, sizeof *s->endpoints * (size_t)(ne + 1));
+    s->replicas = arena_alloc(&s->mem, sizeof *s->replicas * (size_t)(nr + 1));
+    s->routes = arena_alloc(&s->mem, sizeof *s->routes * (size_t)(nro + 1));
+    s->keys = arena_alloc(&s->mem, sizeof *s->keys * (size_t)(nk + 1));
+    if (each_row(db, "SELECT id, name FROM tenants ORDER BY id", tenant_row, s, &s->n_tenants) ||
+        each_row(db,
+                 "SELECT id, tenant_id, name, algorithm, protocol, affinity, connect_timeout_ms,"
+                 " first_byte_timeout_ms, idle_timeout_ms, stream_guard, upstream_auth"
+                 " FROM endpoints ORDER BY id", endpoint_row, s, &s->n_endpoints) ||
+        each_row(db,
+                 "SELECT id, endpoint_id, url, engine, weight, max_concurrency, state, healthy"
+                 " FROM replicas ORDER BY endpoint_id, id", replica_row, s, &s->n_replicas) ||
+        each_row(db,
+                 "SELECT id, tenant_id, model, endpoint_id, priority, weight, target_model, created_at"
+                 " FROM routes WHERE status = 'active' ORDER BY tenant_id, model, priority, id",
+                 route_row, s, &s->n_routes) ||
+        each_row(db,
+                 "SELECT k.key_hash, k.id, k.user_id, k.tenant_id, NULL, u.role, u.name"
+                 " FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.revoked_at IS NULL"
+                 " UNION ALL SELECT key_hash, 0, 0, tenant_id, id, NULL, NULL FROM endpoints"
+                 " WHERE key_hash IS NOT NULL", key_row, s, &s->n_keys) ||
+        each_row(db, "SELECT key, value FROM settings", setting_row, s, &n))
+        goto fail_read;
+    db_end_read(db);
+    /* Every replica's endpoint range; replicas are grouped by endpoint id. */
+    for (int i = 0; i < s->n_replicas; i++) {
+        struct snap_replica *r = &s->replicas[i];
+        if (r->endpoint < 0)
+            continue;
+        struct snap_endpoint *e = &s->endpoints[r->endpoint];
+        if (e->n_replicas == 0)
+            e->first_replica = i;
+        e->n_replicas++;
+        if (shm)
+            r->slot = shm_replica_slot(shm, r->id);
+    }
+    for (int i = 0; shm && i < s->n_endpoints; i++)
+        s->endpoints[i].slot = shm_endpoint_slot(shm, s->endpoints[i].id);
+    qsort(s->keys, (size_t)s->n_keys, sizeof *s->keys, key_cmp);
+    atomic_store(&s->refs, 1);
+    return s;
+fail_read:
+    db_end_read(db);
+fail:
+    snapshot_free(s);
+    return NULL;
+}
+
+void snapshot_free(struct snapshot *s)
+{
+    if (!s)
+        return;
+    arena_free(&s->mem);
+    free(s);
+}
+
+void snapshot_publish(struct snapshot *s)
+{
+    pthread_mutex_lock(&current_lock);
+    struct snapshot *old = current;
+    current = s;
+    pthread_mutex_unlock(&current_lock);
+    if (old)
+        snapshot_release(old);
+}
+
+struct snapshot *snapshot_acquire(void)
+{
+    pthread_mutex_lock(&current_lock);
+    struct snapshot *s = current;
+    if (s)
+        atomic_fetch_add(&s->refs, 1);
+    pthread_mutex_unlock(&current_lock);
+    return s;
+}
+
+void snapshot_release(struct snapshot *s)
+{
+    if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+        snapshot_free(s);
+}
+
+const struct snap_key *snapshot_find_key(const struct snapshot *s, const char hash[65])
+{
+    struct snap_key probe;
+    memcpy(probe.hash, hash, 65);
+    return bsearch(&probe, s->keys, (size_t)s->n_keys, sizeof *s->keys, key_cmp);
+}
+
+int snapshot_routes(const struct snapshot *s, int64_t tenant_id, const char *model,
+                    const struct snap_route **first)
+{
+    /* Lower bound of (tenant_id, model) in the sorted route array. */
+    int lo = 0, hi = s->n_routes;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        const struct snap_route *r = &s->routes[mid];
+        int c = r->tenant_id < tenant_id ? -1 : r->tenant_id > tenant_id ? 1 : strcmp(r->model, model);
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int n = 0;
+    while (lo + n < s->n_routes && s->routes[lo + n].tenant_id == tenant_id &&
+           strcmp(s->routes[lo + n].model, model) == 0)
+        n++;
+    *first = n ? &s->routes[lo] : NULL;
+    return n;
+}
+
+const struct snap_endpoint *snapshot_endpoint_by_name(const struct snapshot *s, const char *name)
+{
+    for (int i = 0; i < s->n_endpoints; i++)
+        if (strcmp(s->endpoints[i].name, name) == 0)
+            return &s->endpoints[i];
+    return NULL;
+}
+
+const struct snap_tenant *snapshot_tenant(const struct snapshot *s, int64_t id)
+{
+    for (int i = 0; i < s->n_tenants; i++)
+        if (s->tenants[i].id == id)
+            return &s->tenants[i];
+    return NULL;
+}
+
+const struct snap_tenant *snapshot_tenant_by_name(const struct snapshot *s, const char *name)
+{
+    for (int i = 0; i < s->n_tenants; i++)
+        if (strcmp(s->tenants[i].name, name) == 0)
+            return &s->tenants[i];
+    return NULL;
+}

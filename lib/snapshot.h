@@ -1,0 +1,101 @@
+/* snapshot.h: the immutable in-memory configuration a responder routes from.
+ *
+ * Built from SQLite by snapshot_load, published by snapshot_publish and read
+ * by requests through snapshot_acquire/snapshot_release: no SQL on the hot
+ * path, and a new version is visible within config.poll_ms (R-CFG-1). A
+ * snapshot is freed when the last request holding it releases it. */
+#ifndef SLUICE_SNAPSHOT_H
+#define SLUICE_SNAPSHOT_H
+
+#include "arena.h"
+#include "shm.h"
+
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+enum lb_algorithm { LB_ROUND_ROBIN, LB_RANDOM, LB_LEAST_CONNECTIONS, LB_ENGINE_AWARE };
+enum upstream_protocol { PROTO_OPENAI, PROTO_ANTHROPIC };
+enum replica_state { REPLICA_RUNNING, REPLICA_SLEEPING, REPLICA_DISABLED };
+enum role { ROLE_NONE, ROLE_MEMBER, ROLE_ADMIN, ROLE_OPERATOR };
+
+struct snap_tenant {
+    int64_t id;
+    const char *name;
+};
+
+struct snap_replica {
+    int64_t id;
+    int endpoint;                 /* index into endpoints */
+    const char *url;              /* base URL without trailing slash */
+    const char *engine;
+    int weight, max_concurrency;
+    enum replica_state state;
+    int healthy;                  /* 0 once sluice-healthd removed it (R-HC-2) */
+    int slot;                     /* shared-state slot, -1 if none */
+};
+
+struct snap_endpoint {
+    int64_t id, tenant_id;
+    const char *name;
+    enum lb_algorithm algorithm;
+    enum upstream_protocol protocol;
+    int affinity, stream_guard;
+    int connect_timeout_ms, first_byte_timeout_ms, idle_timeout_ms;
+    const char *upstream_auth;    /* secret: never logged or returned */
+    int first_replica, n_replicas; /* range in replicas[] */
+    int slot;                     /* shared-state endpoint slot */
+};
+
+struct snap_route {
+    int64_t id, tenant_id;
+    const char *model;
+    int endpoint;                 /* index into endpoints */
+    int priority, weight;
+    const char *target_model;     /* NULL: same as model */
+    int64_t created_at;
+};
+
+struct snap_key {
+    char hash[65];                /* SHA-256 hex of the presented key */
+    int64_t id;                   /* api_keys.id, or 0 for an endpoint key */
+    int64_t user_id, tenant_id;
+    int endpoint;                 /* endpoint key: its endpoint index; member key: -1 */
+    enum role role;
+    const char *user_name;
+};
+
+struct snapshot {
+    _Atomic int refs;
+    int64_t version;
+    int64_t default_tenant_id;
+    struct snap_tenant *tenants; int n_tenants;
+    struct snap_endpoint *endpoints; int n_endpoints;
+    struct snap_replica *replicas; int n_replicas;     /* grouped by endpoint */
+    struct snap_route *routes; int n_routes;           /* active only, by (tenant, model, priority, id) */
+    struct snap_key *keys; int n_keys;                 /* live keys, sorted by hash */
+    const char **internal_fields; int n_internal_fields; /* settings.internal_fields */
+    int rewrite_response_model;                        /* settings.response_model: client|upstream */
+    struct arena mem;                                   /* every string above */
+};
+
+/* Reads the configuration version counter; -1 on error. */
+int64_t snapshot_db_version(sqlite3 *db);
+/* Builds a snapshot from the database; NULL on error (logged). */
+struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm);
+void snapshot_free(struct snapshot *s);
+
+/* Process-wide current snapshot. publish takes ownership of s. */
+void snapshot_publish(struct snapshot *s);
+struct snapshot *snapshot_acquire(void);
+void snapshot_release(struct snapshot *s);
+
+const struct snap_key *snapshot_find_key(const struct snapshot *s, const char hash[65]);
+/* Active routes of (tenant, model) in priority order; returns count, *first set. */
+int snapshot_routes(const struct snapshot *s, int64_t tenant_id, const char *model,
+                    const struct snap_route **first);
+const struct snap_endpoint *snapshot_endpoint_by_name(const struct snapshot *s, const char *name);
+const struct snap_tenant *snapshot_tenant(const struct snapshot *s, int64_t id);
+const struct snap_tenant *snapshot_tenant_by_name(const struct snapshot *s, const char *name);
+
+#endif

@@ -1,0 +1,88 @@
+/* util.c: small helpers with no state. */
+#include "util.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+void sha256_hex(const void *data, size_t len, char out[65])
+{
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[64] = '\0';
+}
+
+void random_token(char *out, size_t n)
+{
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char buf[256];
+    size_t i = 0;
+    while (i < n) {
+        size_t want = n - i > sizeof buf ? sizeof buf : n - i;
+        if (RAND_bytes(buf, (int)want) != 1)
+            abort();
+        for (size_t j = 0; j < want; j++) {
+            if (buf[j] >= 248)      /* 248 = 4 * 62: reject to avoid modulo bias */
+                continue;
+            out[i++] = alphabet[buf[j] % 62];
+        }
+    }
+    out[n] = '\0';
+}
+
+int ct_equal(const void *a, const void *b, size_t n)
+{
+    const unsigned char *x = a, *y = b;
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= x[i] ^ y[i];
+    return d == 0;
+}
+
+void day_string(int64_t epoch_ms, char out[11])
+{
+    time_t t = (time_t)(epoch_ms / 1000);
+    struct tm tm;
+    localtime_r(&t, &tm);
+    int y = (tm.tm_year + 1900) % 10000, m = (tm.tm_mon + 1) % 100, d = tm.tm_mday % 100;
+    if (y < 0)
+        y = 0;
+    snprintf(out, 11, "%04u-%02u-%02u", (unsigned)y, (unsigned)m, (unsigned)d);
+}
