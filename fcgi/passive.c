@@ -7,7 +7,9 @@ int passive_available(const struct passive_state *s, const struct passive_conf *
     case CIRCUIT_OPEN:
         return now >= s->open_until_ms && c->half_open_trials > 0;
     case CIRCUIT_HALF_OPEN:
-        return s->trials < c->half_open_trials;
+        /* A trial whose outcome never came (its client left) must not keep the
+         * replica out for ever: each trial window lasts circuit_open_ms. */
+        return s->trials < c->half_open_trials || now >= s->open_until_ms;
     case CIRCUIT_CLOSED:
     default:
         return now >= s->ban_until_ms;
@@ -16,9 +18,10 @@ int passive_available(const struct passive_state *s, const struct passive_conf *
 
 int passive_on_pick(struct passive_state *s, const struct passive_conf *c, int64_t now)
 {
-    if (s->circuit == CIRCUIT_OPEN && now >= s->open_until_ms) {
+    if ((s->circuit == CIRCUIT_OPEN || s->circuit == CIRCUIT_HALF_OPEN) && now >= s->open_until_ms) {
         s->circuit = CIRCUIT_HALF_OPEN;
         s->trials = 1;
+        s->open_until_ms = now + c->circuit_open_ms;
         return 1;
     }
     if (s->circuit == CIRCUIT_HALF_OPEN) {

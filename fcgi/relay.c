@@ -241,11 +241,16 @@ size_t relay_write_cb(char *p, size_t size, size_t n, void *ud)
         return 0;
     }
     struct sse_event ev;
-    while (sse_next(&x->sse, &ev))
+    int got;
+    while ((got = sse_next(&x->sse, &ev)) == 1)
         if (relay_event(x, &ev) != 0) {
             x->abort = r->client_gone ? ABORT_CLIENT_GONE : ABORT_TOO_LARGE;
             return 0;
         }
+    if (got < 0) {
+        x->abort = ABORT_TOO_LARGE;
+        return 0;
+    }
     return len;
 }
 
@@ -288,7 +293,8 @@ void relay_send_buffered(struct relay *x)
         return;
     }
     const char *ct = x->content_type[0] ? x->content_type : NULL;
-    if (reply_head(r, (int)x->status, ct, relay_extra_headers(x, 0)) == 0 && reply_body(r, body, n, 0) == 0) {
+    const char *extra = arena_printf(r->arena, "%sContent-Length: %zu\r\n", relay_extra_headers(x, 0), n);
+    if (reply_head(r, (int)x->status, ct, extra) == 0 && reply_body(r, body, n, 0) == 0) {
         r->data_sent = 1;
         r->ttft_ms = mono_ms() - r->start_mono;
     }

@@ -73,6 +73,8 @@ void reply_error(struct request *r, const char *code, const char *message, const
     if (e->retry_after && n >= 0 && (size_t)n < sizeof extra)
         snprintf(extra + n, sizeof extra - (size_t)n, "Retry-After: %d\r\n", r->conf->retry_after_s);
     errors_body(b, e, message, param);
+    n = (int)strlen(extra);
+    snprintf(extra + n, sizeof extra - (size_t)n, "Content-Length: %zu\r\n", b->len);
     if (reply_head(r, e->status, "application/json", extra) == 0)
         reply_body(r, b->data, b->len, 0);
 }

@@ -27,7 +27,9 @@ int sse_feed(struct sse_parser *p, const char *bytes, size_t n)
         p->scan -= p->start;
         p->start = 0;
     }
-    if (p->max_event && p->in.len - p->start + n > p->max_event)
+    /* The limit is on one event: only the unfinished event already held counts
+     * here; sse_next checks it again as it scans. */
+    if (p->max_event && p->in.len - p->start > p->max_event)
         return -1;
     return buf_append(&p->in, bytes, n);
 }
@@ -78,6 +80,8 @@ int sse_next(struct sse_parser *p, struct sse_event *ev)
     const char *s = p->in.data;
     size_t len = p->in.len;
     while (p->scan < len) {
+        if (p->max_event && p->scan - p->start > p->max_event)
+            return -1;
         char c = s[p->scan];
         if (c != '\n' && c != '\r') {
             p->blank_run = 0;
@@ -101,6 +105,8 @@ int sse_next(struct sse_parser *p, struct sse_event *ev)
         p->start = p->scan;
         if (p->scan - ev_start == term)
             continue;                   /* a stray blank line with no event before it */
+        if (p->max_event && p->scan - ev_start > p->max_event)
+            return -1;
         ev->raw = s + ev_start;
         ev->raw_len = p->scan - ev_start;
         sse_parse_fields(p, ev->raw, ev->raw_len, ev);

@@ -30,7 +30,8 @@ struct sse_parser {
 void sse_init(struct sse_parser *p, size_t max_event);
 /* Appends input; -1 when the pending event would exceed max_event. */
 int sse_feed(struct sse_parser *p, const char *bytes, size_t n);
-/* 1: *ev holds the next complete event (valid until the next call); 0: need more. */
+/* 1: *ev holds the next complete event (valid until the next call); 0: need more;
+ * -1: the pending event is over max_event. */
 int sse_next(struct sse_parser *p, struct sse_event *ev);
 /* At end of stream: 1 if an unterminated event remains (it is discarded per spec,
  * but its raw bytes are returned so a relay can decide); 0 otherwise. */

@@ -2,6 +2,7 @@
 #include "arena.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,8 @@ void arena_init(struct arena *a) { a->head = NULL; a->used_total = 0; }
 
 void *arena_alloc(struct arena *a, size_t n)
 {
+    if (n > SIZE_MAX / 2)
+        abort();            /* no request asks for this much: a bug, not input */
     n = (n + 15) & ~(size_t)15;
     struct arena_block *b = a->head;
     if (!b || b->size - b->used < n) {

@@ -24,7 +24,8 @@ int64_t mono_ms(void)
 
 int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
-    if (!s || !*s)
+    /* strtoll would accept leading blanks and '+'; a whole-string parse does not. */
+    if (!s || !(*s == '-' || (*s >= '0' && *s <= '9')))
         return -1;
     char *end;
     errno = 0;

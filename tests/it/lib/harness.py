@@ -1,0 +1,313 @@
+"""harness.py: start a real lighttpd + sluice-fcgi pool + stand-in upstreams for end-to-end tests.
+
+Every test file builds on this (like git's t/lib-httpd.sh): real processes, real SQLite,
+real loopback sockets. Processes are ended by PID, only those this harness started."""
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import traceback
+
+BUILDDIR = os.environ.get("SLUICE_BUILDDIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "../../..")))
+SRCDIR = os.environ.get("SLUICE_SRCDIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "../../..")))
+OUTDIR = os.environ.get("SLUICE_TEST_OUT", os.path.join(BUILDDIR, "test-output"))
+LIGHTTPD = shutil.which("lighttpd") or "/usr/sbin/lighttpd"
+CTL = os.path.join(BUILDDIR, "admin", "sluicectl")
+FAKE = os.path.join(BUILDDIR, "tests", "fake", "sluice-fake-upstream")
+FCGI = os.path.join(BUILDDIR, "fcgi", "sluice-fcgi")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(cond, timeout=5.0, interval=0.05, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = cond()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError("timed out after %.1fs waiting for %s (last value %r)" % (timeout, what, last))
+
+
+class Response:
+    def __init__(self, status, headers, body, elapsed):
+        self.status = status
+        self.headers = headers          # lower-case name -> value (last one wins)
+        self.header_list = []           # [(name, value)] as received
+        self.body = body
+        self.elapsed = elapsed
+
+    def json(self):
+        return json.loads(self.body)
+
+    def __repr__(self):
+        return "<%d %r>" % (self.status, self.body[:300])
+
+
+def http_request(port, method, path, body=None, headers=None, timeout=30):
+    t0 = time.time()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    if isinstance(body, (dict, list)):
+        body = json.dumps(body).encode()
+    elif isinstance(body, str):
+        body = body.encode()
+    hdrs = dict(headers or {})
+    if body is not None and not any(k.lower() == "content-type" for k in hdrs):
+        hdrs["Content-Type"] = "application/json"
+    conn.request(method, path, body=body, headers=hdrs)
+    resp = conn.getresponse()
+    data = resp.read()
+    r = Response(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data, time.time() - t0)
+    r.header_list = resp.getheaders()
+    conn.close()
+    return r
+
+
+class Fake:
+    """One stand-in upstream (tests/fake/sluice-fake-upstream)."""
+
+    def __init__(self, name="fake", port=0):
+        self.name = name
+        log = open(os.path.join(OUTDIR, "fake-%s-%d.log" % (name, os.getpid())), "ab")
+        self.proc = subprocess.Popen([FAKE, "--port", str(port), "--name", name],
+                                     stdout=subprocess.PIPE, stderr=log)
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("listening on "):
+            raise RuntimeError("fake upstream did not start: %r" % line)
+        self.port = int(line.split()[2])
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def _req(self, method, path, body=None):
+        return http_request(self.port, method, path, body=body, headers={"Content-Type": "text/plain"})
+
+    def behavior(self, directives=""):
+        self._req("POST", "/_fake/behavior", directives)
+
+    def reset(self):
+        self._req("POST", "/_fake/reset", "")
+
+    def stats(self):
+        return self._req("GET", "/_fake/stats").json()
+
+    def health(self, on):
+        self._req("POST", "/_fake/health", "on" if on else "off")
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+class Gateway:
+    """A real lighttpd in front of a sluice-fcgi pool, on a free port, with its own state dir."""
+
+    def __init__(self, name, procs=2, threads=16, keepalive_ms=1000, conf=None):
+        """conf: {"passive": "ban_ms = 2000; ...", "billing_tz": '"UTC"'} replaces that
+        group's (or setting's) line of conf/sluice.conf.in."""
+        self.name = name
+        self.dir = os.path.join(OUTDIR, "%s-%d" % (name, os.getpid()))
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        self.db = os.path.join(self.dir, "sluice.db")
+        self.port = free_port()
+        self.procs, self.threads = procs, threads
+        self.conf_path = os.path.join(self.dir, "sluice.conf")
+        with open(os.path.join(SRCDIR, "conf", "sluice.conf.in")) as f:
+            text = f.read()
+        text = (text.replace("@STATE_DIR@", self.dir).replace("@PROCS@", str(procs))
+                .replace("@THREADS@", str(threads)).replace("@KEEPALIVE_MS@", str(keepalive_ms)))
+        for k, v in (conf or {}).items():
+            lines = text.split("\n")
+            for i, line in enumerate(lines):
+                if line.startswith(k + ":") or line.startswith(k + " ="):
+                    lines[i] = ("%s: { %s };" % (k, v)) if ":" in line.split("=")[0] else "%s = %s;" % (k, v)
+                    break
+            else:
+                raise ValueError("no setting %s in sluice.conf.in" % k)
+            text = "\n".join(lines)
+        with open(self.conf_path, "w") as f:
+            f.write(text)
+        self.ctl("init")
+        self.proc = None
+
+    def ctl(self, *args, check=True):
+        p = subprocess.run([CTL, "--db", self.db, "--json"] + [str(a) for a in args],
+                           capture_output=True, text=True, timeout=30)
+        if check and p.returncode != 0:
+            raise AssertionError("sluicectl %s failed (%d): %s %s" % (" ".join(map(str, args)), p.returncode,
+                                                                     p.stdout, p.stderr))
+        try:
+            return json.loads(p.stdout) if p.stdout.strip() else {}
+        except ValueError:
+            raise AssertionError("sluicectl %s printed non-JSON: %r" % (args, p.stdout))
+
+    def sql(self, query, *params):
+        con = sqlite3.connect(self.db, timeout=10)
+        try:
+            return con.execute(query, params).fetchall()
+        finally:
+            con.close()
+
+    def start(self):
+        with open(os.path.join(self.dir, "lighttpd.conf"), "w") as f:
+            subprocess.run([os.path.join(SRCDIR, "conf", "gen-lighttpd.sh"),
+                            os.path.join(SRCDIR, "conf", "lighttpd.conf.in"), "127.0.0.1", str(self.port),
+                            self.dir, FCGI, self.conf_path, os.path.join(SRCDIR, "www"), str(self.procs),
+                            str(self.threads), "8388608", "5"], stdout=f, check=True)
+        log = open(os.path.join(self.dir, "lighttpd.out"), "ab")
+        self.proc = subprocess.Popen([LIGHTTPD, "-D", "-f", os.path.join(self.dir, "lighttpd.conf")],
+                                     stdout=log, stderr=log)
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return True
+            except OSError:
+                return False
+        wait_for(up, 10, what="lighttpd on port %d" % self.port)
+        # The pool is spawned at start; wait until every responder is ready.
+        wait_for(lambda: len(self.responder_pids()) >= self.procs, 10, what="responders")
+        return self
+
+    def responder_pids(self):
+        pids = []
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    cmd = f.read().split(b"\0")[0].decode(errors="replace")
+                with open("/proc/%s/environ" % pid, "rb") as f:
+                    env = f.read()
+            except OSError:
+                continue
+            if cmd.endswith("sluice-fcgi") and ("SLUICE_CONF=" + self.conf_path).encode() in env:
+                pids.append(int(pid))
+        return sorted(pids)
+
+    def stop(self, sig=signal.SIGINT):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        # Responders end on lighttpd's SIGTERM; make sure none of ours is left.
+        deadline = time.time() + 15
+        while self.responder_pids() and time.time() < deadline:
+            time.sleep(0.1)
+        for pid in self.responder_pids():
+            os.kill(pid, signal.SIGKILL)
+
+    def request(self, method, path, body=None, key=None, headers=None, timeout=30):
+        hdrs = dict(headers or {})
+        if key:
+            hdrs["Authorization"] = "Bearer " + key
+        return http_request(self.port, method, path, body, hdrs, timeout)
+
+    def chat(self, key, model="m", content="hello", headers=None, **extra):
+        body = {"model": model, "messages": [{"role": "user", "content": content}]}
+        body.update(extra)
+        return self.request("POST", "/v1/chat/completions", body, key=key, headers=headers)
+
+    def stream_raw(self, key, body, headers=None, timeout=30):
+        """Streams a POST; returns (status, headers, [(t, bytes)]) with arrival times."""
+        hdrs = {"Content-Type": "application/json", "Authorization": "Bearer " + key}
+        hdrs.update(headers or {})
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        t0 = time.time()
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(body).encode(), headers=hdrs)
+        resp = conn.getresponse()
+        chunks = []
+        while True:
+            b = resp.read1(65536) if hasattr(resp, "read1") else resp.read(1)
+            if not b:
+                break
+            chunks.append((time.time() - t0, b))
+        conn.close()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, chunks
+
+    def usage_events(self, where="1=1", *params):
+        con = sqlite3.connect(self.db, timeout=10)
+        con.row_factory = sqlite3.Row
+        try:
+            return [dict(r) for r in con.execute("SELECT * FROM usage_events WHERE " + where + " ORDER BY id", params)]
+        finally:
+            con.close()
+
+    def log_text(self):
+        try:
+            with open(os.path.join(self.dir, "sluice-fcgi.log")) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+
+def setup_tenant(gw, tenant="t1", user="u1", role="member"):
+    """A tenant with one member key; returns the clear key."""
+    gw.ctl("tenant", "add", tenant)
+    gw.ctl("user", "add", user, "--tenant", tenant, "--role", role)
+    return gw.ctl("key", "add", "--user", user)["key"]
+
+
+def add_endpoint(gw, name, tenant, fakes, algorithm="round_robin", **opts):
+    extra = []
+    for k, v in opts.items():
+        extra += ["--" + k.replace("_", "-"), str(v)]
+    ep = gw.ctl("endpoint", "add", name, "--tenant", tenant, "--algorithm", algorithm, *extra)
+    for f in fakes:
+        gw.ctl("replica", "add", name, f.url)
+    return ep
+
+
+def run_tests(namespace, setup=None, teardown=None):
+    """Runs every test_* function of a test file in order; prints one line each and the total."""
+    os.makedirs(OUTDIR, exist_ok=True)
+    tests = sorted((n, f) for n, f in namespace.items() if n.startswith("test_") and callable(f))
+    tests.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
+    passed = failed = 0
+    ctx = None
+    try:
+        ctx = setup() if setup else None
+    except Exception:
+        traceback.print_exc()
+        print("not ok - setup of %s" % os.path.basename(sys.argv[0]))
+        print("0 passed, %d failed" % max(1, len(tests)))
+        sys.exit(1)
+    try:
+        for name, fn in tests:
+            t0 = time.time()
+            try:
+                fn(ctx) if setup else fn()
+                passed += 1
+                print("ok - %s (%.2fs)" % (name, time.time() - t0), flush=True)
+            except Exception as e:
+                failed += 1
+                print("not ok - %s: %s" % (name, e), flush=True)
+                traceback.print_exc(file=sys.stdout)
+                if ctx is not None and hasattr(ctx, "gw"):
+                    print("   logs: %s" % ctx.gw.dir)
+    finally:
+        if teardown:
+            teardown(ctx)
+    print("%d passed, %d failed" % (passed, failed))
+    sys.exit(1 if failed else 0)
