@@ -1,0 +1,466 @@
+/* ops.c: shared helpers of the management operations (errors, validation,
+ * bound statements, transactions) plus init and settings (SPEC §20). */
+#include "ops_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- errors -------------------------------------------------------------- */
+
+void ops_error_clear(struct ops_error *err)
+{
+    err->kind = OPS_ERR_NONE;
+    err->param[0] = '\0';
+    err->message[0] = '\0';
+}
+
+const char *ops_error_type(enum ops_error_kind kind)
+{
+    switch (kind) {
+    case OPS_ERR_INVALID: return "invalid_request_error";
+    case OPS_ERR_NOT_FOUND: return "not_found";
+    case OPS_ERR_CONFLICT: return "conflict";
+    case OPS_ERR_NONE:
+    case OPS_ERR_INTERNAL: break;
+    }
+    return "server_error";
+}
+
+int ops_error_status(enum ops_error_kind kind)
+{
+    switch (kind) {
+    case OPS_ERR_INVALID: return 400;
+    case OPS_ERR_NOT_FOUND: return 404;
+    case OPS_ERR_CONFLICT: return 409;
+    case OPS_ERR_NONE:
+    case OPS_ERR_INTERNAL: break;
+    }
+    return 500;
+}
+
+struct json_object *ops_error_json(const struct ops_error *err)
+{
+    struct json_object *e = json_object_new_object();
+    json_object_object_add(e, "message", json_object_new_string(
+        err->message[0] ? err->message : "internal error"));
+    json_object_object_add(e, "type", json_object_new_string(ops_error_type(err->kind)));
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "error", e);
+    return o;
+}
+
+void ops_fail(struct ops_error *err, enum ops_error_kind kind, const char *param,
+              const char *fmt, ...)
+{
+    err->kind = kind;
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+    va_end(ap);
+}
+
+void ops_fail_db(struct ops_error *err, sqlite3 *db)
+{
+    int code = sqlite3_extended_errcode(db);
+    if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY)
+        ops_fail(err, OPS_ERR_CONFLICT, NULL, "already exists (%s)", sqlite3_errmsg(db));
+    else if (code == SQLITE_CONSTRAINT_CHECK)
+        ops_fail(err, OPS_ERR_INVALID, NULL, "value out of range (%s)", sqlite3_errmsg(db));
+    else
+        ops_fail(err, OPS_ERR_INTERNAL, NULL, "database error: %s", sqlite3_errmsg(db));
+}
+
+/* ---- validation ------------------------------------------------------------ */
+
+/* Length of the UTF-8 sequence at s (at most n bytes), 0 if malformed. */
+static size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    size_t len;
+    uint32_t c = s[0], min;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    } else if ((c & 0xe0) == 0xc0) {
+        len = 2, c &= 0x1f, min = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3, c &= 0x0f, min = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4, c &= 0x07, min = 0x10000;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        c = (c << 6) | (s[i] & 0x3f);
+    }
+    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    *cp = c;
+    return len;
+}
+
+int ops_check_text(const char *param, const char *s, size_t max, struct ops_error *err)
+{
+    if (!s || !*s) {
+        ops_fail(err, OPS_ERR_INVALID, param, "%s must not be empty", param);
+        return -1;
+    }
+    size_t n = strlen(s);
+    if (n > max) {
+        ops_fail(err, OPS_ERR_INVALID, param, "%s is longer than %zu bytes", param, max);
+        return -1;
+    }
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        size_t len = utf8_seq(p + i, n - i, &cp);
+        if (len == 0) {
+            ops_fail(err, OPS_ERR_INVALID, param, "%s is not valid UTF-8", param);
+            return -1;
+        }
+        if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f)) {
+            ops_fail(err, OPS_ERR_INVALID, param, "%s must not contain control characters",
+                     param);
+            return -1;
+        }
+        i += len;
+    }
+    return 0;
+}
+
+int ops_check_name(const char *param, const char *s, struct ops_error *err)
+{
+    return ops_check_text(param, s, OPS_NAME_MAX, err);
+}
+
+int ops_check_enum(const char *param, const char *s, const char *const *allowed,
+                   struct ops_error *err)
+{
+    char list[256] = "";
+    size_t used = 0;
+    for (const char *const *a = allowed; *a; a++) {
+        if (s && strcmp(s, *a) == 0)
+            return 0;
+        int w = snprintf(list + used, sizeof list - used, "%s%s", used ? ", " : "", *a);
+        if (w > 0 && (size_t)w < sizeof list - used)
+            used += (size_t)w;
+    }
+    ops_fail(err, OPS_ERR_INVALID, param, "%s must be one of: %s", param, list);
+    return -1;
+}
+
+int ops_check_range(const char *param, struct ops_i64 v, int64_t min, int64_t max,
+                    struct ops_error *err)
+{
+    if (!v.set || (v.v >= min && v.v <= max))
+        return 0;
+    ops_fail(err, OPS_ERR_INVALID, param, "%s must be between %lld and %lld", param,
+             (long long)min, (long long)max);
+    return -1;
+}
+
+/* ---- statements ------------------------------------------------------------ */
+
+static sqlite3_stmt *ops_prepare_v(sqlite3 *db, struct ops_error *err, const char *sql,
+                                   const char *types, va_list ap)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        ops_fail_db(err, db);
+        return NULL;
+    }
+    for (int i = 0; types[i]; i++) {
+        int rc = SQLITE_OK;
+        if (types[i] == 't') {
+            const char *s = va_arg(ap, const char *);
+            rc = s ? sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT)
+                   : sqlite3_bind_null(st, i + 1);
+        } else if (types[i] == 'i') {
+            rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+        } else if (types[i] == 'o') {
+            struct ops_i64 v = va_arg(ap, struct ops_i64);
+            rc = v.set ? sqlite3_bind_int64(st, i + 1, v.v) : sqlite3_bind_null(st, i + 1);
+        }
+        if (rc != SQLITE_OK) {
+            ops_fail_db(err, db);
+            sqlite3_finalize(st);
+            return NULL;
+        }
+    }
+    return st;
+}
+
+sqlite3_stmt *ops_prepare(sqlite3 *db, struct ops_error *err, const char *sql,
+                          const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    va_end(ap);
+    return st;
+}
+
+int ops_run(sqlite3 *db, struct ops_error *err, const char *sql, const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    va_end(ap);
+    if (!st)
+        return -1;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        ;
+    if (rc != SQLITE_DONE)
+        ops_fail_db(err, db);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int ops_query_i64(sqlite3 *db, struct ops_error *err, int64_t *out, const char *sql,
+                  const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    va_end(ap);
+    if (!st)
+        return -1;
+    int ret = -1, rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *out = sqlite3_column_int64(st, 0);
+        ret = 1;
+    } else if (rc == SQLITE_DONE) {
+        ret = 0;
+    } else {
+        ops_fail_db(err, db);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
+struct json_object *ops_query_one(sqlite3 *db, struct ops_error *err, ops_row_fn row,
+                                  const char *what, const char *sql, const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    va_end(ap);
+    if (!st)
+        return NULL;
+    struct json_object *res = NULL;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        res = row(st);
+    else if (rc == SQLITE_DONE)
+        ops_fail(err, OPS_ERR_NOT_FOUND, NULL, "%s not found", what);
+    else
+        ops_fail_db(err, db);
+    sqlite3_finalize(st);
+    return res;
+}
+
+struct json_object *ops_query_list(sqlite3 *db, struct ops_error *err, const char *field,
+                                   ops_row_fn row, const char *sql, const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    va_end(ap);
+    if (!st)
+        return NULL;
+    struct json_object *arr = json_object_new_array();
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        json_object_array_add(arr, row(st));
+    if (rc != SQLITE_DONE)
+        ops_fail_db(err, db);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        json_object_put(arr);
+        return NULL;
+    }
+    struct json_object *res = json_object_new_object();
+    json_object_object_add(res, field, arr);
+    return res;
+}
+
+/* ---- transactions ---------------------------------------------------------- */
+
+int ops_begin(sqlite3 *db, struct ops_error *err)
+{
+    return ops_run(db, err, "BEGIN IMMEDIATE", "");
+}
+
+struct json_object *ops_finish(sqlite3 *db, struct json_object *res, struct ops_error *err)
+{
+    if (res && ops_run(db, err, "COMMIT", "") == 0)
+        return res;
+    json_object_put(res);
+    if (!sqlite3_get_autocommit(db))
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return NULL;
+}
+
+/* ---- lookups --------------------------------------------------------------- */
+
+int ops_tenant_id(sqlite3 *db, const char *name, int64_t *id, struct ops_error *err)
+{
+    if (ops_check_name("tenant", name, err) != 0)
+        return -1;
+    int rc = ops_query_i64(db, err, id, "SELECT id FROM tenants WHERE name = ?1", "t", name);
+    if (rc == 0)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "tenant", "tenant not found: %s", name);
+    return rc == 1 ? 0 : -1;
+}
+
+/* Two numbers of the one row named by name; 0, or -1 with NOT_FOUND "<what> not found". */
+static int ops_ids(sqlite3 *db, const char *what, const char *sql, const char *name,
+                   int64_t *id, int64_t *tenant_id, struct ops_error *err)
+{
+    if (ops_check_name(what, name, err) != 0)
+        return -1;
+    sqlite3_stmt *st = ops_prepare(db, err, sql, "t", name);
+    if (!st)
+        return -1;
+    int ret = -1, rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        if (tenant_id)
+            *tenant_id = sqlite3_column_int64(st, 1);
+        ret = 0;
+    } else if (rc == SQLITE_DONE) {
+        ops_fail(err, OPS_ERR_NOT_FOUND, what, "%s not found: %s", what, name);
+    } else {
+        ops_fail_db(err, db);
+    }
+    sqlite3_finalize(st);
+    return ret;
+}
+
+int ops_endpoint_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,
+                     struct ops_error *err)
+{
+    return ops_ids(db, "endpoint", "SELECT id, tenant_id FROM endpoints WHERE name = ?1",
+                   name, id, tenant_id, err);
+}
+
+int ops_user_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,
+                 struct ops_error *err)
+{
+    return ops_ids(db, "user", "SELECT id, tenant_id FROM users WHERE name = ?1",
+                   name, id, tenant_id, err);
+}
+
+/* ---- JSON from columns ------------------------------------------------------- */
+
+void ops_json_str(struct json_object *o, const char *key, const char *s)
+{
+    json_object_object_add(o, key, s ? json_object_new_string(s) : NULL);
+}
+
+void ops_json_text(struct json_object *o, const char *key, sqlite3_stmt *st, int col)
+{
+    const unsigned char *s = sqlite3_column_text(st, col);
+    json_object_object_add(o, key, s ? json_object_new_string_len(
+        (const char *)s, sqlite3_column_bytes(st, col)) : NULL);
+}
+
+void ops_json_int(struct json_object *o, const char *key, sqlite3_stmt *st, int col)
+{
+    json_object_object_add(o, key, sqlite3_column_type(st, col) == SQLITE_NULL ? NULL
+                               : json_object_new_int64(sqlite3_column_int64(st, col)));
+}
+
+void ops_json_bool(struct json_object *o, const char *key, sqlite3_stmt *st, int col)
+{
+    json_object_object_add(o, key, json_object_new_boolean(sqlite3_column_int64(st, col) != 0));
+}
+
+/* ---- init ------------------------------------------------------------------ */
+
+struct json_object *ops_init(sqlite3 *db, const char *path, struct ops_error *err)
+{
+    int64_t version = 0;
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_run(db, err, "INSERT INTO tenants (name) VALUES ('default') ON CONFLICT (name) DO NOTHING",
+                "") != 0 ||
+        ops_query_i64(db, err, &version, "PRAGMA user_version", "") != 1)
+        goto out;
+    res = json_object_new_object();
+    json_object_object_add(res, "ok", json_object_new_boolean(1));
+    ops_json_str(res, "database", path);
+    json_object_object_add(res, "schema_version", json_object_new_int64(version));
+out:
+    return ops_finish(db, res, err);
+}
+
+/* ---- settings -------------------------------------------------------------- */
+
+static struct json_object *setting_row(sqlite3_stmt *st)
+{
+    struct json_object *o = json_object_new_object();
+    ops_json_text(o, "key", st, 0);
+    ops_json_text(o, "value", st, 1);
+    return o;
+}
+
+struct json_object *ops_settings_set(sqlite3 *db, const char *key, const char *value,
+                                     struct ops_error *err)
+{
+    if (ops_check_name("key", key, err) != 0)
+        return NULL;
+    if (!value) {
+        ops_fail(err, OPS_ERR_INVALID, "value", "value is required");
+        return NULL;
+    }
+    if (*value && ops_check_text("value", value, OPS_VALUE_MAX, err) != 0)
+        return NULL;
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_run(db, err, "INSERT INTO settings (key, value) VALUES (?1, ?2) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value", "tt", key, value) == 0)
+        res = ops_query_one(db, err, setting_row, "setting",
+                            "SELECT key, value FROM settings WHERE key = ?1", "t", key);
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_settings_get(sqlite3 *db, const char *key, struct ops_error *err)
+{
+    if (ops_check_name("key", key, err) != 0)
+        return NULL;
+    struct json_object *res = ops_query_one(db, err, setting_row, "setting",
+                                            "SELECT key, value FROM settings WHERE key = ?1",
+                                            "t", key);
+    if (!res && err->kind == OPS_ERR_NOT_FOUND)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "key", "setting not found: %s", key);
+    return res;
+}
+
+struct json_object *ops_settings_rm(sqlite3 *db, const char *key, struct ops_error *err)
+{
+    if (ops_check_name("key", key, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = ops_settings_get(db, key, err);
+    if (res && ops_run(db, err, "DELETE FROM settings WHERE key = ?1", "t", key) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
+    if (res)
+        json_object_object_add(res, "deleted", json_object_new_boolean(1));
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_settings_list(sqlite3 *db, struct ops_error *err)
+{
+    return ops_query_list(db, err, "settings", setting_row,
+                          "SELECT key, value FROM settings ORDER BY key", "");
+}

@@ -1,0 +1,501 @@
+/* ops_endpoint.c: endpoints, their keys and their replicas (SPEC §0, R-SEC-1, R-SEC-3). */
+#include "ops_internal.h"
+
+#include "util.h"
+
+#include <ctype.h>
+#include <string.h>
+#include <strings.h>
+
+#define ENDPOINT_KEY_RANDOM 48  /* "sk-" + 48 characters */
+#define KEY_PREFIX_LEN 12       /* characters of a key kept for people to recognise it */
+#define HEALTH_PATH_MAX 256
+
+static const char *const endpoint_algorithms[] = {
+    "round_robin", "random", "least_connections", "engine_aware", NULL};
+static const char *const endpoint_protocols[] = {"openai", "anthropic", NULL};
+static const char *const replica_engines[] = {
+    "vllm", "ollama", "openai", "anthropic", "other", NULL};
+static const char *const replica_states[] = {"running", "sleeping", "disabled", NULL};
+
+/* ---- endpoints ------------------------------------------------------------- */
+
+/* Never key_hash or upstream_auth (R-SEC-1, R-ANT-4). */
+#define ENDPOINT_SELECT \
+    "SELECT e.id, e.name, t.name, t.id, e.algorithm, e.protocol, e.affinity, e.stream_guard," \
+    " e.health_path, e.connect_timeout_ms, e.first_byte_timeout_ms, e.idle_timeout_ms," \
+    " e.key_prefix, e.upstream_auth IS NOT NULL," \
+    " (SELECT COUNT(*) FROM replicas r WHERE r.endpoint_id = e.id), e.created_at" \
+    " FROM endpoints e JOIN tenants t ON t.id = e.tenant_id"
+
+static struct json_object *endpoint_row(sqlite3_stmt *st)
+{
+    struct json_object *o = json_object_new_object();
+    ops_json_int(o, "id", st, 0);
+    ops_json_text(o, "name", st, 1);
+    ops_json_text(o, "tenant", st, 2);
+    ops_json_int(o, "tenant_id", st, 3);
+    ops_json_text(o, "algorithm", st, 4);
+    ops_json_text(o, "protocol", st, 5);
+    ops_json_bool(o, "affinity", st, 6);
+    ops_json_bool(o, "stream_guard", st, 7);
+    ops_json_text(o, "health_path", st, 8);
+    ops_json_int(o, "connect_timeout_ms", st, 9);
+    ops_json_int(o, "first_byte_timeout_ms", st, 10);
+    ops_json_int(o, "idle_timeout_ms", st, 11);
+    ops_json_text(o, "key_prefix", st, 12);
+    ops_json_bool(o, "upstream_auth_set", st, 13);
+    ops_json_int(o, "replicas", st, 14);
+    ops_json_int(o, "created_at", st, 15);
+    return o;
+}
+
+static struct json_object *endpoint_get(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    return ops_query_one(db, err, endpoint_row, "endpoint", ENDPOINT_SELECT " WHERE e.id = ?1",
+                         "i", id);
+}
+
+/* Endpoint names are one path segment of /api/v1/proxy/{endpoint}/... (SPEC §1). */
+static int endpoint_check_name(const char *name, struct ops_error *err)
+{
+    if (ops_check_name("name", name, err) != 0)
+        return -1;
+    if (strchr(name, '/')) {
+        ops_fail(err, OPS_ERR_INVALID, "name", "endpoint name must not contain '/'");
+        return -1;
+    }
+    return 0;
+}
+
+static int endpoint_check_health_path(const char *p, struct ops_error *err)
+{
+    size_t n = strlen(p);
+    if (n == 0 || n > HEALTH_PATH_MAX || p[0] != '/') {
+        ops_fail(err, OPS_ERR_INVALID, "health_path",
+                 "health_path must start with '/' and be at most %d bytes", HEALTH_PATH_MAX);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c <= 0x20 || c >= 0x7f || c == '\\' || c == '#') {
+            ops_fail(err, OPS_ERR_INVALID, "health_path",
+                     "health_path must be printable ASCII without spaces, '\\' or '#'");
+            return -1;
+        }
+    }
+    if (strstr(p, "/../") || (n >= 3 && strcmp(p + n - 3, "/..") == 0)) {
+        ops_fail(err, OPS_ERR_INVALID, "health_path", "health_path must not contain '..'");
+        return -1;
+    }
+    return 0;
+}
+
+static int endpoint_check_opts(const struct ops_endpoint_opts *o, struct ops_error *err)
+{
+    if (o->algorithm && ops_check_enum("algorithm", o->algorithm, endpoint_algorithms, err) != 0)
+        return -1;
+    if (o->protocol && ops_check_enum("protocol", o->protocol, endpoint_protocols, err) != 0)
+        return -1;
+    if (o->health_path && endpoint_check_health_path(o->health_path, err) != 0)
+        return -1;
+    if (ops_check_range("affinity", o->affinity, 0, 1, err) != 0 ||
+        ops_check_range("stream_guard", o->stream_guard, 0, 1, err) != 0 ||
+        ops_check_range("connect_timeout_ms", o->connect_timeout_ms, 1, 600000, err) != 0 ||
+        ops_check_range("first_byte_timeout_ms", o->first_byte_timeout_ms, 1, 3600000, err) != 0 ||
+        ops_check_range("idle_timeout_ms", o->idle_timeout_ms, 1, 3600000, err) != 0)
+        return -1;
+    return 0;
+}
+
+static int endpoint_update(sqlite3 *db, int64_t id, const struct ops_endpoint_opts *o,
+                           struct ops_error *err)
+{
+    return ops_run(db, err,
+                   "UPDATE endpoints SET algorithm = COALESCE(?1, algorithm),"
+                   " protocol = COALESCE(?2, protocol), health_path = COALESCE(?3, health_path),"
+                   " affinity = COALESCE(?4, affinity), stream_guard = COALESCE(?5, stream_guard),"
+                   " connect_timeout_ms = COALESCE(?6, connect_timeout_ms),"
+                   " first_byte_timeout_ms = COALESCE(?7, first_byte_timeout_ms),"
+                   " idle_timeout_ms = COALESCE(?8, idle_timeout_ms) WHERE id = ?9",
+                   "tttoooooi", o->algorithm, o->protocol, o->health_path, o->affinity,
+                   o->stream_guard, o->connect_timeout_ms, o->first_byte_timeout_ms,
+                   o->idle_timeout_ms, id);
+}
+
+/* Stores a fresh endpoint key's hash and prefix; the clear key goes into res (R-SEC-1). */
+static int endpoint_new_key(sqlite3 *db, int64_t id, struct json_object *res,
+                            struct ops_error *err)
+{
+    char key[3 + ENDPOINT_KEY_RANDOM + 1], hash[65], prefix[KEY_PREFIX_LEN + 1];
+    memcpy(key, "sk-", 3);
+    random_token(key + 3, ENDPOINT_KEY_RANDOM);
+    sha256_hex(key, strlen(key), hash);
+    memcpy(prefix, key, KEY_PREFIX_LEN);
+    prefix[KEY_PREFIX_LEN] = '\0';
+    int rc = ops_run(db, err, "UPDATE endpoints SET key_hash = ?1, key_prefix = ?2 WHERE id = ?3",
+                     "tti", hash, prefix, id);
+    if (rc == 0) {
+        json_object_object_add(res, "key", json_object_new_string(key));
+        json_object_object_add(res, "key_prefix", json_object_new_string(prefix));
+    }
+    explicit_bzero(key, sizeof key);
+    return rc;
+}
+
+struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *tenant,
+                                     const struct ops_endpoint_opts *o, struct ops_error *err)
+{
+    int64_t tenant_id, id;
+    if (endpoint_check_name(name, err) != 0 || endpoint_check_opts(o, err) != 0 ||
+        ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_tenant_id(db, tenant, &tenant_id, err) != 0)
+        goto out;
+    int rc = ops_query_i64(db, err, &id, "SELECT id FROM endpoints WHERE name = ?1", "t", name);
+    if (rc == 1)
+        ops_fail(err, OPS_ERR_CONFLICT, "name", "endpoint already exists: %s", name);
+    if (rc != 0)
+        goto out;
+    if (ops_run(db, err, "INSERT INTO endpoints (tenant_id, name) VALUES (?1, ?2)", "it",
+                tenant_id, name) != 0)
+        goto out;
+    id = sqlite3_last_insert_rowid(db);
+    if (endpoint_update(db, id, o, err) != 0 || !(res = endpoint_get(db, id, err)))
+        goto out;
+    if (endpoint_new_key(db, id, res, err) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
+out:
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_endpoint_set(sqlite3 *db, const char *name,
+                                     const struct ops_endpoint_opts *o, struct ops_error *err)
+{
+    int64_t id, tenant_id;
+    if (endpoint_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_endpoint_ids(db, name, &id, &tenant_id, err) == 0 &&
+        endpoint_update(db, id, o, err) == 0)
+        res = endpoint_get(db, id, err);
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_endpoint_rotate_key(sqlite3 *db, const char *name, struct ops_error *err)
+{
+    int64_t id, tenant_id;
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_endpoint_ids(db, name, &id, &tenant_id, err) == 0 &&
+        (res = endpoint_get(db, id, err)) && endpoint_new_key(db, id, res, err) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_endpoint_rm(sqlite3 *db, const char *name, struct ops_error *err)
+{
+    int64_t id, tenant_id;
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_endpoint_ids(db, name, &id, &tenant_id, err) != 0 || !(res = endpoint_get(db, id, err)))
+        goto out;
+    /* Its replicas and routes go with it (ON DELETE CASCADE). */
+    if (ops_run(db, err, "DELETE FROM endpoints WHERE id = ?1", "i", id) != 0) {
+        json_object_put(res);
+        res = NULL;
+        goto out;
+    }
+    json_object_object_add(res, "deleted", json_object_new_boolean(1));
+out:
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_endpoint_list(sqlite3 *db, const char *tenant, struct ops_error *err)
+{
+    struct ops_i64 tid = {0, 0};
+    if (tenant) {
+        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
+            return NULL;
+        tid.set = 1;
+    }
+    return ops_query_list(db, err, "endpoints", endpoint_row,
+                          ENDPOINT_SELECT " WHERE ?1 IS NULL OR e.tenant_id = ?1 ORDER BY e.id",
+                          "o", tid);
+}
+
+/* ---- replica URLs (R-SEC-3) ---------------------------------------------------
+ * A base URL is http:// or https://, a host (name, IPv4 or [IPv6]), an optional
+ * port and an optional path. Refused: userinfo, query, fragment, whitespace and
+ * control characters (raw or %-encoded CR, LF, NUL), backslashes, non-ASCII,
+ * '.' and '..' path segments. Messages never repeat the URL: it may hold a password. */
+
+static int url_bad(struct ops_error *err, const char *why)
+{
+    ops_fail(err, OPS_ERR_INVALID, "url", "replica URL %s", why);
+    return -1;
+}
+
+static int url_check_host(const char *h, size_t n, struct ops_error *err)
+{
+    if (n == 0)
+        return url_bad(err, "must name a host");
+    if (h[0] == '[') {
+        if (n < 3 || h[n - 1] != ']')
+            return url_bad(err, "has a malformed IPv6 address");
+        for (size_t i = 1; i < n - 1; i++)
+            if (!isxdigit((unsigned char)h[i]) && h[i] != ':' && h[i] != '.')
+                return url_bad(err, "has a malformed IPv6 address");
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)h[i]) && h[i] != '-' && h[i] != '.' && h[i] != '_')
+            return url_bad(err, "has a host with characters other than letters, digits, '-', '.', '_'");
+    return 0;
+}
+
+int ops_check_replica_url(const char *url, struct ops_error *err)
+{
+    if (!url || !*url)
+        return url_bad(err, "must not be empty");
+    size_t n = strlen(url);
+    if (n > OPS_URL_MAX)
+        return url_bad(err, "is too long");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)url[i];
+        if (c <= 0x20 || c == 0x7f)
+            return url_bad(err, "must not contain whitespace or control characters");
+        if (c >= 0x80)
+            return url_bad(err, "must be ASCII (use punycode and %-encoding)");
+        if (c == '\\')
+            return url_bad(err, "must not contain '\\'");
+        if (c == '?' || c == '#')
+            return url_bad(err, "must not have a query or fragment");
+    }
+    const char *p;
+    if (strncasecmp(url, "http://", 7) == 0)
+        p = url + 7;
+    else if (strncasecmp(url, "https://", 8) == 0)
+        p = url + 8;
+    else
+        return url_bad(err, "must start with http:// or https://");
+
+    size_t alen = strcspn(p, "/");
+    const char *path = p + alen;
+    if (memchr(p, '@', alen))
+        return url_bad(err, "must not contain userinfo ('@' before the host)");
+    if (memchr(p, '%', alen))
+        return url_bad(err, "must not %-encode the host");
+    /* host[:port]; an IPv6 host is bracketed */
+    size_t hlen = alen;
+    const char *colon = NULL;
+    if (p[0] == '[') {
+        const char *close = memchr(p, ']', alen);
+        if (!close)
+            return url_bad(err, "has a malformed IPv6 address");
+        hlen = (size_t)(close - p) + 1;
+        if (hlen < alen) {
+            if (p[hlen] != ':')
+                return url_bad(err, "has text after the IPv6 address");
+            colon = p + hlen;
+        }
+    } else {
+        colon = memchr(p, ':', alen);
+        if (colon)
+            hlen = (size_t)(colon - p);
+    }
+    if (url_check_host(p, hlen, err) != 0)
+        return -1;
+    if (colon) {
+        char port[8];
+        size_t plen = alen - (size_t)(colon + 1 - p);
+        int64_t v;
+        if (plen == 0 || plen >= sizeof port)
+            return url_bad(err, "has an invalid port");
+        memcpy(port, colon + 1, plen);
+        port[plen] = '\0';
+        if (!isdigit((unsigned char)port[0]) || parse_i64(port, 1, 65535, &v) != 0)
+            return url_bad(err, "has an invalid port");
+    }
+    /* path: %XX must be two hex digits and not encode a control character */
+    for (const char *q = path; *q; q++) {
+        if (*q != '%')
+            continue;
+        if (!isxdigit((unsigned char)q[1]) || !isxdigit((unsigned char)q[2]))
+            return url_bad(err, "has a malformed %-escape");
+        if (q[1] == '0' || q[1] == '1' || (q[1] == '7' && (q[2] == 'f' || q[2] == 'F')))
+            return url_bad(err, "must not %-encode control characters");
+        if (q[1] == '2' && (q[2] == 'e' || q[2] == 'E'))
+            return url_bad(err, "must not %-encode '.'");
+        q += 2;
+    }
+    for (const char *s = path; *s; ) {
+        s++;                                    /* past '/' */
+        size_t seg = strcspn(s, "/");
+        if ((seg == 1 && s[0] == '.') || (seg == 2 && s[0] == '.' && s[1] == '.'))
+            return url_bad(err, "must not contain '.' or '..' path segments");
+        s += seg;
+    }
+    return 0;
+}
+
+/* ---- replicas -------------------------------------------------------------- */
+
+#define REPLICA_SELECT \
+    "SELECT r.id, e.name, e.id, t.name, t.id, r.url, r.engine, r.weight, r.max_concurrency," \
+    " r.state, r.healthy, r.created_at FROM replicas r" \
+    " JOIN endpoints e ON e.id = r.endpoint_id JOIN tenants t ON t.id = e.tenant_id"
+
+static struct json_object *replica_row(sqlite3_stmt *st)
+{
+    struct json_object *o = json_object_new_object();
+    ops_json_int(o, "id", st, 0);
+    ops_json_text(o, "endpoint", st, 1);
+    ops_json_int(o, "endpoint_id", st, 2);
+    ops_json_text(o, "tenant", st, 3);
+    ops_json_int(o, "tenant_id", st, 4);
+    ops_json_text(o, "url", st, 5);
+    ops_json_text(o, "engine", st, 6);
+    ops_json_int(o, "weight", st, 7);
+    ops_json_int(o, "max_concurrency", st, 8);
+    ops_json_text(o, "state", st, 9);
+    ops_json_bool(o, "healthy", st, 10);
+    ops_json_int(o, "created_at", st, 11);
+    return o;
+}
+
+static struct json_object *replica_get(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    return ops_query_one(db, err, replica_row, "replica", REPLICA_SELECT " WHERE r.id = ?1",
+                         "i", id);
+}
+
+static int replica_check_opts(const struct ops_replica_opts *o, struct ops_error *err)
+{
+    if (o->engine && ops_check_enum("engine", o->engine, replica_engines, err) != 0)
+        return -1;
+    if (o->state && ops_check_enum("state", o->state, replica_states, err) != 0)
+        return -1;
+    if (ops_check_range("weight", o->weight, 0, OPS_COUNT_MAX, err) != 0 ||
+        ops_check_range("max_concurrency", o->max_concurrency, 0, OPS_COUNT_MAX, err) != 0)
+        return -1;
+    return 0;
+}
+
+static int replica_update(sqlite3 *db, int64_t id, const struct ops_replica_opts *o,
+                          struct ops_error *err)
+{
+    return ops_run(db, err,
+                   "UPDATE replicas SET engine = COALESCE(?1, engine), state = COALESCE(?2, state),"
+                   " weight = COALESCE(?3, weight),"
+                   " max_concurrency = COALESCE(?4, max_concurrency) WHERE id = ?5",
+                   "ttooi", o->engine, o->state, o->weight, o->max_concurrency, id);
+}
+
+/* The replica of endpoint with this URL. Looking up needs no URL validation
+ * beyond text rules, so replicas stored under older rules can still be removed. */
+static int replica_find(sqlite3 *db, const char *endpoint, const char *url, int64_t *id,
+                        struct ops_error *err)
+{
+    int64_t eid, tid;
+    if (ops_endpoint_ids(db, endpoint, &eid, &tid, err) != 0)
+        return -1;
+    if (!url || !*url || strlen(url) > OPS_URL_MAX) {
+        ops_fail(err, OPS_ERR_INVALID, "url", "replica URL must be 1 to %d bytes", OPS_URL_MAX);
+        return -1;
+    }
+    int rc = ops_query_i64(db, err, id,
+                           "SELECT id FROM replicas WHERE endpoint_id = ?1 AND url = ?2",
+                           "it", eid, url);
+    if (rc == 0)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "url", "endpoint %s has no replica with that URL",
+                 endpoint);
+    return rc == 1 ? 0 : -1;
+}
+
+struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const char *url,
+                                    const struct ops_replica_opts *o, struct ops_error *err)
+{
+    int64_t eid, tid, id;
+    if (ops_check_replica_url(url, err) != 0 || replica_check_opts(o, err) != 0 ||
+        ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_endpoint_ids(db, endpoint, &eid, &tid, err) != 0)
+        goto out;
+    int rc = ops_query_i64(db, err, &id,
+                           "SELECT id FROM replicas WHERE endpoint_id = ?1 AND url = ?2",
+                           "it", eid, url);
+    if (rc == 1)
+        ops_fail(err, OPS_ERR_CONFLICT, "url", "endpoint %s already has a replica with that URL",
+                 endpoint);
+    if (rc != 0)
+        goto out;
+    if (ops_run(db, err, "INSERT INTO replicas (endpoint_id, url) VALUES (?1, ?2)", "it",
+                eid, url) != 0)
+        goto out;
+    id = sqlite3_last_insert_rowid(db);
+    if (replica_update(db, id, o, err) == 0)
+        res = replica_get(db, id, err);
+out:
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_replica_set(sqlite3 *db, const char *endpoint, const char *url,
+                                    const struct ops_replica_opts *o, struct ops_error *err)
+{
+    int64_t id;
+    if (replica_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (replica_find(db, endpoint, url, &id, err) == 0 && replica_update(db, id, o, err) == 0)
+        res = replica_get(db, id, err);
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_replica_rm(sqlite3 *db, const char *endpoint, const char *url,
+                                   struct ops_error *err)
+{
+    int64_t id;
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (replica_find(db, endpoint, url, &id, err) != 0 || !(res = replica_get(db, id, err)))
+        goto out;
+    if (ops_run(db, err, "DELETE FROM replicas WHERE id = ?1", "i", id) != 0) {
+        json_object_put(res);
+        res = NULL;
+        goto out;
+    }
+    json_object_object_add(res, "deleted", json_object_new_boolean(1));
+out:
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_replica_list(sqlite3 *db, const char *tenant, const char *endpoint,
+                                     struct ops_error *err)
+{
+    struct ops_i64 tid = {0, 0}, eid = {0, 0};
+    int64_t etid;
+    if (tenant) {
+        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
+            return NULL;
+        tid.set = 1;
+    }
+    if (endpoint) {
+        if (ops_endpoint_ids(db, endpoint, &eid.v, &etid, err) != 0)
+            return NULL;
+        eid.set = 1;
+    }
+    return ops_query_list(db, err, "replicas", replica_row,
+                          REPLICA_SELECT " WHERE (?1 IS NULL OR e.tenant_id = ?1)"
+                          " AND (?2 IS NULL OR r.endpoint_id = ?2) ORDER BY r.id",
+                          "oo", tid, eid);
+}

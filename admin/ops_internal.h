@@ -1,0 +1,76 @@
+/* ops_internal.h: validation, statement and JSON helpers shared by admin/ops_*.c.
+ * Not part of the ops API; only the ops files include it. */
+#ifndef SLUICE_OPS_INTERNAL_H
+#define SLUICE_OPS_INTERNAL_H
+
+#include "ops.h"
+
+#include <json-c/json.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#define OPS_NAME_MAX 128        /* names of tenants, users, endpoints, models, settings */
+#define OPS_URL_MAX 2048
+#define OPS_VALUE_MAX 65536     /* a setting's value */
+#define OPS_COUNT_MAX 1000000   /* weights, concurrency */
+
+/* ---- errors -------------------------------------------------------------- */
+void ops_fail(struct ops_error *err, enum ops_error_kind kind, const char *param,
+              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* From the last SQLite error: UNIQUE -> CONFLICT, CHECK -> INVALID, else INTERNAL. */
+void ops_fail_db(struct ops_error *err, sqlite3 *db);
+
+/* ---- validation (R-SEC-2); 0 or -1 with err set ---------------------------- */
+/* 1..max bytes of valid UTF-8 without control characters. */
+int ops_check_text(const char *param, const char *s, size_t max, struct ops_error *err);
+int ops_check_name(const char *param, const char *s, struct ops_error *err);
+/* s must be one of the NULL-terminated list. */
+int ops_check_enum(const char *param, const char *s, const char *const *allowed,
+                   struct ops_error *err);
+/* An unset value passes. */
+int ops_check_range(const char *param, struct ops_i64 v, int64_t min, int64_t max,
+                    struct ops_error *err);
+
+/* ---- statements ------------------------------------------------------------
+ * Parameters are bound from `types`, one letter per ?N in order:
+ *   't' const char *      (NULL binds NULL)
+ *   'i' int64_t
+ *   'o' struct ops_i64    (unset binds NULL)
+ * Pass int64_t exactly for 'i' (cast literals). */
+sqlite3_stmt *ops_prepare(sqlite3 *db, struct ops_error *err, const char *sql,
+                          const char *types, ...);
+/* Runs to completion. 0 or -1. */
+int ops_run(sqlite3 *db, struct ops_error *err, const char *sql, const char *types, ...);
+/* First column of the first row as a number: 1 found, 0 no row, -1 error. */
+int ops_query_i64(sqlite3 *db, struct ops_error *err, int64_t *out, const char *sql,
+                  const char *types, ...);
+
+/* Builds one entity from the current row. */
+typedef struct json_object *(*ops_row_fn)(sqlite3_stmt *st);
+/* The single row as an entity; NOT_FOUND "<what> not found" when there is none. */
+struct json_object *ops_query_one(sqlite3 *db, struct ops_error *err, ops_row_fn row,
+                                  const char *what, const char *sql, const char *types, ...);
+/* {"<field>":[entity...]} */
+struct json_object *ops_query_list(sqlite3 *db, struct ops_error *err, const char *field,
+                                   ops_row_fn row, const char *sql, const char *types, ...);
+
+/* ---- transactions ---------------------------------------------------------- */
+int ops_begin(sqlite3 *db, struct ops_error *err);   /* BEGIN IMMEDIATE */
+/* Commits when res is non-NULL and returns it; otherwise (or if COMMIT fails)
+ * rolls back, frees res and returns NULL. */
+struct json_object *ops_finish(sqlite3 *db, struct json_object *res, struct ops_error *err);
+
+/* ---- lookups by name (NOT_FOUND when missing) -------------------------------- */
+int ops_tenant_id(sqlite3 *db, const char *name, int64_t *id, struct ops_error *err);
+int ops_endpoint_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,
+                     struct ops_error *err);
+int ops_user_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,
+                 struct ops_error *err);
+
+/* ---- JSON from columns ------------------------------------------------------- */
+void ops_json_text(struct json_object *o, const char *key, sqlite3_stmt *st, int col);
+void ops_json_int(struct json_object *o, const char *key, sqlite3_stmt *st, int col);
+void ops_json_bool(struct json_object *o, const char *key, sqlite3_stmt *st, int col);
+void ops_json_str(struct json_object *o, const char *key, const char *s); /* NULL -> null */
+
+#endif

@@ -1,0 +1,158 @@
+/* ops_key.c: member keys sk-tenant-..., their limits and revocation (SPEC §0, R-KEY-1, R-SEC-1). */
+#include "ops_internal.h"
+
+#include "util.h"
+
+#include <string.h>
+
+#define MEMBER_KEY_PREFIX "sk-tenant-"
+#define MEMBER_KEY_RANDOM 40
+#define KEY_PREFIX_LEN 12
+#define KEY_LIMIT_MAX 1000000000000LL   /* 10^12: any real limit fits; 0 = unlimited */
+
+/* Never key_hash (R-SEC-1). */
+#define KEY_SELECT \
+    "SELECT k.id, k.prefix, k.name, u.name, u.id, t.name, t.id, k.revoked_at IS NOT NULL," \
+    " k.revoked_at, k.qps_limit, k.concurrency_limit, k.daily_limit, k.monthly_quota," \
+    " k.tpm_limit, k.monthly_token_quota, k.created_at FROM api_keys k" \
+    " JOIN users u ON u.id = k.user_id JOIN tenants t ON t.id = k.tenant_id"
+
+static struct json_object *key_row(sqlite3_stmt *st)
+{
+    struct json_object *o = json_object_new_object();
+    ops_json_int(o, "id", st, 0);
+    ops_json_text(o, "prefix", st, 1);
+    ops_json_text(o, "name", st, 2);
+    ops_json_text(o, "user", st, 3);
+    ops_json_int(o, "user_id", st, 4);
+    ops_json_text(o, "tenant", st, 5);
+    ops_json_int(o, "tenant_id", st, 6);
+    ops_json_bool(o, "revoked", st, 7);
+    ops_json_int(o, "revoked_at", st, 8);
+    ops_json_int(o, "qps_limit", st, 9);
+    ops_json_int(o, "concurrency_limit", st, 10);
+    ops_json_int(o, "daily_limit", st, 11);
+    ops_json_int(o, "monthly_quota", st, 12);
+    ops_json_int(o, "tpm_limit", st, 13);
+    ops_json_int(o, "monthly_token_quota", st, 14);
+    ops_json_int(o, "created_at", st, 15);
+    return o;
+}
+
+static struct json_object *key_get(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    struct json_object *res = ops_query_one(db, err, key_row, "key", KEY_SELECT " WHERE k.id = ?1",
+                                            "i", id);
+    if (!res && err->kind == OPS_ERR_NOT_FOUND)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "id", "key not found: %lld", (long long)id);
+    return res;
+}
+
+static int key_check(const char *name, const struct ops_key_limits *l, struct ops_error *err)
+{
+    if (name && *name && ops_check_name("name", name, err) != 0)
+        return -1;
+    if (ops_check_range("qps_limit", l->qps_limit, 0, KEY_LIMIT_MAX, err) != 0 ||
+        ops_check_range("concurrency_limit", l->concurrency_limit, 0, KEY_LIMIT_MAX, err) != 0 ||
+        ops_check_range("daily_limit", l->daily_limit, 0, KEY_LIMIT_MAX, err) != 0 ||
+        ops_check_range("monthly_quota", l->monthly_quota, 0, KEY_LIMIT_MAX, err) != 0 ||
+        ops_check_range("tpm_limit", l->tpm_limit, 0, KEY_LIMIT_MAX, err) != 0 ||
+        ops_check_range("monthly_token_quota", l->monthly_token_quota, 0, KEY_LIMIT_MAX, err) != 0)
+        return -1;
+    return 0;
+}
+
+/* name: NULL keeps it, "" clears it; unset limits are kept. */
+static int key_update(sqlite3 *db, int64_t id, const char *name, const struct ops_key_limits *l,
+                      struct ops_error *err)
+{
+    return ops_run(db, err,
+                   "UPDATE api_keys SET name = CASE WHEN ?1 IS NULL THEN name"
+                   "   WHEN ?1 = '' THEN NULL ELSE ?1 END,"
+                   " qps_limit = COALESCE(?2, qps_limit),"
+                   " concurrency_limit = COALESCE(?3, concurrency_limit),"
+                   " daily_limit = COALESCE(?4, daily_limit),"
+                   " monthly_quota = COALESCE(?5, monthly_quota),"
+                   " tpm_limit = COALESCE(?6, tpm_limit),"
+                   " monthly_token_quota = COALESCE(?7, monthly_token_quota) WHERE id = ?8",
+                   "tooooooi", name, l->qps_limit, l->concurrency_limit, l->daily_limit,
+                   l->monthly_quota, l->tpm_limit, l->monthly_token_quota, id);
+}
+
+struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
+                                const struct ops_key_limits *lim, struct ops_error *err)
+{
+    int64_t uid, tid;
+    char key[sizeof MEMBER_KEY_PREFIX + MEMBER_KEY_RANDOM], hash[65], prefix[KEY_PREFIX_LEN + 1];
+    if (key_check(name, lim, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_user_ids(db, user, &uid, &tid, err) != 0)
+        goto out;
+    memcpy(key, MEMBER_KEY_PREFIX, sizeof MEMBER_KEY_PREFIX - 1);
+    random_token(key + sizeof MEMBER_KEY_PREFIX - 1, MEMBER_KEY_RANDOM);
+    sha256_hex(key, strlen(key), hash);
+    memcpy(prefix, key, KEY_PREFIX_LEN);
+    prefix[KEY_PREFIX_LEN] = '\0';
+    if (ops_run(db, err, "INSERT INTO api_keys (user_id, tenant_id, key_hash, prefix)"
+                " VALUES (?1, ?2, ?3, ?4)", "iitt", uid, tid, hash, prefix) != 0)
+        goto out;
+    int64_t id = sqlite3_last_insert_rowid(db);
+    if (key_update(db, id, name, lim, err) != 0 || !(res = key_get(db, id, err)))
+        goto out;
+    /* R-SEC-1: the clear key leaves only here, once. */
+    json_object_object_add(res, "key", json_object_new_string(key));
+out:
+    explicit_bzero(key, sizeof key);
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
+                                const struct ops_key_limits *lim, struct ops_error *err)
+{
+    if (key_check(name, lim, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = key_get(db, id, err);
+    if (res) {
+        json_object_put(res);
+        res = key_update(db, id, name, lim, err) == 0 ? key_get(db, id, err) : NULL;
+    }
+    return ops_finish(db, res, err);
+}
+
+/* Revoking twice keeps the first time. Responders stop accepting it within
+ * 2 s through config_version (R-AUTH-2, R-CFG-1). */
+struct json_object *ops_key_revoke(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = key_get(db, id, err);
+    if (res) {
+        json_object_put(res);
+        res = ops_run(db, err, "UPDATE api_keys SET revoked_at ="
+                      " COALESCE(revoked_at, CAST(strftime('%s','now') AS INTEGER)) WHERE id = ?1",
+                      "i", id) == 0 ? key_get(db, id, err) : NULL;
+    }
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_key_list(sqlite3 *db, const char *tenant, const char *user,
+                                 struct ops_error *err)
+{
+    struct ops_i64 tid = {0, 0}, uid = {0, 0};
+    int64_t utid;
+    if (tenant) {
+        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
+            return NULL;
+        tid.set = 1;
+    }
+    if (user) {
+        if (ops_user_ids(db, user, &uid.v, &utid, err) != 0)
+            return NULL;
+        uid.set = 1;
+    }
+    return ops_query_list(db, err, "keys", key_row,
+                          KEY_SELECT " WHERE (?1 IS NULL OR k.tenant_id = ?1)"
+                          " AND (?2 IS NULL OR k.user_id = ?2) ORDER BY k.id",
+                          "oo", tid, uid);
+}

@@ -1,0 +1,200 @@
+/* ops_route.c: model routes, (tenant, public model name) -> endpoint (SPEC §0, §3, R-AUTH-4). */
+#include "ops_internal.h"
+
+#include <string.h>
+
+#define ROUTE_PRIORITY_MAX 1000000
+
+static const char *const route_statuses[] = {"active", "inactive", NULL};
+
+#define ROUTE_SELECT \
+    "SELECT r.id, r.model, t.name, t.id, e.name, e.id, r.priority, r.weight, r.target_model," \
+    " r.status, r.created_at FROM routes r" \
+    " JOIN tenants t ON t.id = r.tenant_id JOIN endpoints e ON e.id = r.endpoint_id"
+
+static struct json_object *route_row(sqlite3_stmt *st)
+{
+    struct json_object *o = json_object_new_object();
+    ops_json_int(o, "id", st, 0);
+    ops_json_text(o, "model", st, 1);
+    ops_json_text(o, "tenant", st, 2);
+    ops_json_int(o, "tenant_id", st, 3);
+    ops_json_text(o, "endpoint", st, 4);
+    ops_json_int(o, "endpoint_id", st, 5);
+    ops_json_int(o, "priority", st, 6);
+    ops_json_int(o, "weight", st, 7);
+    ops_json_text(o, "target_model", st, 8);
+    ops_json_text(o, "status", st, 9);
+    ops_json_int(o, "created_at", st, 10);
+    return o;
+}
+
+static struct json_object *route_get(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    return ops_query_one(db, err, route_row, "route", ROUTE_SELECT " WHERE r.id = ?1", "i", id);
+}
+
+/* Negative priorities (ahead of 0) are for the operator; the admin CGI refuses
+ * them to others before calling (R-ADM-2). */
+static int route_check_opts(const struct ops_route_opts *o, struct ops_error *err)
+{
+    if (ops_check_range("priority", o->priority, -ROUTE_PRIORITY_MAX, ROUTE_PRIORITY_MAX,
+                        err) != 0 ||
+        ops_check_range("weight", o->weight, 0, OPS_COUNT_MAX, err) != 0)
+        return -1;
+    if (o->target_model && *o->target_model &&
+        ops_check_name("target_model", o->target_model, err) != 0)
+        return -1;
+    if (o->status && ops_check_enum("status", o->status, route_statuses, err) != 0)
+        return -1;
+    return 0;
+}
+
+/* target_model: NULL keeps it, "" clears it. endpoint_id: unset keeps it. */
+static int route_update(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
+                        struct ops_i64 endpoint_id, struct ops_error *err)
+{
+    return ops_run(db, err,
+                   "UPDATE routes SET priority = COALESCE(?1, priority),"
+                   " weight = COALESCE(?2, weight),"
+                   " target_model = CASE WHEN ?3 IS NULL THEN target_model"
+                   "   WHEN ?3 = '' THEN NULL ELSE ?3 END,"
+                   " status = COALESCE(?4, status), endpoint_id = COALESCE(?5, endpoint_id)"
+                   " WHERE id = ?6",
+                   "oottoi", o->priority, o->weight, o->target_model, o->status, endpoint_id, id);
+}
+
+/* R-ADM-2: a route may only point at an endpoint of its own tenant. */
+static int route_check_endpoint(const char *endpoint, int64_t endpoint_tenant,
+                                int64_t route_tenant, struct ops_error *err)
+{
+    if (endpoint_tenant == route_tenant)
+        return 0;
+    ops_fail(err, OPS_ERR_INVALID, "endpoint",
+             "endpoint %s belongs to another tenant; a route may only use its own tenant's endpoints",
+             endpoint);
+    return -1;
+}
+
+struct json_object *ops_route_add(sqlite3 *db, const char *model, const char *endpoint,
+                                  const char *tenant, const struct ops_route_opts *o,
+                                  struct ops_error *err)
+{
+    int64_t eid, etid, tid, def_id = 0, clash = 0;
+    if (ops_check_name("model", model, err) != 0 || route_check_opts(o, err) != 0)
+        return NULL;
+    if (strcmp(model, "auto") == 0) {
+        ops_fail(err, OPS_ERR_INVALID, "model", "model name auto is reserved for automatic routing");
+        return NULL;
+    }
+    if (o->endpoint) {
+        ops_fail(err, OPS_ERR_INVALID, "endpoint", "give the endpoint once");
+        return NULL;
+    }
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_endpoint_ids(db, endpoint, &eid, &etid, err) != 0)
+        goto out;
+    tid = etid;
+    if (tenant && (ops_tenant_id(db, tenant, &tid, err) != 0 ||
+                   route_check_endpoint(endpoint, etid, tid, err) != 0))
+        goto out;
+    /* R-AUTH-4: a tenant may not register a model name that tenant default routes. */
+    int rc = ops_query_i64(db, err, &def_id, "SELECT id FROM tenants WHERE name = 'default'", "");
+    if (rc < 0)
+        goto out;
+    if (rc == 1 && tid != def_id) {
+        rc = ops_query_i64(db, err, &clash,
+                           "SELECT COUNT(*) FROM routes WHERE tenant_id = ?1 AND model = ?2",
+                           "it", def_id, model);
+        if (rc < 0)
+            goto out;
+        if (clash > 0) {
+            ops_fail(err, OPS_ERR_CONFLICT, "model",
+                     "model %s is already a platform model (tenant default); choose another name",
+                     model);
+            goto out;
+        }
+    }
+    if (ops_run(db, err, "INSERT INTO routes (tenant_id, model, endpoint_id) VALUES (?1, ?2, ?3)",
+                "iti", tid, model, eid) != 0)
+        goto out;
+    int64_t id = sqlite3_last_insert_rowid(db);
+    struct ops_i64 keep = {0, 0};
+    if (route_update(db, id, o, keep, err) == 0)
+        res = route_get(db, id, err);
+out:
+    return ops_finish(db, res, err);
+}
+
+/* The tenant of route id, or NOT_FOUND. */
+static int route_tenant(sqlite3 *db, int64_t id, int64_t *tenant_id, struct ops_error *err)
+{
+    int rc = ops_query_i64(db, err, tenant_id, "SELECT tenant_id FROM routes WHERE id = ?1",
+                           "i", id);
+    if (rc == 0)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "id", "route not found: %lld", (long long)id);
+    return rc == 1 ? 0 : -1;
+}
+
+struct json_object *ops_route_set(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
+                                  struct ops_error *err)
+{
+    int64_t tid, etid;
+    struct ops_i64 eid = {0, 0};
+    if (route_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (route_tenant(db, id, &tid, err) != 0)
+        goto out;
+    if (o->endpoint) {
+        if (ops_endpoint_ids(db, o->endpoint, &eid.v, &etid, err) != 0 ||
+            route_check_endpoint(o->endpoint, etid, tid, err) != 0)
+            goto out;
+        eid.set = 1;
+    }
+    if (route_update(db, id, o, eid, err) == 0)
+        res = route_get(db, id, err);
+out:
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_route_rm(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    int64_t tid;
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (route_tenant(db, id, &tid, err) != 0 || !(res = route_get(db, id, err)))
+        goto out;
+    if (ops_run(db, err, "DELETE FROM routes WHERE id = ?1", "i", id) != 0) {
+        json_object_put(res);
+        res = NULL;
+        goto out;
+    }
+    json_object_object_add(res, "deleted", json_object_new_boolean(1));
+out:
+    return ops_finish(db, res, err);
+}
+
+struct json_object *ops_route_list(sqlite3 *db, const char *tenant, const char *endpoint,
+                                   struct ops_error *err)
+{
+    struct ops_i64 tid = {0, 0}, eid = {0, 0};
+    int64_t etid;
+    if (tenant) {
+        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
+            return NULL;
+        tid.set = 1;
+    }
+    if (endpoint) {
+        if (ops_endpoint_ids(db, endpoint, &eid.v, &etid, err) != 0)
+            return NULL;
+        eid.set = 1;
+    }
+    return ops_query_list(db, err, "routes", route_row,
+                          ROUTE_SELECT " WHERE (?1 IS NULL OR r.tenant_id = ?1)"
+                          " AND (?2 IS NULL OR r.endpoint_id = ?2) ORDER BY r.id",
+                          "oo", tid, eid);
+}
