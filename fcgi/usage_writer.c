@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -25,8 +26,8 @@ static const char SQL_EVENT[] =
     " error_code, finish_reason, retries, stream) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 static const char SQL_DAILY[] =
     "INSERT INTO usage_daily (day, tenant_id, user_id, key_id, model, requests, errors, prompt_tokens,"
-    " completion_tokens) VALUES (?,?,?,?,?,1,?,?,?) ON CONFLICT (day, tenant_id, user_id, key_id, model)"
-    " DO UPDATE SET requests = requests + 1, errors = errors + excluded.errors,"
+    " completion_tokens) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (day, tenant_id, user_id, key_id, model)"
+    " DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,"
     " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
     " completion_tokens = completion_tokens + excluded.completion_tokens";
 
@@ -35,7 +36,7 @@ static int bind_text(sqlite3_stmt *st, int i, const char *s)
     return s && *s ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
 }
 
-static int write_one(const struct usage_record *u)
+static int write_event(const struct usage_record *u)
 {
     sqlite3_stmt *e = st_event;
     sqlite3_reset(e);
@@ -59,36 +60,83 @@ static int write_one(const struct usage_record *u)
     bind_text(e, 18, u->finish_reason);
     sqlite3_bind_int(e, 19, u->retries);
     sqlite3_bind_int(e, 20, u->stream);
-    if (sqlite3_step(e) != SQLITE_DONE)
-        return -1;
-    char day[11];
-    day_string(u->ts_ms, day);
-    sqlite3_stmt *d = st_daily;
-    sqlite3_reset(d);
-    sqlite3_bind_text(d, 1, day, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(d, 2, u->tenant_id);
-    sqlite3_bind_int64(d, 3, u->user_id);
-    sqlite3_bind_int64(d, 4, u->key_id);
-    sqlite3_bind_text(d, 5, u->model, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int(d, 6, u->status >= 400 ? 1 : 0);
-    sqlite3_bind_int64(d, 7, u->prompt_tokens);
-    sqlite3_bind_int64(d, 8, u->completion_tokens);
-    return sqlite3_step(d) == SQLITE_DONE ? 0 : -1;
+    return sqlite3_step(e) == SQLITE_DONE ? 0 : -1;
 }
 
-/* One transaction for the batch; on failure the batch is retried later, so a
- * busy database delays records but does not drop them. */
+/* One row of usage_daily, summed over the batch's records of the same group. */
+struct daily_sum {
+    char day[11];
+    const struct usage_record *first;
+    int64_t requests, errors, prompt_tokens, completion_tokens;
+};
+
+static int same_group(const struct daily_sum *d, const char *day, const struct usage_record *u)
+{
+    const struct usage_record *f = d->first;
+    return strcmp(d->day, day) == 0 && f->tenant_id == u->tenant_id && f->user_id == u->user_id &&
+           f->key_id == u->key_id && strcmp(f->model, u->model) == 0;
+}
+
+static int write_daily(const struct daily_sum *d)
+{
+    sqlite3_stmt *st = st_daily;
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, d->day, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 2, d->first->tenant_id);
+    sqlite3_bind_int64(st, 3, d->first->user_id);
+    sqlite3_bind_int64(st, 4, d->first->key_id);
+    sqlite3_bind_text(st, 5, d->first->model, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 6, d->requests);
+    sqlite3_bind_int64(st, 7, d->errors);
+    sqlite3_bind_int64(st, 8, d->prompt_tokens);
+    sqlite3_bind_int64(st, 9, d->completion_tokens);
+    return sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+}
+
+/* One transaction for the batch: every event, then the daily aggregates summed
+ * per group (a busy key costs one UPSERT per batch, not one per request). On
+ * failure the batch is retried later, so a busy database delays records but
+ * does not drop them. */
 static int write_batch(struct usage_record *list)
 {
+    enum { MAX_GROUPS = 64 };
+    struct daily_sum sums[MAX_GROUPS];
+    int nsums = 0;
     if (db_exec(q_db, "BEGIN IMMEDIATE") != 0)
         return -1;
-    for (struct usage_record *u = list; u; u = u->next)
-        if (write_one(u) != 0) {
-            log_error("usage write failed: %s", sqlite3_errmsg(q_db));
-            db_exec(q_db, "ROLLBACK");
-            return -1;
+    for (struct usage_record *u = list; u; u = u->next) {
+        if (write_event(u) != 0)
+            goto fail;
+        char day[11];
+        day_string(u->ts_ms, day);
+        int i = 0;
+        while (i < nsums && !same_group(&sums[i], day, u))
+            i++;
+        if (i == nsums) {
+            if (nsums == MAX_GROUPS) {
+                for (int k = 0; k < nsums; k++)
+                    if (write_daily(&sums[k]) != 0)
+                        goto fail;
+                nsums = i = 0;
+            }
+            memset(&sums[i], 0, sizeof sums[i]);
+            memcpy(sums[i].day, day, sizeof day);
+            sums[i].first = u;
+            nsums++;
         }
+        sums[i].requests++;
+        sums[i].errors += u->status >= 400;
+        sums[i].prompt_tokens += u->prompt_tokens;
+        sums[i].completion_tokens += u->completion_tokens;
+    }
+    for (int k = 0; k < nsums; k++)
+        if (write_daily(&sums[k]) != 0)
+            goto fail;
     return db_exec(q_db, "COMMIT");
+fail:
+    log_error("usage write failed: %s", sqlite3_errmsg(q_db));
+    db_exec(q_db, "ROLLBACK");
+    return -1;
 }
 
 static void free_list(struct usage_record *u)
@@ -104,6 +152,7 @@ static void *writer_main(void *arg)
 {
     (void)arg;
     struct usage_record *pending = NULL;
+    int stop_failures = 0;
     for (;;) {
         pthread_mutex_lock(&q_lock);
         if (!q_head && !q_stop && !pending) {
@@ -136,11 +185,17 @@ static void *writer_main(void *arg)
             if (write_batch(pending) == 0) {
                 free_list(pending);
                 pending = NULL;
+            } else if (stop && ++stop_failures > 50) {
+                /* Stopping and the database refuses for 5 s: say what is lost. */
+                int n = 0;
+                for (struct usage_record *u = pending; u; u = u->next)
+                    n++;
+                log_error("usage writer: giving up on %d records at shutdown", n);
+                free_list(pending);
+                pending = NULL;
             } else {
                 struct timespec pause = {0, 100 * 1000000};
                 nanosleep(&pause, NULL);
-                if (stop)
-                    continue;
             }
         }
         pthread_mutex_lock(&q_lock);
