@@ -44,8 +44,9 @@ static struct curl_slist *forward_headers(struct request *r)
 {
     struct curl_slist *h = NULL;
     const char *ct = request_param(r, "CONTENT_TYPE");
-    h = curl_slist_append(h, arena_printf(r->arena, "Content-Type: %s",
-                                          ct && *ct && pathcheck_header_ok(ct, 256) ? ct : "application/json"));
+    if (r->fwd_len > 0 || (ct && *ct))
+        h = curl_slist_append(h, arena_printf(r->arena, "Content-Type: %s",
+                                              ct && *ct && pathcheck_header_ok(ct, 256) ? ct : "application/json"));
     h = curl_slist_append(h, arena_printf(r->arena, "X-Request-Id: %s", r->request_id));
     h = curl_slist_append(h, "Expect:");        /* no 100-continue round trip */
     if (r->ep->upstream_auth && *r->ep->upstream_auth)

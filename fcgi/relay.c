@@ -156,11 +156,10 @@ static const char *relay_rewrite(struct relay *x, const char *p, size_t len, siz
     return o->data;
 }
 
-static int relay_send_event(struct relay *x, const char *raw, size_t len, int is_data)
+/* Bytes already in their final form to the client, flushed (R-SSE-1). */
+static int relay_send_raw(struct relay *x, const char *p, size_t n, int is_data)
 {
     struct request *r = x->r;
-    size_t n;
-    const char *p = relay_rewrite(x, raw, len, &n);
     if (relay_stream_head(x) != 0 || reply_body(r, p, n, 1) != 0)
         return -1;
     x->last_client_ms = mono_ms();
@@ -169,6 +168,13 @@ static int relay_send_event(struct relay *x, const char *raw, size_t len, int is
         r->ttft_ms = mono_ms() - r->start_mono;
     }
     return 0;
+}
+
+static int relay_send_event(struct relay *x, const char *raw, size_t len, int is_data)
+{
+    size_t n;
+    const char *p = relay_rewrite(x, raw, len, &n);
+    return relay_send_raw(x, p, n, is_data);
 }
 
 static void relay_note_finish(struct request *r, const char *data, size_t len)
@@ -202,10 +208,13 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
     if (kind == CHUNK_USAGE_ONLY && r->injected_usage)
         return 0;                       /* R-USE-2: the client did not ask for it */
     if (x->holding) {
-        if (kind == CHUNK_ROLE_ONLY)    /* R-SSE-5: hold until real content */
-            return buf_append(&x->held, ev->raw, ev->raw_len) == 0 ? 0 : -1;
+        if (kind == CHUNK_ROLE_ONLY) {  /* R-SSE-5: hold until real content */
+            size_t n;                   /* rewritten one event at a time (R-RT-5) */
+            const char *p = relay_rewrite(x, ev->raw, ev->raw_len, &n);
+            return buf_append(&x->held, p, n) == 0 ? 0 : -1;
+        }
         x->holding = 0;
-        if (x->held.len && relay_send_event(x, x->held.data, x->held.len, 1) != 0)
+        if (x->held.len && relay_send_raw(x, x->held.data, x->held.len, 1) != 0)
             return -1;
         buf_reset(&x->held);
     }
@@ -267,7 +276,7 @@ void relay_finish_sse(struct relay *x)
 {
     struct sse_event ev;
     if (x->held.len)
-        relay_send_event(x, x->held.data, x->held.len, 1);
+        relay_send_raw(x, x->held.data, x->held.len, 1);
     buf_reset(&x->held);
     x->holding = 0;
     if (sse_finish(&x->sse, &ev))

@@ -111,5 +111,11 @@ int request_read(struct request *r)
         memcpy(r->request_id, "req_", 4);
         random_token(r->request_id + 4, 24);
     }
+    /* R-SEC-4: a header value with CR or LF is refused, never forwarded or echoed. */
+    for (char **e = r->w->fcgi.envp; *e; e++)
+        if (strncmp(*e, "HTTP_", 5) == 0 && strpbrk(*e, "\r\n")) {
+            reply_error(r, "invalid_header", "a header value contains CR or LF", NULL);
+            return -1;
+        }
     return request_read_body(r);
 }

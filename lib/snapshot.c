@@ -198,7 +198,7 @@ static void setting_row(struct snapshot *s, sqlite3_stmt *st, int i)
         char *copy = arena_strdup(&s->mem, v), *save = NULL;
         int cap = 1;
         for (const char *p = v; *p; p++)
-            cap += *p == ',';
+            cap += *p == ',' || *p == ' ';   /* strtok_r splits on both */
         s->internal_fields = arena_alloc(&s->mem, sizeof(char *) * (size_t)cap);
         for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
             s->internal_fields[s->n_internal_fields++] = t;
