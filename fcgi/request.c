@@ -84,6 +84,13 @@ static int request_read_body(struct request *r)
             break;
         len += (size_t)n;
     }
+    if (want >= 0) {
+        /* Consume the empty stdin record that ends the body, so the FastCGI
+         * socket is quiet afterwards and a close can be seen (R-SSE-6). */
+        char extra;
+        while (FCGX_GetStr(&extra, 1, r->w->fcgi.in) > 0)
+            ;
+    }
     body[len] = '\0';
     r->body = body;
     r->body_len = len;
