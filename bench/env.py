@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""env.py: one sluice gateway (lighttpd + sluice-fcgi pool) in front of a given upstream, for bench/run.
+
+    env.py --upstream http://127.0.0.1:PORT [--name N] [--procs P] [--threads T] [--keepalive-ms MS]
+
+Builds it with tests/it/lib/harness.py (tenant, member key, endpoint round_robin with the
+one replica, route `m`), starts it, prints one JSON line {port, key, lighttpd_pid,
+responders, dir}, then answers commands read from stdin, one per line:
+    stats   -> one JSON line: usage_events counts and, per responder, VmHWM/VmRSS in kB
+and stops everything it started when stdin closes or on SIGTERM/SIGINT."""
+import argparse
+import json
+import os
+import signal
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+os.environ.setdefault("SLUICE_TEST_OUT", os.path.join(HERE, "out", "gw"))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "it", "lib"))
+from harness import Gateway, setup_tenant  # noqa: E402
+
+
+def proc_status(pid):
+    out = {"pid": pid}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmHWM", "VmRSS", "Threads"):
+                    out[k] = int(v.split()[0])
+    except OSError:
+        out["gone"] = True
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--upstream", required=True)
+    ap.add_argument("--name", default="bench")
+    ap.add_argument("--procs", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=128)
+    ap.add_argument("--keepalive-ms", type=int, default=5000)
+    a = ap.parse_args()
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_term)
+
+    gw = Gateway(a.name, procs=a.procs, threads=a.threads, keepalive_ms=a.keepalive_ms)
+    try:
+        key = setup_tenant(gw, "bench", "bencher")
+        gw.ctl("endpoint", "add", "ep", "--tenant", "bench", "--algorithm", "round_robin")
+        gw.ctl("replica", "add", "ep", a.upstream)
+        gw.ctl("route", "add", "m", "ep", "--tenant", "bench")
+        gw.start()
+        started = gw.responder_pids()
+        print(json.dumps({"port": gw.port, "key": key, "lighttpd_pid": gw.proc.pid,
+                          "responders": started, "dir": gw.dir}), flush=True)
+        for line in sys.stdin:
+            cmd = line.strip()
+            if cmd == "stats":
+                rows = gw.sql("SELECT count(*), coalesce(sum(status = 200), 0), coalesce(sum(stream), 0) "
+                              "FROM usage_events")
+                now = gw.responder_pids()
+                print(json.dumps({"usage_events": rows[0][0], "usage_200": rows[0][1], "usage_stream": rows[0][2],
+                                  "responders": [proc_status(p) for p in now],
+                                  "restarted": sorted(set(now) ^ set(started)),
+                                  "lighttpd": proc_status(gw.proc.pid)}), flush=True)
+            elif cmd:
+                print(json.dumps({"error": "unknown command %r" % cmd}), flush=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        gw.stop()
+
+
+if __name__ == "__main__":
+    main()
