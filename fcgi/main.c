@@ -30,7 +30,6 @@ static struct conf conf;               /* read-only after start-up */
 static struct shm shm;                 /* this process's mapping of the state file */
 static atomic_int stopping;
 static atomic_int inflight;
-static pthread_mutex_t accept_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The data-plane routes (R-API-1). Anything else is 404 before authentication
  * (R-SEC-8: the responder checks its own path and method). */
@@ -70,7 +69,8 @@ static void dispatch(struct request *r)
     forward_run(r);
 }
 
-static void handle(struct worker *w)
+/* Returns 1 when the request's input was read to its end. */
+static int handle(struct worker *w)
 {
     struct request r;
     memset(&r, 0, sizeof r);
@@ -95,6 +95,7 @@ static void handle(struct worker *w)
     arena_clear(&w->arena);
     if (w->resp.cap > (1u << 20))
         buf_free(&w->resp);    /* do not keep a huge buffer per idle thread */
+    return r.body_complete;
 }
 
 static void *worker_main(void *arg)
@@ -102,9 +103,7 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     FCGX_InitRequest(&w->fcgi, 0, 0);
     while (!atomic_load(&stopping)) {
-        pthread_mutex_lock(&accept_lock);
         int rc = FCGX_Accept_r(&w->fcgi);
-        pthread_mutex_unlock(&accept_lock);
         if (rc < 0) {
             /* -24 is EMFILE: back off and keep the thread (DESIGN.md pool sizing). */
             if (!atomic_load(&stopping))
@@ -114,7 +113,12 @@ static void *worker_main(void *arg)
             continue;
         }
         atomic_fetch_add(&inflight, 1);
-        handle(w);
+        int drained = handle(w);
+        /* libfcgi's lingering close (shutdown, then wait for the front server to
+         * close) only matters when request bytes are left unread; after a fully
+         * read body it costs a wake-up per request for nothing. */
+        if (drained)
+            w->fcgi.detached = 1;
         FCGX_Finish_r(&w->fcgi);
         atomic_fetch_sub(&inflight, 1);
     }

@@ -92,6 +92,7 @@ static int request_read_body(struct request *r)
             ;
     }
     body[len] = '\0';
+    r->body_complete = 1;
     r->body = body;
     r->body_len = len;
     return 0;

@@ -50,6 +50,7 @@ struct request {
     enum req_kind kind;
     char *body;
     size_t body_len;
+    int body_complete;            /* the FastCGI input was read to its end */
     char request_id[80];
 
     /* auth */
