@@ -80,12 +80,10 @@ static struct curl_slist *forward_headers(struct request *r)
     return h;
 }
 
-static void forward_setup(struct request *r, struct relay *x, struct curl_slist *hdrs)
+void forward_curl_init(CURL *c)
 {
-    CURL *c = r->w->curl;
-    curl_easy_reset(c);
-    const char *url = arena_printf(r->arena, "%s%s", r->replica->url, r->upstream_path);
-    curl_easy_setopt(c, CURLOPT_URL, url);
+    /* Options that never change: set once, so no curl_easy_reset (which frees
+     * and reallocates curl's buffers) is needed between requests. */
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
@@ -95,12 +93,23 @@ static void forward_setup(struct request *r, struct relay *x, struct curl_slist 
     curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
     curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, relay_header_cb);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, relay_write_cb);
+    curl_easy_setopt(c, CURLOPT_PROXY, "");    /* never a proxy from the environment */
+}
+
+static void forward_setup(struct request *r, struct relay *x, struct curl_slist *hdrs)
+{
+    CURL *c = r->w->curl;
+    const char *url = arena_printf(r->arena, "%s%s", r->replica->url, r->upstream_path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)r->ep->connect_timeout_ms);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, relay_header_cb);
     curl_easy_setopt(c, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, relay_write_cb);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, x);
+    /* The method: each request sets every option the previous one may have changed. */
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, NULL);
+    curl_easy_setopt(c, CURLOPT_NOBODY, 0L);
     if (strcmp(r->method, "GET") == 0 && r->fwd_len == 0) {
         curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(r->method, "HEAD") == 0) {

@@ -9,4 +9,7 @@
  * replies; never returns before the upstream transfer has stopped (R-API-6). */
 void forward_run(struct request *r);
 
+/* Sets a worker's curl handle's fixed options once. */
+void forward_curl_init(CURL *c);
+
 #endif

@@ -192,6 +192,7 @@ static struct worker *workers_new(int n)
         w->multi = curl_multi_init();
         if (!w->curl || !w->multi)
             abort();
+        forward_curl_init(w->curl);
         w->rng = ((uint64_t)getpid() << 32) ^ (uint64_t)now_ms() ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL);
         if (!w->rng)
             w->rng = 1;

@@ -25,6 +25,8 @@ int passive_on_pick(struct passive_state *s, const struct passive_conf *c, int64
         return 1;
     }
     if (s->circuit == CIRCUIT_HALF_OPEN) {
+        if (s->trials >= c->half_open_trials)
+            return -1;          /* another request took the last trial meanwhile */
         s->trials++;
         return 1;
     }

@@ -20,7 +20,8 @@ struct passive_conf {
 /* May the replica take a request now? (read-only) */
 int passive_available(const struct passive_state *s, const struct passive_conf *c, int64_t now);
 /* The replica was chosen: hands out a half-open trial when the circuit is past
- * its open time. Returns 1 when the state changed. */
+ * its open time. Returns 1 when the state changed, 0 when nothing changed, -1
+ * when every trial is already out (the choice must be made again). */
 int passive_on_pick(struct passive_state *s, const struct passive_conf *c, int64_t now);
 /* A proxy failure: ban; open the circuit after circuit_failures in a row or
  * on a failed half-open trial. */

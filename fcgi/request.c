@@ -116,8 +116,15 @@ int request_read(struct request *r)
     if (rid && pathcheck_id_ok(rid, 64)) {
         snprintf(r->request_id, sizeof r->request_id, "%s", rid);
     } else {
+        /* Unique, not secret: the worker's generator is enough (no syscall). */
+        static const char hex[] = "0123456789abcdef";
+        uint64_t a = request_random(r), b = request_random(r);
         memcpy(r->request_id, "req_", 4);
-        random_token(r->request_id + 4, 24);
+        for (int i = 0; i < 16; i++) {
+            r->request_id[4 + i] = hex[(a >> (4 * i)) & 15];
+            r->request_id[20 + i] = hex[(b >> (4 * i)) & 15];
+        }
+        r->request_id[36] = '\0';
     }
     /* R-SEC-4: a header value with CR or LF is refused, never forwarded or echoed. */
     for (char **e = r->w->fcgi.envp; *e; e++)

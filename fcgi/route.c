@@ -110,25 +110,34 @@ static int scoped_routes(const struct request *r, const struct snap_route **firs
     return snapshot_routes(s, r->caller.tenant_id, r->model, first);
 }
 
-static void hand_out(struct request *r, int replica_index)
+/* Takes the replica; -1 when its circuit's last half-open trial went to
+ * another request since the choice was made (choose again without it). */
+static int hand_out(struct request *r, int replica_index, int strict)
 {
     const struct snap_replica *rep = &r->snap->replicas[replica_index];
     r->replica = rep;
     if (rep->slot < 0)
-        return;
+        return 0;
     struct passive_state ps;
     struct passive_conf pc;
     passive_read(r->shm, rep->slot, &ps);
     if (ps.circuit == CIRCUIT_CLOSED)
-        return;
+        return 0;
     /* Half-open trials are counted under the pool lock so at most N go out. */
     route_passive_conf(r->conf, &pc);
+    int rc = 0;
     if (shm_lock(r->shm) == 0) {
         passive_read(r->shm, rep->slot, &ps);
-        if (passive_on_pick(&ps, &pc, now_ms()))
+        rc = passive_on_pick(&ps, &pc, now_ms());
+        if (rc > 0)
             passive_write(r->shm, rep->slot, &ps);
         shm_unlock(r->shm);
     }
+    if (rc < 0 && strict && r->n_excluded < (int)(sizeof r->excluded / sizeof r->excluded[0])) {
+        r->excluded[r->n_excluded++] = replica_index;
+        return -1;
+    }
+    return 0;
 }
 
 static int route_proxy(struct request *r, int reply_on_fail)
@@ -151,9 +160,15 @@ static int route_proxy(struct request *r, int reply_on_fail)
         return -1;
     }
     int64_t now = now_ms();
-    int idx = choose_replica(r, e, 1, now);
-    if (idx < 0)
-        idx = choose_replica(r, e, 0, now);
+    int idx, strict;
+    do {
+        strict = 1;
+        idx = choose_replica(r, e, 1, now);
+        if (idx < 0) {
+            strict = 0;
+            idx = choose_replica(r, e, 0, now);
+        }
+    } while (idx >= 0 && hand_out(r, idx, strict) != 0);
     if (idx < 0) {
         if (reply_on_fail)
             reply_error(r, "no_backends_available", NULL, NULL);
@@ -161,7 +176,6 @@ static int route_proxy(struct request *r, int reply_on_fail)
     }
     r->ep = e;
     r->upstream_path = rest;
-    hand_out(r, idx);
     return 0;
 }
 
@@ -204,6 +218,10 @@ int route_choose(struct request *r, int reply_on_fail)
         int idx = choose_replica(r, e, strict, now);
         if (idx < 0)
             continue;
+        if (hand_out(r, idx, strict) != 0) {
+            strict++;           /* the same pass again, without that replica */
+            continue;
+        }
         if (!strict)
             log_info("request %s: every replica of model %s is banned or open; using replica %lld anyway",
                      r->request_id, r->model, (long long)r->snap->replicas[idx].id);
@@ -211,7 +229,6 @@ int route_choose(struct request *r, int reply_on_fail)
         r->ep = e;
         r->routed_model = route->target_model ? route->target_model : r->model;
         r->upstream_path = r->path;
-        hand_out(r, idx);
         return 0;
     }
     if (reply_on_fail)

@@ -33,15 +33,43 @@ static struct json_object *parse(const char *json, size_t len)
     return obj;
 }
 
+/* The last `"usage":{` of a body: a key, since quotes inside JSON strings are
+ * escaped, and the top-level one, since OpenAI-shaped bodies put it last. */
+static const char *usage_last_object(const char *json, size_t len)
+{
+    const char *found = NULL, *p = json, *end = json + len;
+    while (p < end && (p = memmem(p, (size_t)(end - p), "\"usage\":", 8))) {
+        const char *v = p + 8;
+        while (v < end && (*v == ' ' || *v == '\t' || *v == '\n' || *v == '\r'))
+            v++;
+        if (v < end && *v == '{')
+            found = v;
+        p += 8;
+    }
+    return found;
+}
+
 int usage_from_body(const char *json, size_t len, struct usage *u)
 {
     memset(u, 0, sizeof *u);
-    if (!memmem(json, len, "\"usage\"", 7))
+    const char *obj_start = usage_last_object(json, len);
+    if (!obj_start)
         return 0;
-    struct json_object *obj = parse(json, len);
-    int found = obj && usage_read(obj, u);
-    json_object_put(obj);
-    return found;
+    /* Parse only the usage object: a long body (embeddings) costs nothing more. */
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *usage = json_tokener_parse_ex(tok, obj_start, (int)(json + len - obj_start));
+    int ok = usage && json_object_get_type(usage) == json_type_object &&
+             json_tokener_get_error(tok) == json_tokener_success;
+    json_tokener_free(tok);
+    if (ok) {
+        struct json_object *wrap = json_object_new_object();
+        json_object_object_add(wrap, "usage", usage);
+        ok = usage_read(wrap, u);
+        json_object_put(wrap);
+        return ok;
+    }
+    json_object_put(usage);
+    return 0;
 }
 
 /* A delta counts as content when it has anything beyond role and empty content. */

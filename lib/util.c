@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -36,11 +37,18 @@ int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
     return 0;
 }
 
+/* OpenSSL 3 looks the algorithm up (under a lock) on every EVP_sha256() use;
+ * fetch it once per process instead. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+static void sha256_fetch(void) { sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL); }
+
 void sha256_hex(const void *data, size_t len, char out[65])
 {
     unsigned char md[32];
     unsigned int mdlen = 0;
-    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    pthread_once(&sha256_once, sha256_fetch);
+    EVP_Digest(data, len, md, &mdlen, sha256_md ? sha256_md : EVP_sha256(), NULL);
     static const char hex[] = "0123456789abcdef";
     for (int i = 0; i < 32; i++) {
         out[2 * i] = hex[md[i] >> 4];
