@@ -52,6 +52,11 @@ static const char *usage_last_object(const char *json, size_t len)
 int usage_from_body(const char *json, size_t len, struct usage *u)
 {
     memset(u, 0, sizeof *u);
+    size_t i = 0;
+    while (i < len && (json[i] == ' ' || json[i] == '\t' || json[i] == '\n' || json[i] == '\r'))
+        i++;
+    if (i == len || json[i] != '{')
+        return 0;               /* a response body is an object; nothing else has usage */
     const char *obj_start = usage_last_object(json, len);
     if (!obj_start)
         return 0;
