@@ -127,6 +127,8 @@ static void shm_clear_row(struct shm_proc *p)
 {
     for (int i = 0; i < SHM_MAX_REPLICAS; i++)
         atomic_store(&p->active[i], 0);
+    for (int i = 0; i < SHM_MAX_KEYS; i++)
+        atomic_store(&p->key_active[i], 0);
     atomic_store(&p->start_time, 0);
     atomic_store(&p->pid, 0);
 }
@@ -208,6 +210,33 @@ int shm_endpoint_slot(struct shm *s, int64_t endpoint_id)
 {
     return slot_for(&s->r->endpoints[0].id, sizeof(struct shm_endpoint), SHM_MAX_ENDPOINTS,
                     endpoint_id);
+}
+
+int shm_node_slot(struct shm *s, int64_t node_id)
+{
+    return slot_for(&s->r->nodes[0].id, sizeof(struct shm_node), SHM_MAX_NODES, node_id);
+}
+
+int shm_key_slot(struct shm *s, int64_t key_id)
+{
+    int slot = slot_for(&s->r->keys[0].id, sizeof(struct shm_key), SHM_MAX_KEYS, key_id);
+    if (slot < 0)
+        return -1;
+    struct shm_key *k = &s->r->keys[slot];
+    if (!__atomic_load_n(&k->initialised, __ATOMIC_ACQUIRE) && shm_lock(s) == 0) {
+        /* The pool lock makes the one-time mutex set-up happen once. */
+        if (!k->initialised) {
+            pthread_mutexattr_t a;
+            pthread_mutexattr_init(&a);
+            pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+            pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+            pthread_mutex_init(&k->lock, &a);
+            pthread_mutexattr_destroy(&a);
+            __atomic_store_n(&k->initialised, 1, __ATOMIC_RELEASE);
+        }
+        shm_unlock(s);
+    }
+    return slot;
 }
 
 void shm_active_add(struct shm *s, int slot, int delta)

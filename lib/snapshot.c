@@ -180,6 +180,15 @@ static void key_row(struct snapshot *s, sqlite3_stmt *st, int i)
                       ? -1 : endpoint_index(s, sqlite3_column_int64(st, 4));
     k->role = parse_role((const char *)sqlite3_column_text(st, 5));
     k->user_name = col_str(&s->mem, st, 6);
+    k->qps_limit = sqlite3_column_int64(st, 7);
+    k->concurrency_limit = sqlite3_column_int64(st, 8);
+    k->daily_limit = sqlite3_column_int64(st, 9);
+    k->monthly_quota = sqlite3_column_int64(st, 10);
+    k->tpm_limit = sqlite3_column_int64(st, 11);
+    k->monthly_token_quota = sqlite3_column_int64(st, 12);
+    k->has_limits = k->qps_limit > 0 || k->concurrency_limit > 0 || k->daily_limit > 0 ||
+                    k->monthly_quota > 0 || k->tpm_limit > 0 || k->monthly_token_quota > 0;
+    k->slot = -1;
 }
 
 static int key_cmp(const void *a, const void *b)
@@ -242,10 +251,12 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
                  " FROM routes WHERE status = 'active' ORDER BY tenant_id, model, priority, id",
                  route_row, s, &s->n_routes) ||
         each_row(db,
-                 "SELECT k.key_hash, k.id, k.user_id, k.tenant_id, NULL, u.role, u.name"
+                 "SELECT k.key_hash, k.id, k.user_id, k.tenant_id, NULL, u.role, u.name,"
+                 " k.qps_limit, k.concurrency_limit, k.daily_limit, k.monthly_quota, k.tpm_limit,"
+                 " k.monthly_token_quota"
                  " FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.revoked_at IS NULL"
-                 " UNION ALL SELECT key_hash, 0, 0, tenant_id, id, NULL, NULL FROM endpoints"
-                 " WHERE key_hash IS NOT NULL", key_row, s, &s->n_keys) ||
+                 " UNION ALL SELECT key_hash, 0, 0, tenant_id, id, NULL, NULL, 0, 0, 0, 0, 0, 0"
+                 " FROM endpoints WHERE key_hash IS NOT NULL", key_row, s, &s->n_keys) ||
         each_row(db, "SELECT key, value FROM settings", setting_row, s, &n))
         goto fail_read;
     db_end_read(db);
@@ -264,6 +275,9 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     for (int i = 0; shm && i < s->n_endpoints; i++)
         s->endpoints[i].slot = shm_endpoint_slot(shm, s->endpoints[i].id);
     qsort(s->keys, (size_t)s->n_keys, sizeof *s->keys, key_cmp);
+    for (int i = 0; shm && i < s->n_keys; i++)
+        if (s->keys[i].has_limits)
+            s->keys[i].slot = shm_key_slot(shm, s->keys[i].id);
     atomic_store(&s->refs, 1);
     return s;
 fail_read:

@@ -63,6 +63,10 @@ struct snap_key {
     int endpoint;                 /* endpoint key: its endpoint index; member key: -1 */
     enum role role;
     const char *user_name;
+    /* R-KEY-1 limits of a member key; all 0 = unlimited, no limit work at all. */
+    int64_t qps_limit, concurrency_limit, daily_limit, monthly_quota, tpm_limit, monthly_token_quota;
+    int has_limits;
+    int slot;                     /* shared-state key slot when has_limits, else -1 */
 };
 
 struct snapshot {
