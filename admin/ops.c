@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- errors -------------------------------------------------------------- */
@@ -17,14 +18,29 @@ void ops_error_clear(struct ops_error *err)
 
 const char *ops_error_type(enum ops_error_kind kind)
 {
+    /* The data plane's types (fcgi/errors.c), so one client handles both. */
     switch (kind) {
-    case OPS_ERR_INVALID: return "invalid_request_error";
-    case OPS_ERR_NOT_FOUND: return "not_found";
-    case OPS_ERR_CONFLICT: return "conflict";
+    case OPS_ERR_INVALID:
+    case OPS_ERR_NOT_FOUND:
+    case OPS_ERR_CONFLICT: return "invalid_request_error";
+    case OPS_ERR_FORBIDDEN: return "permission_error";
     case OPS_ERR_NONE:
     case OPS_ERR_INTERNAL: break;
     }
     return "server_error";
+}
+
+const char *ops_error_code(enum ops_error_kind kind)
+{
+    switch (kind) {
+    case OPS_ERR_INVALID: return "invalid_value";
+    case OPS_ERR_NOT_FOUND: return "not_found";
+    case OPS_ERR_CONFLICT: return "conflict";
+    case OPS_ERR_FORBIDDEN: return "permission_denied";
+    case OPS_ERR_NONE:
+    case OPS_ERR_INTERNAL: break;
+    }
+    return "internal_error";
 }
 
 int ops_error_status(enum ops_error_kind kind)
@@ -33,6 +49,7 @@ int ops_error_status(enum ops_error_kind kind)
     case OPS_ERR_INVALID: return 400;
     case OPS_ERR_NOT_FOUND: return 404;
     case OPS_ERR_CONFLICT: return 409;
+    case OPS_ERR_FORBIDDEN: return 403;
     case OPS_ERR_NONE:
     case OPS_ERR_INTERNAL: break;
     }
@@ -45,6 +62,8 @@ struct json_object *ops_error_json(const struct ops_error *err)
     json_object_object_add(e, "message", json_object_new_string(
         err->message[0] ? err->message : "internal error"));
     json_object_object_add(e, "type", json_object_new_string(ops_error_type(err->kind)));
+    ops_json_str(e, "param", err->param[0] ? err->param : NULL);
+    json_object_object_add(e, "code", json_object_new_string(ops_error_code(err->kind)));
     struct json_object *o = json_object_new_object();
     json_object_object_add(o, "error", e);
     return o;
@@ -290,6 +309,106 @@ struct json_object *ops_query_list(sqlite3 *db, struct ops_error *err, const cha
     return res;
 }
 
+struct json_object *ops_query_page(sqlite3 *db, struct ops_error *err, const char *field,
+                                   ops_row_fn row, const struct ops_list *l, const char *sql,
+                                   const char *types, ...)
+{
+    char count_sql[4096], page_sql[4096], page_types[32];
+    size_t nt = strlen(types);
+    int64_t total = 0, limit = l ? l->limit : 0, offset = l ? l->offset : 0;
+    if (limit < 0 || limit > OPS_LIST_LIMIT_MAX || offset < 0) {
+        ops_fail(err, OPS_ERR_INVALID, limit < 0 || limit > OPS_LIST_LIMIT_MAX ? "limit" : "offset",
+                 "limit must be 1 to %d and offset at least 0", OPS_LIST_LIMIT_MAX);
+        return NULL;
+    }
+    /* Only our own SQL constants are composed here; every input stays bound. */
+    if (nt + 3 > sizeof page_types ||
+        snprintf(count_sql, sizeof count_sql, "SELECT COUNT(*) FROM (%s)", sql) >= (int)sizeof count_sql ||
+        snprintf(page_sql, sizeof page_sql, "%s LIMIT ?%zu OFFSET ?%zu", sql, nt + 1, nt + 2) >=
+            (int)sizeof page_sql) {
+        ops_fail(err, OPS_ERR_INTERNAL, NULL, "listing query too long");
+        return NULL;
+    }
+    snprintf(page_types, sizeof page_types, "%sii", types);
+    va_list ap, ap2;
+    va_start(ap, types);
+    va_copy(ap2, ap);
+    sqlite3_stmt *cst = ops_prepare_v(db, err, count_sql, types, ap);
+    va_end(ap);
+    sqlite3_stmt *st = NULL;
+    if (cst) {
+        st = ops_prepare_v(db, err, page_sql, types, ap2);
+        if (st && (sqlite3_bind_int64(st, (int)nt + 1, limit > 0 ? limit : -1) != SQLITE_OK ||
+                   sqlite3_bind_int64(st, (int)nt + 2, offset) != SQLITE_OK)) {
+            ops_fail_db(err, db);
+            sqlite3_finalize(st);
+            st = NULL;
+        }
+    }
+    va_end(ap2);
+    struct json_object *res = NULL, *arr = NULL;
+    int rc;
+    if (!cst || !st)
+        goto out;
+    rc = sqlite3_step(cst);
+    if (rc != SQLITE_ROW) {
+        ops_fail_db(err, db);
+        goto out;
+    }
+    total = sqlite3_column_int64(cst, 0);
+    arr = json_object_new_array();
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        json_object_array_add(arr, row(st));
+    if (rc != SQLITE_DONE) {
+        ops_fail_db(err, db);
+        json_object_put(arr);
+        goto out;
+    }
+    res = json_object_new_object();
+    json_object_object_add(res, field, arr);
+    json_object_object_add(res, "total", json_object_new_int64(total));
+    json_object_object_add(res, "limit", json_object_new_int64(limit));
+    json_object_object_add(res, "offset", json_object_new_int64(offset));
+out:
+    sqlite3_finalize(cst);
+    sqlite3_finalize(st);
+    return res;
+}
+
+/* One kind of filter: by name (resolved) or by id. */
+static int ops_list_id(sqlite3 *db, const char *what, const char *name, struct ops_i64 id,
+                       struct ops_i64 *out, struct ops_error *err)
+{
+    if (!out)
+        return 0;
+    *out = id;
+    if (!name)
+        return 0;
+    if (id.set) {
+        ops_fail(err, OPS_ERR_INVALID, what, "give %s or %s_id, not both", what, what);
+        return -1;
+    }
+    int64_t tid;
+    int rc = strcmp(what, "tenant") == 0 ? ops_tenant_id(db, name, &out->v, err)
+           : strcmp(what, "user") == 0 ? ops_user_ids(db, name, &out->v, &tid, err)
+           : ops_endpoint_ids(db, name, &out->v, &tid, err);
+    out->set = rc == 0;
+    return rc;
+}
+
+int ops_list_ids(sqlite3 *db, const struct ops_list *l, struct ops_i64 *tenant_id,
+                 struct ops_i64 *user_id, struct ops_i64 *endpoint_id, struct ops_error *err)
+{
+    static const struct ops_list none;
+    if (!l)
+        l = &none;
+    if (ops_list_id(db, "tenant", l->tenant, l->tenant_id, tenant_id, err) != 0 ||
+        ops_list_id(db, "user", l->user, l->user_id, user_id, err) != 0 ||
+        ops_list_id(db, "endpoint", l->endpoint, l->endpoint_id, endpoint_id, err) != 0)
+        return -1;
+    return 0;
+}
+
 /* ---- transactions ---------------------------------------------------------- */
 
 int ops_begin(sqlite3 *db, struct ops_error *err)
@@ -377,6 +496,27 @@ void ops_json_int(struct json_object *o, const char *key, sqlite3_stmt *st, int 
                                : json_object_new_int64(sqlite3_column_int64(st, col)));
 }
 
+void ops_json_real(struct json_object *o, const char *key, sqlite3_stmt *st, int col, int decimals)
+{
+    if (sqlite3_column_type(st, col) == SQLITE_NULL) {
+        json_object_object_add(o, key, NULL);
+        return;
+    }
+    char text[64];
+    double v = sqlite3_column_double(st, col);
+    snprintf(text, sizeof text, "%.*f", decimals, v);
+    /* Trailing zeros go, and a bare "." with them: 0.002, 71.5, 85 */
+    char *dot = strchr(text, '.');
+    if (dot) {
+        char *end = text + strlen(text) - 1;
+        while (end > dot && *end == '0')
+            *end-- = '\0';
+        if (end == dot)
+            *end = '\0';
+    }
+    json_object_object_add(o, key, json_object_new_double_s(strtod(text, NULL), text));
+}
+
 void ops_json_bool(struct json_object *o, const char *key, sqlite3_stmt *st, int col)
 {
     json_object_object_add(o, key, json_object_new_boolean(sqlite3_column_int64(st, col) != 0));
@@ -412,6 +552,28 @@ static struct json_object *setting_row(sqlite3_stmt *st)
     return o;
 }
 
+/* The audit never writes a member named "key" (it may be a secret elsewhere), so a
+ * setting is recorded as {"setting","value"}. */
+static struct json_object *setting_for_audit(struct json_object *row)
+{
+    if (!row)
+        return NULL;
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "setting", json_object_get(json_object_object_get(row, "key")));
+    json_object_object_add(o, "value", json_object_get(json_object_object_get(row, "value")));
+    return o;
+}
+
+static int ops_settings_audit(sqlite3 *db, struct ops_error *err, const char *action,
+                              struct json_object *before, struct json_object *after)
+{
+    struct json_object *b = setting_for_audit(before), *a = setting_for_audit(after);
+    int rc = ops_audit(db, err, action, "setting", b, a);
+    json_object_put(b);
+    json_object_put(a);
+    return rc;
+}
+
 struct json_object *ops_settings_set(sqlite3 *db, const char *key, const char *value,
                                      struct ops_error *err)
 {
@@ -425,11 +587,18 @@ struct json_object *ops_settings_set(sqlite3 *db, const char *key, const char *v
         return NULL;
     if (ops_begin(db, err) != 0)
         return NULL;
-    struct json_object *res = NULL;
+    struct json_object *res = NULL, *before = ops_query_one(
+        db, err, setting_row, "setting", "SELECT key, value FROM settings WHERE key = ?1", "t", key);
+    ops_error_clear(err);
     if (ops_run(db, err, "INSERT INTO settings (key, value) VALUES (?1, ?2) "
                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value", "tt", key, value) == 0)
         res = ops_query_one(db, err, setting_row, "setting",
                             "SELECT key, value FROM settings WHERE key = ?1", "t", key);
+    if (res && ops_settings_audit(db, err, before ? "update" : "create", before, res) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
+    json_object_put(before);
     return ops_finish(db, res, err);
 }
 
@@ -450,7 +619,8 @@ struct json_object *ops_settings_rm(sqlite3 *db, const char *key, struct ops_err
     if (ops_check_name("key", key, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = ops_settings_get(db, key, err);
-    if (res && ops_run(db, err, "DELETE FROM settings WHERE key = ?1", "t", key) != 0) {
+    if (res && (ops_run(db, err, "DELETE FROM settings WHERE key = ?1", "t", key) != 0 ||
+                ops_settings_audit(db, err, "delete", res, NULL) != 0)) {
         json_object_put(res);
         res = NULL;
     }

@@ -9,7 +9,12 @@
  * the call that creates it (R-SEC-1).
  *
  * Authorisation is not decided here: these calls act with operator rights,
- * and the caller (the admin CGI) checks the caller's role and tenant first. */
+ * and the caller (the admin CGI) checks the caller's role and tenant first
+ * (admin/authz.c). Every change writes an audit_log row in its own
+ * transaction: actor (ops_set_actor), before and after, never a secret (R-ADM-5).
+ *
+ * Listings take a struct ops_list (filters and a page) and return
+ * {"<things>":[...],"total":N,"limit":L,"offset":O}; total counts every match. */
 #ifndef SLUICE_OPS_H
 #define SLUICE_OPS_H
 
@@ -23,6 +28,7 @@ enum ops_error_kind {
     OPS_ERR_NOT_FOUND,  /* a named or numbered object does not exist: 404 not_found */
     OPS_ERR_CONFLICT,   /* already exists, or clashes with another object: 409 conflict */
     OPS_ERR_INTERNAL,   /* database failure: 500 server_error */
+    OPS_ERR_FORBIDDEN,  /* the caller may not do this: 403 permission_error (authz.c) */
 };
 
 /* Filled by a failing operation. The message never holds a secret or an input
@@ -35,8 +41,9 @@ struct ops_error {
 
 void ops_error_clear(struct ops_error *err);
 const char *ops_error_type(enum ops_error_kind kind);   /* "invalid_request_error", ... */
-int ops_error_status(enum ops_error_kind kind);         /* HTTP status: 400, 404, 409, 500 */
-/* {"error":{"message":...,"type":...}} */
+int ops_error_status(enum ops_error_kind kind);         /* HTTP status: 400, 403, 404, 409, 500 */
+const char *ops_error_code(enum ops_error_kind kind);   /* "invalid_value", "not_found", ... */
+/* {"error":{"message":...,"type":...,"param":...|null,"code":...}}, the data plane's shape */
 struct json_object *ops_error_json(const struct ops_error *err);
 
 /* An optional number: set == 0 means "not given" (keep the current or default value). */
@@ -44,6 +51,45 @@ struct ops_i64 {
     int set;
     int64_t v;
 };
+
+/* A listing's filters and page. Unset ids and NULL names do not filter; a name
+ * that does not exist is NOT_FOUND; giving a name and an id of one kind is INVALID.
+ * limit 0 = every row (sluicectl); the API always pages. */
+struct ops_list {
+    const char *tenant;      struct ops_i64 tenant_id;
+    const char *user;        struct ops_i64 user_id;
+    const char *endpoint;    struct ops_i64 endpoint_id;
+    const char *model;       /* routes: exact public model name */
+    const char *status;      /* alerts: ACTIVE | RECOVERED */
+    const char *object_type; /* audit: tenant, user, endpoint, replica, route, key, ... */
+    int64_t limit, offset;
+};
+#define OPS_LIST_LIMIT_MAX 1000
+/* Resolves l's names into ids (name and id of one kind: INVALID; unknown name:
+ * NOT_FOUND). Any out pointer may be NULL. */
+int ops_list_ids(sqlite3 *db, const struct ops_list *l, struct ops_i64 *tenant_id,
+                 struct ops_i64 *user_id, struct ops_i64 *endpoint_id, struct ops_error *err);
+
+/* ---- who acts, the audit log and alerts (ops_audit.c) ----------------------- */
+
+/* R-ADM-5: the actor recorded by this thread's later changes: a user name,
+ * "sluicectl", ... (each sluicectl run and admin CGI request is one process). */
+void ops_set_actor(const char *actor);
+const char *ops_actor(void);
+
+/* Audit record: {"id","ts","actor","tenant_id","action","object_type","object_id",
+ * "before","after"} (before/after as JSON objects or null). Newest first. */
+struct json_object *ops_audit_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+/* Writes one audit row of its own (logins, logouts: no object change of ops). */
+int ops_audit_event(sqlite3 *db, const char *action, const char *object_type, int64_t object_id,
+                    int64_t tenant_id, struct json_object *after, struct ops_error *err);
+
+/* Alert: {"id","type","severity","status","tenant_id","endpoint_id","replica_id",
+ * "message","created_at","resolved_at"}. Newest first. */
+struct json_object *ops_alert_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_alert_get(sqlite3 *db, int64_t id, struct ops_error *err);
+/* Marks an ACTIVE alert RECOVERED by hand (healthd raises it again if still failing). */
+struct json_object *ops_alert_resolve(sqlite3 *db, int64_t id, struct ops_error *err);
 
 /* ---- database and settings (ops.c) --------------------------------------- */
 
@@ -64,9 +110,11 @@ struct json_object *ops_settings_list(sqlite3 *db, struct ops_error *err);
  * filter that does not exist is NOT_FOUND (in every ops_*_list). */
 struct json_object *ops_tenant_add(sqlite3 *db, const char *name, struct ops_error *err);
 struct json_object *ops_tenant_rm(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_tenant_list(sqlite3 *db, const char *tenant, struct ops_error *err);
+struct json_object *ops_tenant_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_tenant_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 
-/* User: {"id","name","tenant","tenant_id","role","has_password","created_at"}.
+/* User: {"id","name","tenant","tenant_id","role","has_password","key_ceiling":{limits},
+ * "created_at"}.
  * role: operator (tenant "default" only), admin, member. password may be NULL;
  * it is stored as a yescrypt hash (R-ADM-2). In ops_user_set, NULL arguments
  * leave the field unchanged. */
@@ -75,7 +123,8 @@ struct json_object *ops_user_add(sqlite3 *db, const char *name, const char *tena
 struct json_object *ops_user_set(sqlite3 *db, const char *name, const char *role,
                                  const char *password, struct ops_error *err);
 struct json_object *ops_user_rm(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_user_list(sqlite3 *db, const char *tenant, struct ops_error *err);
+struct json_object *ops_user_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_user_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 /* 1 if password matches the stored crypt(3) hash, else 0 (constant-time compare). */
 int ops_password_verify(const char *password, const char *hash);
 
@@ -91,11 +140,18 @@ struct ops_endpoint_opts {
     struct ops_i64 connect_timeout_ms;
     struct ops_i64 first_byte_timeout_ms;
     struct ops_i64 idle_timeout_ms;
+    const char *upstream_auth;  /* upstream credential (R-ANT-4), never returned; "" clears */
+    const char *wake_url;       /* R-WAKE: an http(s) URL; "" clears */
+    struct ops_i64 health_check;          /* 0 or 1 (R-HC-1) */
+    struct ops_i64 failure_threshold;     /* R-HC-2 */
+    struct ops_i64 start_period_seconds;  /* R-HC-3 */
+    struct ops_i64 business_probe_rounds; /* R-HC-1, 0 = off */
 };
 
 /* Endpoint: {"id","name","tenant","tenant_id","algorithm","protocol","affinity",
  * "stream_guard","health_path","connect_timeout_ms","first_byte_timeout_ms",
- * "idle_timeout_ms","key_prefix","upstream_auth_set","replicas","created_at"};
+ * "idle_timeout_ms","key_prefix","upstream_auth_set","health_check","failure_threshold",
+ * "start_period_seconds","business_probe_rounds","wake_url","replicas","created_at"};
  * add and rotate_key add "key" (sk- + 48 characters), shown this once. */
 struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *tenant,
                                      const struct ops_endpoint_opts *o, struct ops_error *err);
@@ -103,25 +159,33 @@ struct json_object *ops_endpoint_set(sqlite3 *db, const char *name,
                                      const struct ops_endpoint_opts *o, struct ops_error *err);
 struct json_object *ops_endpoint_rotate_key(sqlite3 *db, const char *name, struct ops_error *err);
 struct json_object *ops_endpoint_rm(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_endpoint_list(sqlite3 *db, const char *tenant, struct ops_error *err);
+struct json_object *ops_endpoint_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_endpoint_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+/* R-ANT-5: one minimal real request (max_tokens=1) in the endpoint's protocol to one
+ * healthy running replica, timeout_ms (60 s by default). Never fails for an upstream
+ * reason: {"ok","status","latency_ms","error","replica","replica_id","model"}
+ * (ops_probe.c). */
+struct json_object *ops_endpoint_test(sqlite3 *db, const char *name, int64_t timeout_ms,
+                                      struct ops_error *err);
 
 struct ops_replica_opts {
     const char *engine;         /* vllm | ollama | openai | anthropic | other */
     const char *state;          /* running | sleeping | disabled */
     struct ops_i64 weight;
     struct ops_i64 max_concurrency;
+    const char *node;           /* node name; "" clears */
 };
 
 /* Replica: {"id","endpoint","endpoint_id","tenant","tenant_id","url","engine",
- * "weight","max_concurrency","state","healthy","created_at"}. */
+ * "weight","max_concurrency","state","healthy","node","node_id","created_at"}. */
 struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const char *url,
                                     const struct ops_replica_opts *o, struct ops_error *err);
 struct json_object *ops_replica_set(sqlite3 *db, const char *endpoint, const char *url,
                                     const struct ops_replica_opts *o, struct ops_error *err);
 struct json_object *ops_replica_rm(sqlite3 *db, const char *endpoint, const char *url,
                                    struct ops_error *err);
-struct json_object *ops_replica_list(sqlite3 *db, const char *tenant, const char *endpoint,
-                                     struct ops_error *err);
+struct json_object *ops_replica_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_replica_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 /* R-SEC-3: 0 if url may be a replica base URL, else -1 with err set. */
 int ops_check_replica_url(const char *url, struct ops_error *err);
 
@@ -145,8 +209,8 @@ struct json_object *ops_route_add(sqlite3 *db, const char *model, const char *en
 struct json_object *ops_route_set(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
                                   struct ops_error *err);
 struct json_object *ops_route_rm(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_route_list(sqlite3 *db, const char *tenant, const char *endpoint,
-                                   struct ops_error *err);
+struct json_object *ops_route_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_route_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- member keys (ops_key.c) --------------------------------------------- */
 
@@ -166,14 +230,78 @@ struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
 struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
                                 const struct ops_key_limits *lim, struct ops_error *err);
 struct json_object *ops_key_revoke(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_key_list(sqlite3 *db, const char *tenant, const char *user,
-                                 struct ops_error *err);
+struct json_object *ops_key_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_key_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+/* R-SEC-5: the ceiling of a user's keys: {"user","user_id",limits...}; unset limits keep
+ * theirs (0 = no ceiling). In ops_tenant.c with the users. */
+struct json_object *ops_user_set_ceiling(sqlite3 *db, const char *user,
+                                         const struct ops_key_limits *lim, struct ops_error *err);
+
+/* R-AUTO-1 per-key routing policy (member keys): {"key_id","auto_routing_enabled":
+ * bool|null,"auto_routing_strategy":str|null} (null = the global setting decides).
+ * enabled: unset keeps, v < 0 clears; strategy NULL keeps, "" clears (ops_policy.c). */
+struct json_object *ops_key_policy_get(sqlite3 *db, int64_t key_id, struct ops_error *err);
+struct json_object *ops_key_policy_set(sqlite3 *db, int64_t key_id, struct ops_i64 enabled,
+                                       const char *strategy, struct ops_error *err);
+
+/* ---- model policies (ops_policy.c) ------------------------------------------ */
+
+/* Unset / NULL keep (or default); "" clears a text, v < 0 clears a number.
+ * Quality is given in thousandths (0..100000 = 0..100), prices in millionths. */
+struct ops_policy_opts {
+    const char *purpose;             /* chat | completion | embedding; "" = unset */
+    struct ops_i64 routing_enabled;  /* 0 or 1 */
+    struct ops_i64 quality_milli;    /* quality_score x 1000 */
+    struct ops_i64 price_input_micro, price_output_micro; /* per 1k tokens x 10^6 */
+    struct ops_i64 supports_tools, supports_vision;       /* 0 or 1 */
+    struct ops_i64 max_context, max_output;
+    const char *description;         /* R-SEM-2 */
+};
+/* Policy: {"model","purpose","routing_enabled","quality_score","price_input_per_1k",
+ * "price_output_per_1k","supports_tools","supports_vision","max_context","max_output",
+ * "description","updated_at"}. set creates the policy when missing. */
+struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct ops_policy_opts *o,
+                                   struct ops_error *err);
+struct json_object *ops_policy_get(sqlite3 *db, const char *model, struct ops_error *err);
+struct json_object *ops_policy_rm(sqlite3 *db, const char *model, struct ops_error *err);
+struct json_object *ops_policy_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+
+/* ---- run-time settings with a schema (ops_config.c) --------------------------- */
+
+/* The known settings (auto_routing_enabled, auto_routing_strategy,
+ * gpu_temperature_threshold, internal_fields, response_model, ...) with their
+ * values or defaults: {"<name>":value,...}. */
+struct json_object *ops_config_get(sqlite3 *db, struct ops_error *err);
+/* Validates every member of changes against the schema (unknown names INVALID);
+ * null resets a setting to its default. Returns the whole config. */
+struct json_object *ops_config_set(sqlite3 *db, struct json_object *changes, struct ops_error *err);
+
+/* ---- nodes (ops_node.c) ------------------------------------------------------ */
+
+/* Node: {"id","name","status","metrics_url","gpu_temperature","temperature_at",
+ * "replicas","created_at"}. status online | offline | borrowed. */
+struct json_object *ops_node_add(sqlite3 *db, const char *name, const char *status,
+                                 const char *metrics_url, struct ops_error *err);
+/* NULL keeps; metrics_url "" clears. */
+struct json_object *ops_node_set(sqlite3 *db, const char *name, const char *status,
+                                 const char *metrics_url, struct ops_error *err);
+struct json_object *ops_node_rm(sqlite3 *db, const char *name, struct ops_error *err);
+struct json_object *ops_node_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_node_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+/* R-HC-7: a pushed GPU temperature in tenths of a degree (a reading, not audited). */
+struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t deci_celsius,
+                                         struct ops_error *err);
 
 /* ---- usage (ops_usage.c) ------------------------------------------------- */
 
-/* From usage_daily (R-USE-7). group_by: model (default) | user | key | day;
- * from/to: YYYY-MM-DD, inclusive, NULL = open. */
-struct json_object *ops_usage(sqlite3 *db, const char *tenant, const char *group_by,
+/* From usage_daily, never the events (R-USE-7). group_by: model (default) | user |
+ * key | day; from/to: YYYY-MM-DD, inclusive, NULL = open; l filters tenant and user
+ * and pages the groups. {"group_by","tenant","from","to","rows":[...],"total":groups,
+ * "limit","offset","totals":{"requests","errors","prompt_tokens","completion_tokens",
+ * "total_tokens"}} (totals over every group, not just the page). */
+struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char *group_by,
                               const char *from, const char *to, struct ops_error *err);
+/* R-USE-7 retention: deletes events older than days (aggregates stay). {"deleted":N} */
+struct json_object *ops_usage_prune(sqlite3 *db, int64_t days, struct ops_error *err);
 
 #endif

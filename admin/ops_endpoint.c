@@ -4,6 +4,7 @@
 #include "util.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -25,8 +26,9 @@ static const char *const replica_states[] = {"running", "sleeping", "disabled", 
     "SELECT e.id, e.name, t.name, t.id, e.algorithm, e.protocol, e.affinity, e.stream_guard," \
     " e.health_path, e.connect_timeout_ms, e.first_byte_timeout_ms, e.idle_timeout_ms," \
     " e.key_prefix, e.upstream_auth IS NOT NULL," \
-    " (SELECT COUNT(*) FROM replicas r WHERE r.endpoint_id = e.id), e.created_at" \
-    " FROM endpoints e JOIN tenants t ON t.id = e.tenant_id"
+    " (SELECT COUNT(*) FROM replicas r WHERE r.endpoint_id = e.id), e.created_at," \
+    " e.health_check, e.failure_threshold, e.start_period_seconds, e.business_probe_rounds," \
+    " e.wake_url FROM endpoints e JOIN tenants t ON t.id = e.tenant_id"
 
 static struct json_object *endpoint_row(sqlite3_stmt *st)
 {
@@ -45,15 +47,35 @@ static struct json_object *endpoint_row(sqlite3_stmt *st)
     ops_json_int(o, "idle_timeout_ms", st, 11);
     ops_json_text(o, "key_prefix", st, 12);
     ops_json_bool(o, "upstream_auth_set", st, 13);
+    ops_json_bool(o, "health_check", st, 16);
+    ops_json_int(o, "failure_threshold", st, 17);
+    ops_json_int(o, "start_period_seconds", st, 18);
+    ops_json_int(o, "business_probe_rounds", st, 19);
+    ops_json_text(o, "wake_url", st, 20);
     ops_json_int(o, "replicas", st, 14);
     ops_json_int(o, "created_at", st, 15);
     return o;
 }
 
-static struct json_object *endpoint_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_endpoint_get(sqlite3 *db, int64_t id, struct ops_error *err)
 {
-    return ops_query_one(db, err, endpoint_row, "endpoint", ENDPOINT_SELECT " WHERE e.id = ?1",
-                         "i", id);
+    struct json_object *res = ops_query_one(db, err, endpoint_row, "endpoint",
+                                            ENDPOINT_SELECT " WHERE e.id = ?1", "i", id);
+    if (!res && err->kind == OPS_ERR_NOT_FOUND)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "id", "endpoint not found: %lld", (long long)id);
+    return res;
+}
+
+/* Writes res as an audit record of type; on failure frees res and returns NULL. */
+static struct json_object *audited(sqlite3 *db, struct ops_error *err, const char *action,
+                                   const char *type, struct json_object *before,
+                                   struct json_object *res)
+{
+    if (res && ops_audit(db, err, action, type, before, res) != 0) {
+        json_object_put(res);
+        return NULL;
+    }
+    return res;
 }
 
 /* Endpoint names are one path segment of /api/v1/proxy/{endpoint}/... (SPEC §1). */
@@ -99,6 +121,19 @@ static int endpoint_check_opts(const struct ops_endpoint_opts *o, struct ops_err
         return -1;
     if (o->health_path && endpoint_check_health_path(o->health_path, err) != 0)
         return -1;
+    /* R-ANT-4: a credential is one header value: no CR/LF or other control bytes. */
+    if (o->upstream_auth && *o->upstream_auth &&
+        ops_check_text("upstream_auth", o->upstream_auth, 4096, err) != 0)
+        return -1;
+    if (o->wake_url && *o->wake_url && ops_check_replica_url(o->wake_url, err) != 0) {
+        snprintf(err->param, sizeof err->param, "wake_url");
+        return -1;
+    }
+    if (ops_check_range("health_check", o->health_check, 0, 1, err) != 0 ||
+        ops_check_range("failure_threshold", o->failure_threshold, 1, 1000, err) != 0 ||
+        ops_check_range("start_period_seconds", o->start_period_seconds, 0, 86400, err) != 0 ||
+        ops_check_range("business_probe_rounds", o->business_probe_rounds, 0, 100000, err) != 0)
+        return -1;
     if (ops_check_range("affinity", o->affinity, 0, 1, err) != 0 ||
         ops_check_range("stream_guard", o->stream_guard, 0, 1, err) != 0 ||
         ops_check_range("connect_timeout_ms", o->connect_timeout_ms, 1, 600000, err) != 0 ||
@@ -111,6 +146,19 @@ static int endpoint_check_opts(const struct ops_endpoint_opts *o, struct ops_err
 static int endpoint_update(sqlite3 *db, int64_t id, const struct ops_endpoint_opts *o,
                            struct ops_error *err)
 {
+    /* Text "" clears; NULL keeps. */
+    if (ops_run(db, err,
+                "UPDATE endpoints SET"
+                " upstream_auth = CASE WHEN ?1 IS NULL THEN upstream_auth WHEN ?1 = '' THEN NULL"
+                "   ELSE ?1 END,"
+                " wake_url = CASE WHEN ?2 IS NULL THEN wake_url WHEN ?2 = '' THEN NULL ELSE ?2 END,"
+                " health_check = COALESCE(?3, health_check),"
+                " failure_threshold = COALESCE(?4, failure_threshold),"
+                " start_period_seconds = COALESCE(?5, start_period_seconds),"
+                " business_probe_rounds = COALESCE(?6, business_probe_rounds) WHERE id = ?7",
+                "ttooooi", o->upstream_auth, o->wake_url, o->health_check, o->failure_threshold,
+                o->start_period_seconds, o->business_probe_rounds, id) != 0)
+        return -1;
     return ops_run(db, err,
                    "UPDATE endpoints SET algorithm = COALESCE(?1, algorithm),"
                    " protocol = COALESCE(?2, protocol), health_path = COALESCE(?3, health_path),"
@@ -162,9 +210,10 @@ struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *
                 tenant_id, name) != 0)
         goto out;
     id = sqlite3_last_insert_rowid(db);
-    if (endpoint_update(db, id, o, err) != 0 || !(res = endpoint_get(db, id, err)))
+    if (endpoint_update(db, id, o, err) != 0 || !(res = ops_endpoint_get(db, id, err)))
         goto out;
-    if (endpoint_new_key(db, id, res, err) != 0) {
+    if (endpoint_new_key(db, id, res, err) != 0 ||
+        ops_audit(db, err, "create", "endpoint", NULL, res) != 0) {
         json_object_put(res);
         res = NULL;
     }
@@ -178,10 +227,11 @@ struct json_object *ops_endpoint_set(sqlite3 *db, const char *name,
     int64_t id, tenant_id;
     if (endpoint_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
-    struct json_object *res = NULL;
+    struct json_object *res = NULL, *before = NULL;
     if (ops_endpoint_ids(db, name, &id, &tenant_id, err) == 0 &&
-        endpoint_update(db, id, o, err) == 0)
-        res = endpoint_get(db, id, err);
+        (before = ops_endpoint_get(db, id, err)) && endpoint_update(db, id, o, err) == 0)
+        res = audited(db, err, "update", "endpoint", before, ops_endpoint_get(db, id, err));
+    json_object_put(before);
     return ops_finish(db, res, err);
 }
 
@@ -190,12 +240,15 @@ struct json_object *ops_endpoint_rotate_key(sqlite3 *db, const char *name, struc
     int64_t id, tenant_id;
     if (ops_begin(db, err) != 0)
         return NULL;
-    struct json_object *res = NULL;
+    struct json_object *res = NULL, *before = NULL;
     if (ops_endpoint_ids(db, name, &id, &tenant_id, err) == 0 &&
-        (res = endpoint_get(db, id, err)) && endpoint_new_key(db, id, res, err) != 0) {
+        (before = ops_endpoint_get(db, id, err)) && (res = ops_endpoint_get(db, id, err)) &&
+        (endpoint_new_key(db, id, res, err) != 0 ||
+         ops_audit(db, err, "rotate_key", "endpoint", before, res) != 0)) {
         json_object_put(res);
         res = NULL;
     }
+    json_object_put(before);
     return ops_finish(db, res, err);
 }
 
@@ -205,10 +258,11 @@ struct json_object *ops_endpoint_rm(sqlite3 *db, const char *name, struct ops_er
     if (ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL;
-    if (ops_endpoint_ids(db, name, &id, &tenant_id, err) != 0 || !(res = endpoint_get(db, id, err)))
+    if (ops_endpoint_ids(db, name, &id, &tenant_id, err) != 0 || !(res = ops_endpoint_get(db, id, err)))
         goto out;
     /* Its replicas and routes go with it (ON DELETE CASCADE). */
-    if (ops_run(db, err, "DELETE FROM endpoints WHERE id = ?1", "i", id) != 0) {
+    if (ops_run(db, err, "DELETE FROM endpoints WHERE id = ?1", "i", id) != 0 ||
+        ops_audit(db, err, "delete", "endpoint", res, NULL) != 0) {
         json_object_put(res);
         res = NULL;
         goto out;
@@ -218,15 +272,12 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_endpoint_list(sqlite3 *db, const char *tenant, struct ops_error *err)
+struct json_object *ops_endpoint_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
 {
-    struct ops_i64 tid = {0, 0};
-    if (tenant) {
-        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
-            return NULL;
-        tid.set = 1;
-    }
-    return ops_query_list(db, err, "endpoints", endpoint_row,
+    struct ops_i64 tid;
+    if (ops_list_ids(db, l, &tid, NULL, NULL, err) != 0)
+        return NULL;
+    return ops_query_page(db, err, "endpoints", endpoint_row, l,
                           ENDPOINT_SELECT " WHERE ?1 IS NULL OR e.tenant_id = ?1 ORDER BY e.id",
                           "o", tid);
 }
@@ -350,8 +401,9 @@ int ops_check_replica_url(const char *url, struct ops_error *err)
 
 #define REPLICA_SELECT \
     "SELECT r.id, e.name, e.id, t.name, t.id, r.url, r.engine, r.weight, r.max_concurrency," \
-    " r.state, r.healthy, r.created_at FROM replicas r" \
-    " JOIN endpoints e ON e.id = r.endpoint_id JOIN tenants t ON t.id = e.tenant_id"
+    " r.state, r.healthy, r.created_at, n.name, r.node_id FROM replicas r" \
+    " JOIN endpoints e ON e.id = r.endpoint_id JOIN tenants t ON t.id = e.tenant_id" \
+    " LEFT JOIN nodes n ON n.id = r.node_id"
 
 static struct json_object *replica_row(sqlite3_stmt *st)
 {
@@ -367,14 +419,19 @@ static struct json_object *replica_row(sqlite3_stmt *st)
     ops_json_int(o, "max_concurrency", st, 8);
     ops_json_text(o, "state", st, 9);
     ops_json_bool(o, "healthy", st, 10);
+    ops_json_text(o, "node", st, 12);
+    ops_json_int(o, "node_id", st, 13);
     ops_json_int(o, "created_at", st, 11);
     return o;
 }
 
-static struct json_object *replica_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_replica_get(sqlite3 *db, int64_t id, struct ops_error *err)
 {
-    return ops_query_one(db, err, replica_row, "replica", REPLICA_SELECT " WHERE r.id = ?1",
-                         "i", id);
+    struct json_object *res = ops_query_one(db, err, replica_row, "replica",
+                                            REPLICA_SELECT " WHERE r.id = ?1", "i", id);
+    if (!res && err->kind == OPS_ERR_NOT_FOUND)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "id", "replica not found: %lld", (long long)id);
+    return res;
 }
 
 static int replica_check_opts(const struct ops_replica_opts *o, struct ops_error *err)
@@ -382,6 +439,8 @@ static int replica_check_opts(const struct ops_replica_opts *o, struct ops_error
     if (o->engine && ops_check_enum("engine", o->engine, replica_engines, err) != 0)
         return -1;
     if (o->state && ops_check_enum("state", o->state, replica_states, err) != 0)
+        return -1;
+    if (o->node && *o->node && ops_check_name("node", o->node, err) != 0)
         return -1;
     if (ops_check_range("weight", o->weight, 0, OPS_COUNT_MAX, err) != 0 ||
         ops_check_range("max_concurrency", o->max_concurrency, 0, OPS_COUNT_MAX, err) != 0)
@@ -392,6 +451,19 @@ static int replica_check_opts(const struct ops_replica_opts *o, struct ops_error
 static int replica_update(sqlite3 *db, int64_t id, const struct ops_replica_opts *o,
                           struct ops_error *err)
 {
+    struct ops_i64 node = {0, 0};
+    if (o->node && *o->node) {
+        int rc = ops_query_i64(db, err, &node.v, "SELECT id FROM nodes WHERE name = ?1", "t",
+                               o->node);
+        if (rc == 0)
+            ops_fail(err, OPS_ERR_NOT_FOUND, "node", "node not found: %s", o->node);
+        if (rc != 1)
+            return -1;
+        node.set = 1;
+    }
+    if (o->node && ops_run(db, err, "UPDATE replicas SET node_id = ?1 WHERE id = ?2", "oi",
+                           node, id) != 0)
+        return -1;
     return ops_run(db, err,
                    "UPDATE replicas SET engine = COALESCE(?1, engine), state = COALESCE(?2, state),"
                    " weight = COALESCE(?3, weight),"
@@ -443,7 +515,7 @@ struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const cha
         goto out;
     id = sqlite3_last_insert_rowid(db);
     if (replica_update(db, id, o, err) == 0)
-        res = replica_get(db, id, err);
+        res = audited(db, err, "create", "replica", NULL, ops_replica_get(db, id, err));
 out:
     return ops_finish(db, res, err);
 }
@@ -454,9 +526,11 @@ struct json_object *ops_replica_set(sqlite3 *db, const char *endpoint, const cha
     int64_t id;
     if (replica_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
-    struct json_object *res = NULL;
-    if (replica_find(db, endpoint, url, &id, err) == 0 && replica_update(db, id, o, err) == 0)
-        res = replica_get(db, id, err);
+    struct json_object *res = NULL, *before = NULL;
+    if (replica_find(db, endpoint, url, &id, err) == 0 && (before = ops_replica_get(db, id, err)) &&
+        replica_update(db, id, o, err) == 0)
+        res = audited(db, err, "update", "replica", before, ops_replica_get(db, id, err));
+    json_object_put(before);
     return ops_finish(db, res, err);
 }
 
@@ -467,9 +541,10 @@ struct json_object *ops_replica_rm(sqlite3 *db, const char *endpoint, const char
     if (ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL;
-    if (replica_find(db, endpoint, url, &id, err) != 0 || !(res = replica_get(db, id, err)))
+    if (replica_find(db, endpoint, url, &id, err) != 0 || !(res = ops_replica_get(db, id, err)))
         goto out;
-    if (ops_run(db, err, "DELETE FROM replicas WHERE id = ?1", "i", id) != 0) {
+    if (ops_run(db, err, "DELETE FROM replicas WHERE id = ?1", "i", id) != 0 ||
+        ops_audit(db, err, "delete", "replica", res, NULL) != 0) {
         json_object_put(res);
         res = NULL;
         goto out;
@@ -479,22 +554,12 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_replica_list(sqlite3 *db, const char *tenant, const char *endpoint,
-                                     struct ops_error *err)
+struct json_object *ops_replica_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
 {
-    struct ops_i64 tid = {0, 0}, eid = {0, 0};
-    int64_t etid;
-    if (tenant) {
-        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
-            return NULL;
-        tid.set = 1;
-    }
-    if (endpoint) {
-        if (ops_endpoint_ids(db, endpoint, &eid.v, &etid, err) != 0)
-            return NULL;
-        eid.set = 1;
-    }
-    return ops_query_list(db, err, "replicas", replica_row,
+    struct ops_i64 tid, eid;
+    if (ops_list_ids(db, l, &tid, NULL, &eid, err) != 0)
+        return NULL;
+    return ops_query_page(db, err, "replicas", replica_row, l,
                           REPLICA_SELECT " WHERE (?1 IS NULL OR e.tenant_id = ?1)"
                           " AND (?2 IS NULL OR r.endpoint_id = ?2) ORDER BY r.id",
                           "oo", tid, eid);

@@ -31,6 +31,9 @@ int ops_check_enum(const char *param, const char *s, const char *const *allowed,
 int ops_check_range(const char *param, struct ops_i64 v, int64_t min, int64_t max,
                     struct ops_error *err);
 
+/* R-KEY-1 limits: each unset or 0..10^12 (ops_key.c). */
+int ops_key_check_limits(const struct ops_key_limits *l, struct ops_error *err);
+
 /* ---- statements ------------------------------------------------------------
  * Parameters are bound from `types`, one letter per ?N in order:
  *   't' const char *      (NULL binds NULL)
@@ -54,6 +57,21 @@ struct json_object *ops_query_one(sqlite3 *db, struct ops_error *err, ops_row_fn
 struct json_object *ops_query_list(sqlite3 *db, struct ops_error *err, const char *field,
                                    ops_row_fn row, const char *sql, const char *types, ...);
 
+/* One page of a listing: sql selects the rows (ORDER BY included, no LIMIT);
+ * the page adds LIMIT/OFFSET as the next two parameters. Returns
+ * {"<field>":[...],"total":N,"limit":L,"offset":O}. */
+struct json_object *ops_query_page(sqlite3 *db, struct ops_error *err, const char *field,
+                                   ops_row_fn row, const struct ops_list *l, const char *sql,
+                                   const char *types, ...);
+
+/* ---- audit (R-ADM-5), inside the caller's transaction ------------------------------
+ * object_type "tenant", "user", ...; before/after are entities (NULL for none, not
+ * consumed). Fields that may hold a secret ("key", "password", "upstream_auth",
+ * "token", "csrf_token", "key_hash", "password_hash") are never written. The object id
+ * and tenant come from after (else before): "id" and "tenant_id" members. */
+int ops_audit(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
+              struct json_object *before, struct json_object *after);
+
 /* ---- transactions ---------------------------------------------------------- */
 int ops_begin(sqlite3 *db, struct ops_error *err);   /* BEGIN IMMEDIATE */
 /* Commits when res is non-NULL and returns it; otherwise (or if COMMIT fails)
@@ -72,5 +90,7 @@ void ops_json_text(struct json_object *o, const char *key, sqlite3_stmt *st, int
 void ops_json_int(struct json_object *o, const char *key, sqlite3_stmt *st, int col);
 void ops_json_bool(struct json_object *o, const char *key, sqlite3_stmt *st, int col);
 void ops_json_str(struct json_object *o, const char *key, const char *s); /* NULL -> null */
+/* A REAL column rounded to decimals places and written that way (71.3, not 71.299999...). */
+void ops_json_real(struct json_object *o, const char *key, sqlite3_stmt *st, int col, int decimals);
 
 #endif

@@ -1,6 +1,7 @@
 /* ops_key.c: member keys sk-tenant-..., their limits and revocation (SPEC §0, R-KEY-1, R-SEC-1). */
 #include "ops_internal.h"
 
+#include "authz.h"
 #include "util.h"
 
 #include <string.h>
@@ -39,7 +40,7 @@ static struct json_object *key_row(sqlite3_stmt *st)
     return o;
 }
 
-static struct json_object *key_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_key_get(sqlite3 *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, key_row, "key", KEY_SELECT " WHERE k.id = ?1",
                                             "i", id);
@@ -48,10 +49,8 @@ static struct json_object *key_get(sqlite3 *db, int64_t id, struct ops_error *er
     return res;
 }
 
-static int key_check(const char *name, const struct ops_key_limits *l, struct ops_error *err)
+int ops_key_check_limits(const struct ops_key_limits *l, struct ops_error *err)
 {
-    if (name && *name && ops_check_name("name", name, err) != 0)
-        return -1;
     if (ops_check_range("qps_limit", l->qps_limit, 0, KEY_LIMIT_MAX, err) != 0 ||
         ops_check_range("concurrency_limit", l->concurrency_limit, 0, KEY_LIMIT_MAX, err) != 0 ||
         ops_check_range("daily_limit", l->daily_limit, 0, KEY_LIMIT_MAX, err) != 0 ||
@@ -60,6 +59,60 @@ static int key_check(const char *name, const struct ops_key_limits *l, struct op
         ops_check_range("monthly_token_quota", l->monthly_token_quota, 0, KEY_LIMIT_MAX, err) != 0)
         return -1;
     return 0;
+}
+
+static int key_check(const char *name, const struct ops_key_limits *l, struct ops_error *err)
+{
+    if (name && *name && ops_check_name("name", name, err) != 0)
+        return -1;
+    return ops_key_check_limits(l, err);
+}
+
+/* Writes res as an audit record; on failure frees res and returns NULL. */
+static struct json_object *key_audited(sqlite3 *db, struct ops_error *err, const char *action,
+                                       struct json_object *before, struct json_object *res)
+{
+    if (res && ops_audit(db, err, action, "key", before, res) != 0) {
+        json_object_put(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* R-SEC-5, for everybody: a key never allows more than its owner's key ceiling.
+ * The key's limits after the change are checked: given ones, else the current
+ * (key_id > 0) or unlimited (a new key). */
+static int key_check_ceiling(sqlite3 *db, int64_t user_id, int64_t key_id,
+                             const struct ops_key_limits *l, struct ops_error *err)
+{
+    const struct ops_i64 *want[AUTHZ_NLIMITS] = {&l->qps_limit, &l->concurrency_limit,
+        &l->daily_limit, &l->monthly_quota, &l->tpm_limit, &l->monthly_token_quota};
+    struct authz_limits after = {{0}, {0}}, ceil = {{0}, {0}};
+    sqlite3_stmt *st = ops_prepare(db, err,
+        "SELECT c.qps_limit, c.concurrency_limit, c.daily_limit, c.monthly_quota, c.tpm_limit,"
+        " c.monthly_token_quota, k.qps_limit, k.concurrency_limit, k.daily_limit, k.monthly_quota,"
+        " k.tpm_limit, k.monthly_token_quota FROM users u"
+        " LEFT JOIN key_ceilings c ON c.user_id = u.id LEFT JOIN api_keys k ON k.id = ?2"
+        " WHERE u.id = ?1", "ii", user_id, key_id);
+    if (!st)
+        return -1;
+    int rc = sqlite3_step(st);
+    for (int i = 0; rc == SQLITE_ROW && i < AUTHZ_NLIMITS; i++) {
+        ceil.v[i] = sqlite3_column_int64(st, i);
+        after.v[i] = want[i]->set ? want[i]->v : sqlite3_column_int64(st, AUTHZ_NLIMITS + i);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) {
+        ops_fail_db(err, db);
+        return -1;
+    }
+    int over = authz_limits_over(&after, &ceil, 0);
+    if (over < 0)
+        return 0;
+    ops_fail(err, OPS_ERR_INVALID, authz_limit_names[over],
+             "%s is above the owner's key ceiling (%lld; 0 is unlimited)",
+             authz_limit_names[over], (long long)ceil.v[over]);
+    return -1;
 }
 
 /* name: NULL keeps it, "" clears it; unset limits are kept. */
@@ -87,7 +140,8 @@ struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
     if (key_check(name, lim, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL;
-    if (ops_user_ids(db, user, &uid, &tid, err) != 0)
+    if (ops_user_ids(db, user, &uid, &tid, err) != 0 ||
+        key_check_ceiling(db, uid, 0, lim, err) != 0)
         goto out;
     memcpy(key, MEMBER_KEY_PREFIX, sizeof MEMBER_KEY_PREFIX - 1);
     random_token(key + sizeof MEMBER_KEY_PREFIX - 1, MEMBER_KEY_RANDOM);
@@ -98,9 +152,10 @@ struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
                 " VALUES (?1, ?2, ?3, ?4)", "iitt", uid, tid, hash, prefix) != 0)
         goto out;
     int64_t id = sqlite3_last_insert_rowid(db);
-    if (key_update(db, id, name, lim, err) != 0 || !(res = key_get(db, id, err)))
+    if (key_update(db, id, name, lim, err) != 0 ||
+        !(res = key_audited(db, err, "create", NULL, ops_key_get(db, id, err))))
         goto out;
-    /* R-SEC-1: the clear key leaves only here, once. */
+    /* R-SEC-1: the clear key leaves only here, once (never in the audit record). */
     json_object_object_add(res, "key", json_object_new_string(key));
 out:
     explicit_bzero(key, sizeof key);
@@ -112,11 +167,12 @@ struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
 {
     if (key_check(name, lim, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
-    struct json_object *res = key_get(db, id, err);
-    if (res) {
-        json_object_put(res);
-        res = key_update(db, id, name, lim, err) == 0 ? key_get(db, id, err) : NULL;
-    }
+    struct json_object *before = ops_key_get(db, id, err), *res = NULL;
+    if (before && key_check_ceiling(db, json_object_get_int64(json_object_object_get(before, "user_id")),
+                                    id, lim, err) == 0 &&
+        key_update(db, id, name, lim, err) == 0)
+        res = key_audited(db, err, "update", before, ops_key_get(db, id, err));
+    json_object_put(before);
     return ops_finish(db, res, err);
 }
 
@@ -126,32 +182,21 @@ struct json_object *ops_key_revoke(sqlite3 *db, int64_t id, struct ops_error *er
 {
     if (ops_begin(db, err) != 0)
         return NULL;
-    struct json_object *res = key_get(db, id, err);
-    if (res) {
-        json_object_put(res);
-        res = ops_run(db, err, "UPDATE api_keys SET revoked_at ="
-                      " COALESCE(revoked_at, CAST(strftime('%s','now') AS INTEGER)) WHERE id = ?1",
-                      "i", id) == 0 ? key_get(db, id, err) : NULL;
-    }
+    struct json_object *before = ops_key_get(db, id, err), *res = NULL;
+    if (before && ops_run(db, err, "UPDATE api_keys SET revoked_at ="
+                          " COALESCE(revoked_at, CAST(strftime('%s','now') AS INTEGER)) WHERE id = ?1",
+                          "i", id) == 0)
+        res = key_audited(db, err, "revoke", before, ops_key_get(db, id, err));
+    json_object_put(before);
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_key_list(sqlite3 *db, const char *tenant, const char *user,
-                                 struct ops_error *err)
+struct json_object *ops_key_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
 {
-    struct ops_i64 tid = {0, 0}, uid = {0, 0};
-    int64_t utid;
-    if (tenant) {
-        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
-            return NULL;
-        tid.set = 1;
-    }
-    if (user) {
-        if (ops_user_ids(db, user, &uid.v, &utid, err) != 0)
-            return NULL;
-        uid.set = 1;
-    }
-    return ops_query_list(db, err, "keys", key_row,
+    struct ops_i64 tid, uid;
+    if (ops_list_ids(db, l, &tid, &uid, NULL, err) != 0)
+        return NULL;
+    return ops_query_page(db, err, "keys", key_row, l,
                           KEY_SELECT " WHERE (?1 IS NULL OR k.tenant_id = ?1)"
                           " AND (?2 IS NULL OR k.user_id = ?2) ORDER BY k.id",
                           "oo", tid, uid);

@@ -29,13 +29,28 @@ static struct json_object *route_row(sqlite3_stmt *st)
     return o;
 }
 
-static struct json_object *route_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_route_get(sqlite3 *db, int64_t id, struct ops_error *err)
 {
-    return ops_query_one(db, err, route_row, "route", ROUTE_SELECT " WHERE r.id = ?1", "i", id);
+    struct json_object *res = ops_query_one(db, err, route_row, "route",
+                                            ROUTE_SELECT " WHERE r.id = ?1", "i", id);
+    if (!res && err->kind == OPS_ERR_NOT_FOUND)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "id", "route not found: %lld", (long long)id);
+    return res;
 }
 
-/* Negative priorities (ahead of 0) are for the operator; the admin CGI refuses
- * them to others before calling (R-ADM-2). */
+/* Writes res as an audit record; on failure frees res and returns NULL. */
+static struct json_object *route_audited(sqlite3 *db, struct ops_error *err, const char *action,
+                                         struct json_object *before, struct json_object *res)
+{
+    if (res && ops_audit(db, err, action, "route", before, res) != 0) {
+        json_object_put(res);
+        return NULL;
+    }
+    return res;
+}
+
+/* Negative priorities (ahead of 0) are for the operator; authz_route refuses
+ * them to others before the admin CGI calls (R-ADM-2). */
 static int route_check_opts(const struct ops_route_opts *o, struct ops_error *err)
 {
     if (ops_check_range("priority", o->priority, -ROUTE_PRIORITY_MAX, ROUTE_PRIORITY_MAX,
@@ -123,7 +138,7 @@ struct json_object *ops_route_add(sqlite3 *db, const char *model, const char *en
     int64_t id = sqlite3_last_insert_rowid(db);
     struct ops_i64 keep = {0, 0};
     if (route_update(db, id, o, keep, err) == 0)
-        res = route_get(db, id, err);
+        res = route_audited(db, err, "create", NULL, ops_route_get(db, id, err));
 out:
     return ops_finish(db, res, err);
 }
@@ -145,8 +160,8 @@ struct json_object *ops_route_set(sqlite3 *db, int64_t id, const struct ops_rout
     struct ops_i64 eid = {0, 0};
     if (route_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
-    struct json_object *res = NULL;
-    if (route_tenant(db, id, &tid, err) != 0)
+    struct json_object *res = NULL, *before = NULL;
+    if (route_tenant(db, id, &tid, err) != 0 || !(before = ops_route_get(db, id, err)))
         goto out;
     if (o->endpoint) {
         if (ops_endpoint_ids(db, o->endpoint, &eid.v, &etid, err) != 0 ||
@@ -155,8 +170,9 @@ struct json_object *ops_route_set(sqlite3 *db, int64_t id, const struct ops_rout
         eid.set = 1;
     }
     if (route_update(db, id, o, eid, err) == 0)
-        res = route_get(db, id, err);
+        res = route_audited(db, err, "update", before, ops_route_get(db, id, err));
 out:
+    json_object_put(before);
     return ops_finish(db, res, err);
 }
 
@@ -166,9 +182,10 @@ struct json_object *ops_route_rm(sqlite3 *db, int64_t id, struct ops_error *err)
     if (ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL;
-    if (route_tenant(db, id, &tid, err) != 0 || !(res = route_get(db, id, err)))
+    if (route_tenant(db, id, &tid, err) != 0 || !(res = ops_route_get(db, id, err)))
         goto out;
-    if (ops_run(db, err, "DELETE FROM routes WHERE id = ?1", "i", id) != 0) {
+    if (ops_run(db, err, "DELETE FROM routes WHERE id = ?1", "i", id) != 0 ||
+        ops_audit(db, err, "delete", "route", res, NULL) != 0) {
         json_object_put(res);
         res = NULL;
         goto out;
@@ -178,23 +195,15 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_route_list(sqlite3 *db, const char *tenant, const char *endpoint,
-                                   struct ops_error *err)
+struct json_object *ops_route_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
 {
-    struct ops_i64 tid = {0, 0}, eid = {0, 0};
-    int64_t etid;
-    if (tenant) {
-        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
-            return NULL;
-        tid.set = 1;
-    }
-    if (endpoint) {
-        if (ops_endpoint_ids(db, endpoint, &eid.v, &etid, err) != 0)
-            return NULL;
-        eid.set = 1;
-    }
-    return ops_query_list(db, err, "routes", route_row,
+    struct ops_i64 tid, eid;
+    const char *model = l ? l->model : NULL;
+    if (ops_list_ids(db, l, &tid, NULL, &eid, err) != 0 ||
+        (model && ops_check_name("model", model, err) != 0))
+        return NULL;
+    return ops_query_page(db, err, "routes", route_row, l,
                           ROUTE_SELECT " WHERE (?1 IS NULL OR r.tenant_id = ?1)"
-                          " AND (?2 IS NULL OR r.endpoint_id = ?2) ORDER BY r.id",
-                          "oo", tid, eid);
+                          " AND (?2 IS NULL OR r.endpoint_id = ?2) AND (?3 IS NULL OR r.model = ?3)"
+                          " ORDER BY r.id", "oot", tid, eid, model);
 }

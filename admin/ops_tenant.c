@@ -39,10 +39,22 @@ struct json_object *ops_tenant_add(sqlite3 *db, const char *name, struct ops_err
         goto out;
     if (ops_run(db, err, "INSERT INTO tenants (name) VALUES (?1)", "t", name) != 0)
         goto out;
-    res = ops_query_one(db, err, tenant_row, "tenant", TENANT_SELECT " WHERE id = ?1", "i",
-                        (int64_t)sqlite3_last_insert_rowid(db));
+    res = ops_tenant_get(db, (int64_t)sqlite3_last_insert_rowid(db), err);
+    if (res && ops_audit(db, err, "create", "tenant", NULL, res) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
 out:
     return ops_finish(db, res, err);
+}
+
+struct json_object *ops_tenant_get(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    struct json_object *res = ops_query_one(db, err, tenant_row, "tenant",
+                                            TENANT_SELECT " WHERE id = ?1", "i", id);
+    if (!res && err->kind == OPS_ERR_NOT_FOUND)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "id", "tenant not found: %lld", (long long)id);
+    return res;
 }
 
 struct json_object *ops_tenant_rm(sqlite3 *db, const char *name, struct ops_error *err)
@@ -69,8 +81,9 @@ struct json_object *ops_tenant_rm(sqlite3 *db, const char *name, struct ops_erro
                  "tenant %s still owns users, endpoints, routes or keys; remove them first", name);
         goto out;
     }
-    res = ops_query_one(db, err, tenant_row, "tenant", TENANT_SELECT " WHERE id = ?1", "i", id);
-    if (res && ops_run(db, err, "DELETE FROM tenants WHERE id = ?1", "i", id) != 0) {
+    res = ops_tenant_get(db, id, err);
+    if (res && (ops_run(db, err, "DELETE FROM tenants WHERE id = ?1", "i", id) != 0 ||
+                ops_audit(db, err, "delete", "tenant", res, NULL) != 0)) {
         json_object_put(res);
         res = NULL;
     }
@@ -80,15 +93,12 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_tenant_list(sqlite3 *db, const char *tenant, struct ops_error *err)
+struct json_object *ops_tenant_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
 {
-    struct ops_i64 tid = {0, 0};
-    if (tenant) {
-        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
-            return NULL;
-        tid.set = 1;
-    }
-    return ops_query_list(db, err, "tenants", tenant_row,
+    struct ops_i64 tid;
+    if (ops_list_ids(db, l, &tid, NULL, NULL, err) != 0)
+        return NULL;
+    return ops_query_page(db, err, "tenants", tenant_row, l,
                           TENANT_SELECT " WHERE ?1 IS NULL OR id = ?1 ORDER BY id", "o", tid);
 }
 
@@ -136,12 +146,18 @@ int ops_password_verify(const char *password, const char *hash)
 
 /* ---- users ----------------------------------------------------------------- */
 
+/* Never password_hash (R-SEC-1). A user without a key_ceilings row has none (0s). */
 #define USER_SELECT \
-    "SELECT u.id, u.name, t.name, t.id, u.role, u.password_hash IS NOT NULL, u.created_at" \
-    " FROM users u JOIN tenants t ON t.id = u.tenant_id"
+    "SELECT u.id, u.name, t.name, t.id, u.role, u.password_hash IS NOT NULL, u.created_at," \
+    " COALESCE(c.qps_limit, 0), COALESCE(c.concurrency_limit, 0), COALESCE(c.daily_limit, 0)," \
+    " COALESCE(c.monthly_quota, 0), COALESCE(c.tpm_limit, 0), COALESCE(c.monthly_token_quota, 0)" \
+    " FROM users u JOIN tenants t ON t.id = u.tenant_id" \
+    " LEFT JOIN key_ceilings c ON c.user_id = u.id"
 
 static struct json_object *user_row(sqlite3_stmt *st)
 {
+    static const char *const limits[] = {"qps_limit", "concurrency_limit", "daily_limit",
+                                         "monthly_quota", "tpm_limit", "monthly_token_quota"};
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
     ops_json_text(o, "name", st, 1);
@@ -149,8 +165,32 @@ static struct json_object *user_row(sqlite3_stmt *st)
     ops_json_int(o, "tenant_id", st, 3);
     ops_json_text(o, "role", st, 4);
     ops_json_bool(o, "has_password", st, 5);
+    struct json_object *c = json_object_new_object();
+    for (int i = 0; i < 6; i++)
+        ops_json_int(c, limits[i], st, 7 + i);
+    json_object_object_add(o, "key_ceiling", c);
     ops_json_int(o, "created_at", st, 6);
     return o;
+}
+
+struct json_object *ops_user_get(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    struct json_object *res = ops_query_one(db, err, user_row, "user",
+                                            USER_SELECT " WHERE u.id = ?1", "i", id);
+    if (!res && err->kind == OPS_ERR_NOT_FOUND)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "id", "user not found: %lld", (long long)id);
+    return res;
+}
+
+/* Writes res as an audit record of action; on failure frees res and returns NULL. */
+static struct json_object *user_audited(sqlite3 *db, struct ops_error *err, const char *action,
+                                        struct json_object *before, struct json_object *res)
+{
+    if (res && ops_audit(db, err, action, "user", before, res) != 0) {
+        json_object_put(res);
+        return NULL;
+    }
+    return res;
 }
 
 /* SPEC §0: the operator role exists only in tenant default. */
@@ -196,8 +236,8 @@ struct json_object *ops_user_add(sqlite3 *db, const char *name, const char *tena
     if (ops_run(db, err, "INSERT INTO users (tenant_id, name, role, password_hash)"
                 " VALUES (?1, ?2, ?3, ?4)", "ittt", tenant_id, name, role, hash) != 0)
         goto out;
-    res = ops_query_one(db, err, user_row, "user", USER_SELECT " WHERE u.id = ?1", "i",
-                        (int64_t)sqlite3_last_insert_rowid(db));
+    res = user_audited(db, err, "create", NULL,
+                       ops_user_get(db, (int64_t)sqlite3_last_insert_rowid(db), err));
 out:
     res = ops_finish(db, res, err);
 out_free:
@@ -221,15 +261,30 @@ struct json_object *ops_user_set(sqlite3 *db, const char *name, const char *role
         return NULL;
     if (ops_begin(db, err) != 0)
         goto out_free;
+    struct json_object *before = NULL;
     if (ops_user_ids(db, name, &id, &tenant_id, err) != 0 ||
-        (role && user_check_role(db, role, tenant_id, err) != 0))
+        (role && user_check_role(db, role, tenant_id, err) != 0) ||
+        !(before = ops_user_get(db, id, err)))
         goto out;
     if (ops_run(db, err, "UPDATE users SET role = COALESCE(?1, role),"
                 " password_hash = COALESCE(?2, password_hash) WHERE id = ?3",
                 "tti", role, hash, id) != 0)
         goto out;
-    res = ops_query_one(db, err, user_row, "user", USER_SELECT " WHERE u.id = ?1", "i", id);
+    res = ops_user_get(db, id, err);
+    /* That the password changed is recorded, never the password or its hash. */
+    if (res && hash)
+        json_object_object_add(res, "password_changed", json_object_new_boolean(1));
+    res = user_audited(db, err, "update", before, res);
+    if (res)
+        json_object_object_del(res, "password_changed");
+    /* Sessions of a user whose password or role changed end (R-ADM-2). */
+    if (res && (hash || role) &&
+        ops_run(db, err, "DELETE FROM sessions WHERE user_id = ?1", "i", id) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
 out:
+    json_object_put(before);
     res = ops_finish(db, res, err);
 out_free:
     if (hash) {
@@ -247,9 +302,10 @@ struct json_object *ops_user_rm(sqlite3 *db, const char *name, struct ops_error 
     struct json_object *res = NULL;
     if (ops_user_ids(db, name, &id, &tenant_id, err) != 0)
         goto out;
-    res = ops_query_one(db, err, user_row, "user", USER_SELECT " WHERE u.id = ?1", "i", id);
+    res = ops_user_get(db, id, err);
     /* The user's member keys go with it (ON DELETE CASCADE). */
-    if (res && ops_run(db, err, "DELETE FROM users WHERE id = ?1", "i", id) != 0) {
+    if (res && (ops_run(db, err, "DELETE FROM users WHERE id = ?1", "i", id) != 0 ||
+                ops_audit(db, err, "delete", "user", res, NULL) != 0)) {
         json_object_put(res);
         res = NULL;
     }
@@ -259,15 +315,38 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_user_list(sqlite3 *db, const char *tenant, struct ops_error *err)
+struct json_object *ops_user_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
 {
-    struct ops_i64 tid = {0, 0};
-    if (tenant) {
-        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
-            return NULL;
-        tid.set = 1;
-    }
-    return ops_query_list(db, err, "users", user_row,
-                          USER_SELECT " WHERE ?1 IS NULL OR u.tenant_id = ?1 ORDER BY u.id",
-                          "o", tid);
+    struct ops_i64 tid, uid;
+    if (ops_list_ids(db, l, &tid, &uid, NULL, err) != 0)
+        return NULL;
+    return ops_query_page(db, err, "users", user_row, l,
+                          USER_SELECT " WHERE (?1 IS NULL OR u.tenant_id = ?1)"
+                          " AND (?2 IS NULL OR u.id = ?2) ORDER BY u.id", "oo", tid, uid);
+}
+
+struct json_object *ops_user_set_ceiling(sqlite3 *db, const char *user,
+                                         const struct ops_key_limits *l, struct ops_error *err)
+{
+    int64_t id, tid;
+    if (ops_key_check_limits(l, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *before = NULL, *res = NULL;
+    if (ops_user_ids(db, user, &id, &tid, err) != 0 || !(before = ops_user_get(db, id, err)))
+        goto out;
+    if (ops_run(db, err, "INSERT INTO key_ceilings (user_id) VALUES (?1)"
+                " ON CONFLICT (user_id) DO NOTHING", "i", id) != 0 ||
+        ops_run(db, err, "UPDATE key_ceilings SET qps_limit = COALESCE(?1, qps_limit),"
+                " concurrency_limit = COALESCE(?2, concurrency_limit),"
+                " daily_limit = COALESCE(?3, daily_limit),"
+                " monthly_quota = COALESCE(?4, monthly_quota),"
+                " tpm_limit = COALESCE(?5, tpm_limit),"
+                " monthly_token_quota = COALESCE(?6, monthly_token_quota) WHERE user_id = ?7",
+                "ooooooi", l->qps_limit, l->concurrency_limit, l->daily_limit, l->monthly_quota,
+                l->tpm_limit, l->monthly_token_quota, id) != 0)
+        goto out;
+    res = user_audited(db, err, "set_key_ceiling", before, ops_user_get(db, id, err));
+out:
+    json_object_put(before);
+    return ops_finish(db, res, err);
 }

@@ -2,34 +2,50 @@
 #include "ops_internal.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
-#define USAGE_SUMS \
-    "SELECT SUM(d.requests), SUM(d.errors), SUM(d.prompt_tokens), SUM(d.completion_tokens)"
-#define USAGE_WHERE \
-    " WHERE (?1 IS NULL OR d.tenant_id = ?1) AND (?2 IS NULL OR d.day >= ?2)" \
-    " AND (?3 IS NULL OR d.day <= ?3)"
-#define USAGE_BY_TOKENS " ORDER BY SUM(d.prompt_tokens) + SUM(d.completion_tokens) DESC," \
-    " SUM(d.requests) DESC"
-
-/* One report per grouping. Columns 0-3 are the sums; the group's own columns follow. */
+/* R-USE-7: the report groups the matching aggregate rows first and names the groups
+ * after, so a 30-day report reads only that range through an index: (day, ...) for
+ * every tenant, (tenant_id, day) for one, (user_id, day) for one user. A filter that
+ * is not given is written as "?N IS NULL" rather than "(?N IS NULL OR col = ?N)",
+ * which SQLite could not use an index for. Only these constant fragments are put
+ * together; every value stays bound. Columns 0-3 are the sums; the group's own
+ * columns follow. */
 enum usage_group { USAGE_MODEL, USAGE_USER, USAGE_KEY, USAGE_DAY };
 
 static const struct {
     const char *name;   /* group_by value, also the row field naming the group */
-    const char *sql;
+    const char *key;    /* the grouping column of usage_daily */
+    const char *cols;   /* the group's columns in the answer */
+    const char *join;   /* names for the group */
+    const char *order;
 } usage_reports[] = {
-    [USAGE_MODEL] = {"model", USAGE_SUMS ", d.model FROM usage_daily d" USAGE_WHERE
-                     " GROUP BY d.model" USAGE_BY_TOKENS ", d.model"},
-    [USAGE_USER] = {"user", USAGE_SUMS ", d.user_id, u.name FROM usage_daily d"
-                    " LEFT JOIN users u ON u.id = d.user_id" USAGE_WHERE
-                    " GROUP BY d.user_id" USAGE_BY_TOKENS ", d.user_id"},
-    [USAGE_KEY] = {"key", USAGE_SUMS ", d.key_id, k.prefix, k.name, u.name FROM usage_daily d"
-                   " LEFT JOIN api_keys k ON k.id = d.key_id LEFT JOIN users u ON u.id = k.user_id"
-                   USAGE_WHERE " GROUP BY d.key_id" USAGE_BY_TOKENS ", d.key_id"},
-    [USAGE_DAY] = {"day", USAGE_SUMS ", d.day FROM usage_daily d" USAGE_WHERE
-                   " GROUP BY d.day ORDER BY d.day"},
+    [USAGE_MODEL] = {"model", "d.model", ", g.k", "", " ORDER BY g.p + g.c DESC, g.r DESC, g.k"},
+    [USAGE_USER] = {"user", "d.user_id", ", g.k, u.name", " LEFT JOIN users u ON u.id = g.k",
+                    " ORDER BY g.p + g.c DESC, g.r DESC, g.k"},
+    [USAGE_KEY] = {"key", "d.key_id", ", g.k, k.prefix, k.name, u.name",
+                   " LEFT JOIN api_keys k ON k.id = g.k LEFT JOIN users u ON u.id = k.user_id",
+                   " ORDER BY g.p + g.c DESC, g.r DESC, g.k"},
+    [USAGE_DAY] = {"day", "d.day", ", g.k", "", " ORDER BY g.k"},
 };
+
+/* The report's SQL for the filters that are set (?1 tenant, ?2 from, ?3 to, ?4 user). */
+static int usage_sql(char *out, size_t n, enum usage_group g, int tenant, int from, int to,
+                     int user)
+{
+    int w = snprintf(out, n,
+                     "SELECT g.r, g.e, g.p, g.c%s FROM (SELECT %s AS k, SUM(d.requests) AS r,"
+                     " SUM(d.errors) AS e, SUM(d.prompt_tokens) AS p, SUM(d.completion_tokens) AS c"
+                     " FROM usage_daily d WHERE %s AND %s AND %s AND %s GROUP BY 1) g%s%s",
+                     usage_reports[g].cols, usage_reports[g].key,
+                     tenant ? "d.tenant_id = ?1" : "?1 IS NULL",
+                     from ? "d.day >= ?2" : "?2 IS NULL", to ? "d.day <= ?3" : "?3 IS NULL",
+                     user ? "d.user_id = ?4" : "?4 IS NULL", usage_reports[g].join,
+                     usage_reports[g].order);
+    return w > 0 && (size_t)w < n ? 0 : -1;
+}
 
 struct usage_counts {
     int64_t requests, errors, prompt_tokens, completion_tokens;
@@ -92,11 +108,12 @@ static struct json_object *usage_row(enum usage_group g, sqlite3_stmt *st,
     return o;
 }
 
-struct json_object *ops_usage(sqlite3 *db, const char *tenant, const char *group_by,
+struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char *group_by,
                               const char *from, const char *to, struct ops_error *err)
 {
     enum usage_group g = USAGE_MODEL;
-    struct ops_i64 tid = {0, 0};
+    struct ops_i64 tid, uid;
+    int64_t limit = l ? l->limit : 0, offset = l ? l->offset : 0, groups = 0;
     if (group_by) {
         static const char *const names[] = {"model", "user", "key", "day", NULL};
         if (ops_check_enum("group_by", group_by, names, err) != 0)
@@ -112,12 +129,21 @@ struct json_object *ops_usage(sqlite3 *db, const char *tenant, const char *group
         ops_fail(err, OPS_ERR_INVALID, "from", "from must not be after to");
         return NULL;
     }
-    if (tenant) {
-        if (ops_tenant_id(db, tenant, &tid.v, err) != 0)
-            return NULL;
-        tid.set = 1;
+    if (limit < 0 || limit > OPS_LIST_LIMIT_MAX || offset < 0) {
+        ops_fail(err, OPS_ERR_INVALID, offset < 0 ? "offset" : "limit",
+                 "limit must be 1 to %d and offset at least 0", OPS_LIST_LIMIT_MAX);
+        return NULL;
     }
-    sqlite3_stmt *st = ops_prepare(db, err, usage_reports[g].sql, "ott", tid, from, to);
+    if (ops_list_ids(db, l, &tid, &uid, NULL, err) != 0)
+        return NULL;
+    /* Groups are few (models, users, keys, days): one pass sums every group for the
+     * totals and keeps only the page, so the report costs one indexed scan. */
+    char sql[1024];
+    if (usage_sql(sql, sizeof sql, g, tid.set, from != NULL, to != NULL, uid.set) != 0) {
+        ops_fail(err, OPS_ERR_INTERNAL, NULL, "usage query too long");
+        return NULL;
+    }
+    sqlite3_stmt *st = ops_prepare(db, err, sql, "otto", tid, from, to, uid);
     if (!st)
         return NULL;
     struct json_object *rows = json_object_new_array();
@@ -131,7 +157,9 @@ struct json_object *ops_usage(sqlite3 *db, const char *tenant, const char *group
         total.errors += c.errors;
         total.prompt_tokens += c.prompt_tokens;
         total.completion_tokens += c.completion_tokens;
-        json_object_array_add(rows, usage_row(g, st, &c));
+        if (groups >= offset && (limit == 0 || groups < offset + limit))
+            json_object_array_add(rows, usage_row(g, st, &c));
+        groups++;
     }
     if (rc != SQLITE_DONE)
         ops_fail_db(err, db);
@@ -142,12 +170,37 @@ struct json_object *ops_usage(sqlite3 *db, const char *tenant, const char *group
     }
     struct json_object *res = json_object_new_object();
     ops_json_str(res, "group_by", usage_reports[g].name);
-    ops_json_str(res, "tenant", tenant);
+    if (tid.set)
+        json_object_object_add(res, "tenant_id", json_object_new_int64(tid.v));
+    if (uid.set)
+        json_object_object_add(res, "user_id", json_object_new_int64(uid.v));
     ops_json_str(res, "from", from);
     ops_json_str(res, "to", to);
     json_object_object_add(res, "rows", rows);
+    json_object_object_add(res, "total", json_object_new_int64(groups));
+    json_object_object_add(res, "limit", json_object_new_int64(limit));
+    json_object_object_add(res, "offset", json_object_new_int64(offset));
     struct json_object *t = json_object_new_object();
     usage_add_counts(t, &total);
-    json_object_object_add(res, "total", t);
+    json_object_object_add(res, "totals", t);
     return res;
+}
+
+/* R-USE-7: events older than the retention go; the daily aggregates stay forever. */
+struct json_object *ops_usage_prune(sqlite3 *db, int64_t days, struct ops_error *err)
+{
+    if (days < 1 || days > 36500) {
+        ops_fail(err, OPS_ERR_INVALID, "days", "days must be 1 to 36500");
+        return NULL;
+    }
+    int64_t cutoff_ms = ((int64_t)time(NULL) - days * 86400) * 1000;
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL;
+    if (ops_run(db, err, "DELETE FROM usage_events WHERE ts_ms < ?1", "i", cutoff_ms) == 0) {
+        res = json_object_new_object();
+        json_object_object_add(res, "deleted", json_object_new_int64(sqlite3_changes(db)));
+        json_object_object_add(res, "days", json_object_new_int64(days));
+    }
+    return ops_finish(db, res, err);
 }

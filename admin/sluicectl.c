@@ -1,5 +1,6 @@
 /* sluicectl.c: the command line over admin/ops.c (R-ADM-4): parse, call one
  * operation, print its result as JSON (--json) or as readable text. */
+#include "cli.h"
 #include "ops.h"
 #include "stats.h"
 
@@ -14,29 +15,12 @@
 #include <termios.h>
 #include <unistd.h>
 
-#define CLI_MAX_POS 4
-#define CLI_MAX_OPTS 24
-#define CLI_NAME_MAX 64         /* longest option name */
-#define CLI_PASSWORD_MAX 1024
 #define CLI_CELL_MAX 48         /* table cells longer than this are cut in text output */
 
 enum cli_exit { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 
-/* One parsed command line. Strings point into argv. */
-struct cli {
-    const char *db_path;
-    int json;
-    const char *words[2];               /* the command's words */
-    const char *pos[CLI_MAX_POS];       /* positional arguments after them */
-    int npos;
-    struct {
-        char name[CLI_NAME_MAX];        /* without "--" */
-        const char *value;              /* NULL for a flag */
-    } opts[CLI_MAX_OPTS];
-    int nopts;
-};
-
-static const char *cli_opt(const struct cli *c, const char *name)
+/* struct cli and the helpers' contracts: cli.h */
+const char *cli_opt(const struct cli *c, const char *name)
 {
     for (int i = c->nopts - 1; i >= 0; i--)
         if (strcmp(c->opts[i].name, name) == 0)
@@ -45,7 +29,7 @@ static const char *cli_opt(const struct cli *c, const char *name)
 }
 
 /* An optional integer option into *out; -1 with err set when it is not a number. */
-static int cli_num(const struct cli *c, const char *name, struct ops_i64 *out,
+int cli_num(const struct cli *c, const char *name, struct ops_i64 *out,
                    struct ops_error *err)
 {
     const char *s = cli_opt(c, name);
@@ -63,7 +47,7 @@ static int cli_num(const struct cli *c, const char *name, struct ops_i64 *out,
 }
 
 /* An optional on|off option into *out as 1 or 0. */
-static int cli_onoff(const struct cli *c, const char *name, struct ops_i64 *out,
+int cli_onoff(const struct cli *c, const char *name, struct ops_i64 *out,
                      struct ops_error *err)
 {
     const char *s = cli_opt(c, name);
@@ -85,7 +69,7 @@ static int cli_onoff(const struct cli *c, const char *name, struct ops_i64 *out,
 }
 
 /* A positional ID (route, key). */
-static int cli_id(const char *s, int64_t *id, struct ops_error *err)
+int cli_id(const char *s, int64_t *id, struct ops_error *err)
 {
     if (parse_i64(s, 1, INT64_MAX, id) == 0)
         return 0;
@@ -96,7 +80,7 @@ static int cli_id(const char *s, int64_t *id, struct ops_error *err)
 }
 
 /* One line from stdin, without echo on a terminal. Returns a heap string or NULL. */
-static char *cli_read_password(struct ops_error *err)
+char *cli_read_password(struct ops_error *err)
 {
     char line[CLI_PASSWORD_MAX + 2];
     struct termios old, quiet;
@@ -134,7 +118,7 @@ static char *cli_read_password(struct ops_error *err)
     return res;
 }
 
-static void cli_free_password(char *pw)
+void cli_free_password(char *pw)
 {
     if (pw) {
         explicit_bzero(pw, strlen(pw));
@@ -144,7 +128,6 @@ static void cli_free_password(char *pw)
 
 /* ---- commands ------------------------------------------------------------ */
 
-typedef struct json_object *(*cli_run_fn)(sqlite3 *db, const struct cli *c, struct ops_error *err);
 
 static struct json_object *cmd_init(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
@@ -206,17 +189,23 @@ static int cli_endpoint_opts(const struct cli *c, struct ops_endpoint_opts *o,
 static struct json_object *cmd_endpoint_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_endpoint_opts o;
-    if (cli_endpoint_opts(c, &o, err) != 0)
+    char *secret;
+    if (cli_endpoint_opts(c, &o, err) != 0 || cli_endpoint_secret(c, &o, &secret, err) != 0)
         return NULL;
-    return ops_endpoint_add(db, c->pos[0], cli_opt(c, "tenant"), &o, err);
+    struct json_object *res = ops_endpoint_add(db, c->pos[0], cli_opt(c, "tenant"), &o, err);
+    cli_free_password(secret);
+    return res;
 }
 
 static struct json_object *cmd_endpoint_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_endpoint_opts o;
-    if (cli_endpoint_opts(c, &o, err) != 0)
+    char *secret;
+    if (cli_endpoint_opts(c, &o, err) != 0 || cli_endpoint_secret(c, &o, &secret, err) != 0)
         return NULL;
-    return ops_endpoint_set(db, c->pos[0], &o, err);
+    struct json_object *res = ops_endpoint_set(db, c->pos[0], &o, err);
+    cli_free_password(secret);
+    return res;
 }
 
 static struct json_object *cmd_endpoint_rotate(sqlite3 *db, const struct cli *c,
@@ -234,6 +223,7 @@ static int cli_replica_opts(const struct cli *c, struct ops_replica_opts *o, str
 {
     o->engine = cli_opt(c, "engine");
     o->state = cli_opt(c, "state");
+    o->node = cli_opt(c, "node");
     if (cli_num(c, "weight", &o->weight, err) != 0 ||
         cli_num(c, "max-concurrency", &o->max_concurrency, err) != 0)
         return -1;
@@ -297,15 +287,24 @@ static struct json_object *cmd_route_rm(sqlite3 *db, const struct cli *c, struct
     return ops_route_rm(db, id, err);
 }
 
-static int cli_key_limits(const struct cli *c, struct ops_key_limits *l, struct ops_error *err)
+int cli_key_limits(const struct cli *c, struct ops_key_limits *l, struct ops_error *err)
 {
-    if (cli_num(c, "qps-limit", &l->qps_limit, err) != 0 ||
-        cli_num(c, "concurrency-limit", &l->concurrency_limit, err) != 0 ||
-        cli_num(c, "daily-limit", &l->daily_limit, err) != 0 ||
-        cli_num(c, "monthly-quota", &l->monthly_quota, err) != 0 ||
-        cli_num(c, "tpm-limit", &l->tpm_limit, err) != 0 ||
-        cli_num(c, "monthly-token-quota", &l->monthly_token_quota, err) != 0)
-        return -1;
+    /* The short names (--qps, --daily, ...) and the column-like long ones. */
+    struct { const char *a, *b; struct ops_i64 *v; } f[] = {
+        {"qps-limit", "qps", &l->qps_limit},
+        {"concurrency-limit", "concurrency", &l->concurrency_limit},
+        {"daily-limit", "daily", &l->daily_limit},
+        {"monthly-quota", "monthly", &l->monthly_quota},
+        {"tpm-limit", "tpm", &l->tpm_limit},
+        {"monthly-token-quota", "monthly-tokens", &l->monthly_token_quota},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        struct ops_i64 other = {0, 0};
+        if (cli_num(c, f[i].a, f[i].v, err) != 0 || cli_num(c, f[i].b, &other, err) != 0)
+            return -1;
+        if (other.set)
+            *f[i].v = other;
+    }
     return 0;
 }
 
@@ -332,44 +331,6 @@ static struct json_object *cmd_key_revoke(sqlite3 *db, const struct cli *c, stru
     if (cli_id(c->pos[0], &id, err) != 0)
         return NULL;
     return ops_key_revoke(db, id, err);
-}
-
-static struct json_object *cmd_list_tenants(sqlite3 *db, const struct cli *c, struct ops_error *err)
-{
-    return ops_tenant_list(db, cli_opt(c, "tenant"), err);
-}
-
-static struct json_object *cmd_list_users(sqlite3 *db, const struct cli *c, struct ops_error *err)
-{
-    return ops_user_list(db, cli_opt(c, "tenant"), err);
-}
-
-static struct json_object *cmd_list_endpoints(sqlite3 *db, const struct cli *c,
-                                              struct ops_error *err)
-{
-    return ops_endpoint_list(db, cli_opt(c, "tenant"), err);
-}
-
-static struct json_object *cmd_list_replicas(sqlite3 *db, const struct cli *c,
-                                             struct ops_error *err)
-{
-    return ops_replica_list(db, cli_opt(c, "tenant"), cli_opt(c, "endpoint"), err);
-}
-
-static struct json_object *cmd_list_routes(sqlite3 *db, const struct cli *c, struct ops_error *err)
-{
-    return ops_route_list(db, cli_opt(c, "tenant"), cli_opt(c, "endpoint"), err);
-}
-
-static struct json_object *cmd_list_keys(sqlite3 *db, const struct cli *c, struct ops_error *err)
-{
-    return ops_key_list(db, cli_opt(c, "tenant"), cli_opt(c, "user"), err);
-}
-
-static struct json_object *cmd_usage(sqlite3 *db, const struct cli *c, struct ops_error *err)
-{
-    return ops_usage(db, cli_opt(c, "tenant"), cli_opt(c, "group-by"), cli_opt(c, "from"),
-                     cli_opt(c, "to"), err);
 }
 
 static struct json_object *cmd_settings_set(sqlite3 *db, const struct cli *c,
@@ -417,9 +378,11 @@ static struct json_object *cmd_stats(sqlite3 *db, const struct cli *c, struct op
 }
 
 #define ENDPOINT_OPTS "algorithm= protocol= affinity= stream-guard= health-path=" \
-    " connect-timeout-ms= first-byte-timeout-ms= idle-timeout-ms="
+    " connect-timeout-ms= first-byte-timeout-ms= idle-timeout-ms= upstream-auth-stdin" \
+    " clear-upstream-auth wake-url= health-check= failure-threshold= start-period-seconds=" \
+    " business-probe-rounds="
 #define KEY_LIMIT_OPTS "qps-limit= concurrency-limit= daily-limit= monthly-quota=" \
-    " tpm-limit= monthly-token-quota="
+    " tpm-limit= monthly-token-quota= qps= concurrency= daily= monthly= tpm= monthly-tokens="
 
 /* The command table; the usage text is printed from it.
  *   group, verb  the words naming the command (verb NULL: one word)
@@ -443,9 +406,9 @@ static const struct cli_cmd {
     {"endpoint", "set", "NAME", ENDPOINT_OPTS, "", 0, cmd_endpoint_set},
     {"endpoint", "rotate-key", "NAME", "", "", 0, cmd_endpoint_rotate},
     {"endpoint", "rm", "NAME", "", "", 0, cmd_endpoint_rm},
-    {"replica", "add", "ENDPOINT URL", "engine= weight= max-concurrency= state=", "", 0,
+    {"replica", "add", "ENDPOINT URL", "engine= weight= max-concurrency= state= node=", "", 0,
      cmd_replica_add},
-    {"replica", "set", "ENDPOINT URL", "engine= state= weight= max-concurrency=", "", 0,
+    {"replica", "set", "ENDPOINT URL", "engine= state= weight= max-concurrency= node=", "", 0,
      cmd_replica_set},
     {"replica", "rm", "ENDPOINT URL", "", "", 0, cmd_replica_rm},
     {"route", "add", "MODEL ENDPOINT", "tenant= priority= weight= target-model= status=", "", 0,
@@ -456,13 +419,32 @@ static const struct cli_cmd {
     {"key", "add", "", "user= name= " KEY_LIMIT_OPTS, "user", 0, cmd_key_add},
     {"key", "set", "ID", "name= " KEY_LIMIT_OPTS, "", 0, cmd_key_set},
     {"key", "revoke", "ID", "", "", 0, cmd_key_revoke},
-    {"list", "tenants", "", "tenant=", "", 0, cmd_list_tenants},
-    {"list", "users", "", "tenant=", "", 0, cmd_list_users},
-    {"list", "endpoints", "", "tenant=", "", 0, cmd_list_endpoints},
-    {"list", "replicas", "", "tenant= endpoint=", "", 0, cmd_list_replicas},
-    {"list", "routes", "", "tenant= endpoint=", "", 0, cmd_list_routes},
-    {"list", "keys", "", "tenant= user=", "", 0, cmd_list_keys},
-    {"usage", NULL, "", "tenant= group-by= from= to=", "", 0, cmd_usage},
+    {"list", "tenants", "", CLI_LIST_OPTS, "", 0, cmd_list_tenants},
+    {"list", "users", "", CLI_LIST_OPTS, "", 0, cmd_list_users},
+    {"list", "endpoints", "", CLI_LIST_OPTS, "", 0, cmd_list_endpoints},
+    {"list", "replicas", "", CLI_LIST_OPTS, "", 0, cmd_list_replicas},
+    {"list", "routes", "", CLI_LIST_OPTS " model=", "", 0, cmd_list_routes},
+    {"list", "keys", "", CLI_LIST_OPTS, "", 0, cmd_list_keys},
+    {"list", "nodes", "", CLI_LIST_OPTS, "", 0, cmd_list_nodes},
+    {"list", "policies", "", CLI_LIST_OPTS, "", 0, cmd_list_policies},
+    {"list", "audit", "", CLI_LIST_OPTS " type=", "", 0, cmd_list_audit},
+    {"list", "alerts", "", CLI_LIST_OPTS " status=", "", 0, cmd_list_alerts},
+    {"show", NULL, "KIND ID", "", "", 0, cmd_show},
+    {"user", "ceiling", "NAME", KEY_LIMIT_OPTS, "", 0, cmd_user_ceiling},
+    {"endpoint", "test", "NAME", "timeout-ms=", "", 0, cmd_endpoint_test},
+    {"key", "policy", "ID", "auto-routing= strategy=", "", 0, cmd_key_policy},
+    {"policy", "set", "MODEL", "purpose= routing= quality= price-input= price-output= tools="
+     " vision= max-context= max-output= description=", "", 0, cmd_policy_set},
+    {"policy", "rm", "MODEL", "", "", 0, cmd_policy_rm},
+    {"config", "get", "", "", "", 0, cmd_config_get},
+    {"config", "set", "NAME VALUE", "", "", 0, cmd_config_set},
+    {"node", "add", "NAME", "status= metrics-url=", "", 0, cmd_node_add},
+    {"node", "set", "NAME", "status= metrics-url=", "", 0, cmd_node_set},
+    {"node", "rm", "NAME", "", "", 0, cmd_node_rm},
+    {"node", "temperature", "NAME DEGREES", "", "", 0, cmd_node_temperature},
+    {"alert", "resolve", "ID", "", "", 0, cmd_alert_resolve},
+    {"usage", "prune", "", "days=", "", 0, cmd_usage_prune},
+    {"usage", NULL, "", CLI_LIST_OPTS " group-by= from= to=", "", 0, cmd_usage},
     {"settings", "set", "KEY VALUE", "", "", 0, cmd_settings_set},
     {"settings", "get", "KEY", "", "", 0, cmd_settings_get},
     {"settings", "rm", "KEY", "", "", 0, cmd_settings_rm},
@@ -766,6 +748,7 @@ int main(int argc, char **argv)
     memset(&c, 0, sizeof c);
     ops_error_clear(&err);
     log_open(NULL, "sluicectl");
+    ops_set_actor("sluicectl");     /* R-ADM-5: the audit's "who" for every change below */
     if (argc == 2 && (strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
                       strcmp(argv[1], "-h") == 0)) {
         cli_usage(stdout);

@@ -1,4 +1,4 @@
-/* stats.c: `sluicectl stats`: what the responder pool shares right now (R-LB-1, R-HC-5). */
+/* stats.c: `sluicectl stats`: what the responder pool shares right now (R-LB-1, R-HC-5, R-HC-2, R-LB-2). */
 #include "stats.h"
 
 #include "shm.h"
@@ -48,10 +48,38 @@ struct json_object *stats_json(sqlite3 *db, const char *state_path)
             json_object_object_add(r, "circuit", json_object_new_string(circuit_name(atomic_load(&s->circuit))));
             json_object_object_add(r, "failures", json_object_new_int(atomic_load(&s->failures)));
             json_object_object_add(r, "ban_remaining_ms", json_object_new_int64(ban > 0 ? ban : 0));
+            /* R-HC-2 sluice-healthd's word, R-WAKE-1 wakes, R-LB-2 engine metrics. */
+            static const char *const removed[] = {"unknown", "removed", "in_service", "recovered_by_request"};
+            int rm = atomic_load(&s->removed);
+            json_object_object_add(r, "health", json_object_new_string(rm >= 0 && rm <= 3 ? removed[rm] : "?"));
+            json_object_object_add(r, "awake", json_object_new_boolean(atomic_load(&s->awake) != 0));
+            int64_t at = atomic_load(&s->metrics_ms);
+            if (at > 0) {
+                json_object_object_add(r, "waiting", json_object_new_int(atomic_load(&s->waiting)));
+                json_object_object_add(r, "running", json_object_new_int(atomic_load(&s->running)));
+                json_object_object_add(r, "kv_cache_permille", json_object_new_int(atomic_load(&s->kv_permille)));
+                json_object_object_add(r, "metrics_age_ms", json_object_new_int64(now - at));
+            }
         }
         json_object_array_add(reps, r);
     }
     sqlite3_finalize(st);
     json_object_object_add(out, "replicas", reps);
+    /* R-AFF-6: sluice_session_affinity_total{outcome,level} until /metrics exists. */
+    static const char *outcomes[] = {"hit", "miss", "overload", "stale"};
+    static const char *levels[] = {"header", "prompt_cache_key", "user", "l2", "l1"};
+    struct json_object *aff = json_object_new_array();
+    for (int o = 0; o < SHM_AFF_OUTCOMES; o++)
+        for (int l = 0; l < SHM_AFF_LEVELS; l++) {
+            uint64_t v = atomic_load(&shm.r->affinity.outcomes[o][l]);
+            if (!v || (o == 1 && l > 0))
+                continue;
+            struct json_object *row = json_object_new_object();
+            json_object_object_add(row, "outcome", json_object_new_string(outcomes[o]));
+            json_object_object_add(row, "level", json_object_new_string(o == 1 ? "none" : levels[l]));
+            json_object_object_add(row, "count", json_object_new_int64((int64_t)v));
+            json_object_array_add(aff, row);
+        }
+    json_object_object_add(out, "session_affinity", aff);
     return out;
 }

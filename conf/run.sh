@@ -38,9 +38,10 @@ fresh=0
 
 "$builddir/tests/fake/sluice-fake-upstream" --port "$upstream_port" --name demo > "$state/upstream.out" 2>&1 &
 upstream_pid=$!
-lighttpd_pid=
+lighttpd_pid= healthd_pid=
 stop() {
   trap - INT TERM EXIT
+  [ -n "$healthd_pid" ] && kill "$healthd_pid" 2>/dev/null && wait "$healthd_pid" 2>/dev/null
   [ -n "$lighttpd_pid" ] && kill -INT "$lighttpd_pid" 2>/dev/null && wait "$lighttpd_pid" 2>/dev/null
   kill "$upstream_pid" 2>/dev/null; wait "$upstream_pid" 2>/dev/null
   echo "sluice stopped."
@@ -59,15 +60,31 @@ if [ "$fresh" = 1 ]; then
   chmod 600 "$state/demo-key.txt"
 fi
 key=$(cat "$state/demo-key.txt" 2>/dev/null || echo "(see $state/demo-key.txt)")
+# The demo operator for /inference and the API (R-ADM-2): created once with a random
+# password, kept in admin-password.txt (mode 600) and shown in the banner.
+if ! "$ctl" --db "$db" --json list users --tenant default | grep -q '"name":"admin"'; then
+  umask 077
+  head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20 > "$state/admin-password.txt"
+  "$ctl" --db "$db" user add admin --tenant default --role operator --password-stdin \
+    < "$state/admin-password.txt" >/dev/null
+  umask 022
+fi
+admin_pw=$(cat "$state/admin-password.txt" 2>/dev/null || echo "(see $state/admin-password.txt)")
 
 "$srcdir/conf/gen-lighttpd.sh" "$srcdir/conf/lighttpd.conf.in" 127.0.0.1 "$port" "$state" \
-  "$builddir/fcgi/sluice-fcgi" "$conf" "$srcdir/www" "$procs" "$threads" 8388608 10 > "$state/lighttpd.conf"
+  "$builddir/fcgi/sluice-fcgi" "$conf" "$srcdir/www" "$procs" "$threads" 8388608 10 \
+  "$builddir/admin/sluice-admin.cgi" > "$state/lighttpd.conf"
 "$lighttpd" -D -f "$state/lighttpd.conf" &
 lighttpd_pid=$!
+# R-HC-9: no cron here, so sluice-healthd runs --forever beside the pool.
+"$builddir/healthd/sluice-healthd" -c "$conf" --forever >> "$state/sluice-healthd.log" 2>&1 &
+healthd_pid=$!
 
 cat <<MSG
 sluice is serving on http://127.0.0.1:$port  (state in $state)
 demo member key: $key
+management page: http://127.0.0.1:$port/inference  (user admin, password $admin_pw)
+  API: curl -s -c jar http://127.0.0.1:$port/api/v1/auth/login -d '{"username":"admin","password":"$admin_pw"}'
 try:
   curl -s http://127.0.0.1:$port/v1/chat/completions -H "Authorization: Bearer $key" \\
        -H 'Content-Type: application/json' -d '{"model":"demo","messages":[{"role":"user","content":"hi"}]}'

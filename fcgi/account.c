@@ -14,7 +14,7 @@ void account_record(struct request *r)
     if (r->caller.tenant_id == 0)
         return;
     struct usage_record *u = xcalloc(1, sizeof *u);
-    u->ts_ms = r->start_ms;
+    u->ts_ms = r->admitted_ms ? r->admitted_ms : r->start_ms;
     snprintf(u->request_id, sizeof u->request_id, "%s", r->request_id);
     /* R-USE-5: the tenant the request ran for (the caller's, or the one an
      * operator acted for); a failure before routing keeps the caller's context. */
@@ -46,6 +46,11 @@ void account_record(struct request *r)
         /* R-USE-4: failures carry tokens only when the upstream produced some. */
         if (!r->client_gone)
             u->prompt_tokens = u->completion_tokens = 0;
+    }
+    if (r->month_tokens_delta && r->key) {
+        u->settle_key_id = r->key->id;
+        snprintf(u->settle_period, sizeof u->settle_period, "%s", r->month_period);
+        u->settle_tokens = r->month_tokens_delta;
     }
     usage_writer_enqueue(u);
 }

@@ -1,6 +1,7 @@
 /* auth.c: resolve the presented key against the snapshot (DESIGN.md stage 2). */
 #include "auth.h"
 
+#include "admit.h"
 #include "pathcheck.h"
 #include "reply.h"
 #include "util.h"
@@ -22,8 +23,12 @@ static const char *auth_bearer(const struct request *r)
 
 int auth_caller(struct request *r)
 {
+    /* R-SEC-6: an address with too many failures waits, whatever it sends. */
+    if (admit_auth_blocked(r))
+        return -1;
     const char *key = auth_bearer(r);
     if (!key || strncmp(key, "sk-", 3) != 0 || strlen(key) > 256) {
+        admit_auth_failed(r);
         reply_error(r, "invalid_api_key", key ? "Incorrect API key provided." :
                     "You didn't provide an API key. Use Authorization: Bearer <key>.", NULL);
         return -1;
@@ -34,6 +39,7 @@ int auth_caller(struct request *r)
     sha256_hex(key, strlen(key), hash);
     const struct snap_key *k = snapshot_find_key(r->snap, hash);
     if (!k || !ct_equal(k->hash, hash, 64)) {
+        admit_auth_failed(r);
         reply_error(r, "invalid_api_key", "Incorrect API key provided.", NULL);
         return -1;
     }
@@ -44,6 +50,7 @@ int auth_caller(struct request *r)
     c->endpoint = k->endpoint;
     c->role = k->role;
     c->user_name = k->user_name;
+    c->key = k;
 
     /* R-AUTH-3: only an operator may act for another tenant. */
     const char *as = request_header(r, "X-Sluice-Tenant");

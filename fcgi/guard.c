@@ -46,6 +46,16 @@ static int guard_types(struct request *r, struct json_object *body)
             return guard_fail(r, "invalid_type", "stream must be a boolean", "stream");
         r->stream = json_object_get_boolean(v);
     }
+    /* R-KEY-5: what the request may produce, for the token pre-deduction. */
+    const char *max_names[] = {"max_completion_tokens", "max_tokens"};
+    for (int i = 0; i < 2; i++)
+        if (json_object_object_get_ex(body, max_names[i], &v) && json_object_get_type(v) != json_type_null) {
+            if (json_object_get_type(v) != json_type_int || json_object_get_int64(v) < 0)
+                return guard_fail(r, "invalid_type", arena_printf(r->arena, "%s must be a non-negative integer",
+                                                                  max_names[i]), max_names[i]);
+            if (!r->max_tokens)
+                r->max_tokens = json_object_get_int64(v);
+        }
     if (r->kind == REQ_EMBEDDINGS && r->stream)
         return guard_fail(r, "invalid_type", "embeddings cannot be streamed", "stream");
     if (json_object_object_get_ex(body, "stream_options", &v) && json_object_get_type(v) != json_type_null) {

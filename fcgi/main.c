@@ -1,6 +1,7 @@
 /* main.c: sluice-fcgi, the data plane: options -> config -> threads -> accept loop,
  * and the table of routes every request is dispatched through. */
 #include "account.h"
+#include "admit.h"
 #include "auth.h"
 #include "conf.h"
 #include "db.h"
@@ -61,10 +62,15 @@ static void dispatch(struct request *r)
     if (auth_caller(r) != 0)
         return;
     if (r->kind == REQ_MODELS) {
-        models_reply(r);
+        /* R-KEY-0: listing models is a data-plane call too (no tokens). */
+        if (admit_request(r) == 0)
+            models_reply(r);
         return;
     }
-    if (guard_check(r) != 0 || route_choose(r, 1) != 0)
+    /* guard runs before admit (DESIGN.md lists them the other way round): the
+     * token pre-deduction needs the parsed max_tokens, and a request that is
+     * invalid anyway should spend no quota. */
+    if (guard_check(r) != 0 || admit_request(r) != 0 || route_choose(r, 1) != 0)
         return;
     forward_run(r);
 }
@@ -88,7 +94,8 @@ static int handle(struct worker *w)
         else
             dispatch(&r);
     }
-    if (r.kind != REQ_MODELS)
+    admit_finish(&r);
+    if (r.kind != REQ_MODELS && !r.replayed)
         account_record(&r);
     json_object_put(r.json);
     snapshot_release(r.snap);
@@ -221,6 +228,15 @@ int main(int argc, char **argv)
     conf_defaults(&conf);
     if (conf_path && conf_load(&conf, conf_path) != 0)
         return 1;
+    const char *ttl = getenv("SLUICE_IDEMPOTENCY_TTL_MINUTES");
+    int64_t ttl_v;
+    if (ttl && *ttl) {
+        if (parse_i64(ttl, 1, 1440, &ttl_v) != 0) {
+            fprintf(stderr, "SLUICE_IDEMPOTENCY_TTL_MINUTES must be 1-1440\n");
+            return 1;
+        }
+        conf.idem_ttl_minutes = (int)ttl_v;
+    }
     const char *tz = getenv("SLUICE_BILLING_TZ");
     setenv("TZ", tz && *tz ? tz : conf.billing_tz, 1);
     tzset();
@@ -239,7 +255,7 @@ int main(int argc, char **argv)
     if (!s)
         return 1;
     snapshot_publish(s);
-    if (usage_writer_start(&conf) != 0)
+    if (usage_writer_start(&conf) != 0 || admit_init(&conf) != 0)
         return 1;
     if (FCGX_Init() != 0) {
         log_error("FCGX_Init failed");

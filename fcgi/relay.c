@@ -102,7 +102,10 @@ static const char *relay_extra_headers(struct relay *x, int stream)
     /* R-SSE-1: nothing between sluice and the client may buffer a stream. */
     const char *nocache = stream && !strcasestr(up, "cache-control:") ? "Cache-Control: no-cache\r\n" : "";
     const char *noaccel = stream && !strcasestr(up, "x-accel-buffering:") ? "X-Accel-Buffering: no\r\n" : "";
-    return arena_printf(r->arena, "%s%s%sX-Routed-Endpoint: %s\r\n%s%s%s", up, nocache, noaccel,
+    const char *session = r->affinity_header[0]
+        ? arena_printf(r->arena, "X-Session-Id: %s\r\nX-Session-Affinity: %s\r\n", r->session_id, r->affinity_header)
+        : "";
+    return arena_printf(r->arena, "%s%s%s%sX-Routed-Endpoint: %s\r\n%s%s%s", up, nocache, noaccel, session,
                         r->ep ? r->ep->name : "",
                         *routed ? "X-Routed-Model: " : "", routed, *routed ? "\r\n" : "");
 }

@@ -5,6 +5,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static int reply_failed(struct request *r)
 {
@@ -25,6 +26,7 @@ int reply_head(struct request *r, int status, const char *content_type, const ch
     if (FCGX_PutStr(head, n, r->w->fcgi.out) < 0)
         return reply_failed(r);
     if (content_type) {
+        r->response_content_type = arena_strdup(r->arena, content_type);
         n = snprintf(head, sizeof head, "Content-Type: %s\r\n", content_type);
         if (FCGX_PutStr(head, n, r->w->fcgi.out) < 0)
             return reply_failed(r);
@@ -40,6 +42,8 @@ int reply_body(struct request *r, const char *data, size_t len, int flush)
 {
     if (r->client_gone)
         return -1;
+    if (r->capture && !r->capture_overflow && buf_append(r->capture, data, len) != 0)
+        r->capture_overflow = 1;     /* too large to keep for an idempotent replay */
     while (len > 0) {
         int chunk = len > (1 << 30) ? (1 << 30) : (int)len;
         if (FCGX_PutStr(data, chunk, r->w->fcgi.out) < 0)
@@ -52,7 +56,8 @@ int reply_body(struct request *r, const char *data, size_t len, int flush)
     return 0;
 }
 
-void reply_error(struct request *r, const char *code, const char *message, const char *param)
+static void reply_error_full(struct request *r, const char *code, const char *message, const char *param,
+                             const char *more_headers)
 {
     const struct error_def *e = errors_find(code);
     r->error_code = e->code;
@@ -68,13 +73,74 @@ void reply_error(struct request *r, const char *code, const char *message, const
         reply_body(r, b->data, b->len, 1);
         return;
     }
-    char extra[256];
-    int n = snprintf(extra, sizeof extra, "%s", e->no_retry ? "x-should-retry: false\r\n" : "");
-    if (e->retry_after && n >= 0 && (size_t)n < sizeof extra)
-        snprintf(extra + n, sizeof extra - (size_t)n, "Retry-After: %d\r\n", r->conf->retry_after_s);
     errors_body(b, e, message, param);
-    n = (int)strlen(extra);
-    snprintf(extra + n, sizeof extra - (size_t)n, "Content-Length: %zu\r\n", b->len);
+    const char *extra = arena_printf(r->arena, "%s%s%sContent-Length: %zu\r\n",
+                                     e->no_retry ? "x-should-retry: false\r\n" : "",
+                                     e->retry_after ? arena_printf(r->arena, "Retry-After: %d\r\n",
+                                                                   r->conf->retry_after_s) : "",
+                                     more_headers ? more_headers : "", b->len);
     if (reply_head(r, e->status, "application/json", extra) == 0)
+        reply_body(r, b->data, b->len, 0);
+}
+
+void reply_error(struct request *r, const char *code, const char *message, const char *param)
+{
+    reply_error_full(r, code, message, param, NULL);
+}
+
+void reply_error_extra(struct request *r, const char *code, const char *message, const char *extra_headers)
+{
+    reply_error_full(r, code, message, NULL, extra_headers);
+}
+
+/* RFC 3339 UTC time of epoch seconds. */
+static const char *rfc3339(struct arena *a, int64_t s)
+{
+    time_t t = (time_t)s;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    return arena_printf(a, "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                        tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+void reply_limit(struct request *r, const struct limit_info *li)
+{
+    const struct error_def *e = errors_find(li->code);
+    r->error_code = e->code;
+    struct buf *b = &r->w->out;
+    buf_reset(b);
+    const char *reset_at = rfc3339(r->arena, li->reset_s);
+    const char *msg = arena_printf(r->arena, "Rate limit reached for this API key: %s (limit %lld, current %lld).",
+                                   li->code, (long long)li->limit, (long long)li->current);
+    buf_puts(b, "{\"error\":{\"message\":");
+    buf_json_str(b, msg, strlen(msg));
+    buf_printf(b, ",\"type\":\"rate_limit_error\",\"param\":null,\"code\":\"%s\",\"limit\":%lld,"
+               "\"current\":%lld,\"remaining\":%lld,\"scope\":\"per_api_key\",\"reset_at\":\"%s\"}}",
+               li->code, (long long)li->limit, (long long)li->current, (long long)li->remaining, reset_at);
+    struct buf h;
+    buf_init(&h, 1024);
+    buf_printf(&h, "Retry-After: %lld\r\nX-RateLimit-Limit: %lld\r\nX-RateLimit-Remaining: %lld\r\n"
+               "X-RateLimit-Reset: %lld\r\n", (long long)li->retry_after_s, (long long)li->limit,
+               (long long)li->remaining, (long long)li->reset_s);
+    if (li->quota_reset_s) {
+        /* X-Quota-Reset: the boundary in the billing time zone, with its offset. */
+        time_t t = (time_t)li->quota_reset_s;
+        struct tm tm;
+        char when[40];
+        localtime_r(&t, &tm);
+        strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S%z", &tm);
+        size_t n = strlen(when);
+        if (n == 24) {      /* +hhmm -> +hh:mm (RFC 3339) */
+            memmove(when + 23, when + 22, 3);
+            when[22] = ':';
+        }
+        buf_printf(&h, "X-Quota-Reset: %s\r\n", when);
+    }
+    if (li->no_retry)
+        buf_puts(&h, "x-should-retry: false\r\n");
+    buf_printf(&h, "Content-Length: %zu\r\n", b->len);
+    const char *extra = arena_strdup(r->arena, h.data);
+    buf_free(&h);
+    if (reply_head(r, 429, "application/json", extra) == 0)
         reply_body(r, b->data, b->len, 0);
 }

@@ -11,5 +11,18 @@ int reply_body(struct request *r, const char *data, size_t len, int flush);
 /* An error from sluice itself (R-API-2). Before the head: a JSON error reply;
  * after a stream began: a data: {"error":...} event (R-SSE-4). */
 void reply_error(struct request *r, const char *code, const char *message, const char *param);
+/* The same with extra header lines ("Name: value\r\n"). */
+void reply_error_extra(struct request *r, const char *code, const char *message, const char *extra_headers);
+
+/* A key-limit refusal (R-KEY-2): 429 with the SPEC §12 body and headers. */
+struct limit_info {
+    const char *code;               /* QPS_EXCEEDED, ... */
+    int64_t limit, current, remaining;
+    int64_t reset_s;                /* epoch seconds when the window or quota resets */
+    int64_t retry_after_s;
+    int64_t quota_reset_s;          /* day/month boundary for quotas, else 0 */
+    int no_retry;
+};
+void reply_limit(struct request *r, const struct limit_info *li);
 
 #endif

@@ -23,6 +23,7 @@ struct caller {
     int endpoint;                 /* endpoint key: its endpoint index, else -1 (R-AUTH-5) */
     enum role role;
     const char *user_name;
+    const struct snap_key *key;   /* the key record (limits), valid with the snapshot */
 };
 
 /* Per worker thread, reused request after request; owned by its thread. */
@@ -55,6 +56,26 @@ struct request {
 
     /* auth */
     struct caller caller;
+
+    /* admit (set by admit_request, undone by admit_finish) */
+    const struct snap_key *key;   /* the member key when it has limits */
+    int key_slot_held;            /* a concurrency slot of the key is counted */
+    int64_t tpm_reserved;         /* tokens pre-deducted from the TPM bucket */
+    int64_t month_tokens_reserved;/* tokens pre-deducted from the monthly token quota */
+    char month_period[16];
+    int idem_owned;               /* this request owns an Idempotency-Key record */
+    char idem_scope[32];
+    char idem_key[129];
+    struct buf *capture;          /* the response as sent, for the idempotency record */
+    int capture_overflow;
+    int64_t max_tokens;           /* the request's max_tokens / max_completion_tokens, or 0 */
+    int64_t month_tokens_delta;   /* settlement of the monthly token quota (account writes it) */
+    int replayed;                 /* answered from an idempotency record: no usage, no quota */
+    int64_t admitted_ms;          /* when the QPS window admitted it (the event's time) */
+    const char *response_content_type;
+    struct sticky *sticky;        /* R-AFF: the affinity lookup of this request, or NULL */
+    char session_id[260];         /* R-AFF-5: X-Session-Id of the response */
+    char affinity_header[48];     /* R-AFF-5: X-Session-Affinity of the response */
 
     /* guard */
     struct json_object *json;     /* parsed body, owned until request_end */

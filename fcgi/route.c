@@ -2,11 +2,13 @@
 #include "route.h"
 
 #include "balance.h"
+#include "sticky.h"
 #include "log.h"
 #include "pathcheck.h"
 #include "pick.h"
 #include "reply.h"
 #include "util.h"
+#include "wake.h"
 
 #include <string.h>
 
@@ -51,11 +53,45 @@ static int excluded(const struct request *r, int replica_index)
     return 0;
 }
 
+/* R-LB-6: the node's last GPU temperature, if fresh, is over the threshold. */
+static int node_hot(const struct request *r, const struct snap_node *nd, int64_t now)
+{
+    if (nd->slot < 0)
+        return 0;
+    const struct shm_node *s = &r->shm->r->nodes[nd->slot];
+    int64_t at = atomic_load(&s->temp_ms);
+    if (at <= 0 || now - at > r->conf->temperature_stale_ms)
+        return 0;
+    return atomic_load(&s->temp_decicelsius) > r->snap->gpu_temp_threshold_deci;
+}
+
+int route_replica_serving(const struct request *r, const struct snap_replica *rep, int64_t now)
+{
+    const struct shm_replica *s = rep->slot >= 0 ? &r->shm->r->replicas[rep->slot] : NULL;
+    if (rep->state == REPLICA_DISABLED)
+        return 0;
+    /* R-WAKE-1: a sleeping replica serves once a wake saw it ready. */
+    if (rep->state == REPLICA_SLEEPING && !(s && atomic_load(&s->awake)))
+        return 0;
+    /* R-HC-2: sluice-healthd's word in the shared state is newer than the
+     * snapshot's; with none (a fresh state file) the database's decides (R-HC-4). */
+    int rm = s ? atomic_load(&s->removed) : SHM_RM_UNKNOWN;
+    if (rm == SHM_RM_REMOVED || (rm == SHM_RM_UNKNOWN && !rep->healthy))
+        return 0;
+    if (rep->node >= 0) {
+        const struct snap_node *nd = &r->snap->nodes[rep->node];
+        /* An offline node is down; a borrowed one lends its GPUs elsewhere. */
+        if (nd->status != NODE_ONLINE || node_hot(r, nd, now))
+            return 0;
+    }
+    return 1;
+}
+
 /* May this replica take the request? strict also honours bans and circuits. */
 static int replica_usable(const struct request *r, int idx, int strict, int64_t now)
 {
     const struct snap_replica *rep = &r->snap->replicas[idx];
-    if (rep->state != REPLICA_RUNNING || !rep->healthy || excluded(r, idx))
+    if (excluded(r, idx) || !route_replica_serving(r, rep, now))
         return 0;
     if (!strict)
         return 1;
@@ -84,16 +120,42 @@ static int choose_replica(struct request *r, const struct snap_endpoint *e, int 
         if (!replica_usable(r, idx, strict, now))
             continue;
         const struct snap_replica *rep = &r->snap->replicas[idx];
+        memset(&cand[n], 0, sizeof cand[n]);
         cand[n].weight = rep->weight;
         cand[n].active = e->algorithm == LB_ROUND_ROBIN || e->algorithm == LB_RANDOM
                              ? 0 : shm_active_sum(r->shm, rep->slot);
+        /* R-LB-2/4/5: only a vLLM replica's fresh metrics count as data. */
+        if (e->algorithm == LB_ENGINE_AWARE && rep->slot >= 0 && rep->engine &&
+            strcmp(rep->engine, "vllm") == 0) {
+            const struct shm_replica *s = &r->shm->r->replicas[rep->slot];
+            int64_t at = atomic_load(&s->metrics_ms);
+            if (at > 0 && now - at <= r->conf->metrics_stale_ms) {
+                cand[n].has_metrics = 1;
+                cand[n].waiting = atomic_load(&s->waiting);
+                cand[n].kv_permille = atomic_load(&s->kv_permille);
+            }
+        }
         index[n++] = idx;
     }
     if (n == 0)
         return -1;
-    uint64_t rr = e->slot >= 0 ? atomic_fetch_add(&r->shm->r->endpoints[e->slot].rr, 1)
-                               : request_random(r);
-    int k = balance_pick(e->algorithm, cand, n, rr, request_random(r));
+    int k = -1;
+    if (sticky_applies(r, e)) {
+        /* R-AFF-3: the load signal is the algorithm's own: queue depth for
+         * engine_aware replicas with fresh metrics, else active requests. */
+        double load[MAX_CANDIDATES];
+        for (int i = 0; i < n; i++)
+            load[i] = cand[i].has_metrics ? cand[i].waiting
+                                          : shm_active_sum(r->shm, r->snap->replicas[index[i]].slot);
+        if (!r->sticky)
+            r->sticky = arena_alloc(r->arena, sizeof *r->sticky);
+        k = sticky_lookup(r, e, index, load, n, r->sticky);
+    }
+    if (k < 0) {
+        uint64_t rr = e->slot >= 0 ? atomic_fetch_add(&r->shm->r->endpoints[e->slot].rr, 1)
+                                   : request_random(r);
+        k = balance_pick(e->algorithm, cand, n, rr, request_random(r));
+    }
     return k < 0 ? -1 : index[k];
 }
 
@@ -159,8 +221,10 @@ static int route_proxy(struct request *r, int reply_on_fail)
             reply_error(r, "endpoint_not_found", arena_printf(r->arena, "no endpoint named %s", name), NULL);
         return -1;
     }
+    int idx, strict, woke = 0;
+    r->upstream_path = rest;            /* affinity looks at the pass-through path */
+again:;
     int64_t now = now_ms();
-    int idx, strict;
     do {
         strict = 1;
         idx = choose_replica(r, e, 1, now);
@@ -169,13 +233,21 @@ static int route_proxy(struct request *r, int reply_on_fail)
             idx = choose_replica(r, e, 0, now);
         }
     } while (idx >= 0 && hand_out(r, idx, strict) != 0);
+    /* R-WAKE-1: nothing serves but replicas sleep: wake them and choose again. */
+    if (idx < 0 && reply_on_fail && !woke && wake_needed(r, e)) {
+        if (wake_endpoint(r, e) != 0)
+            return -1;
+        woke = 1;
+        goto again;
+    }
     if (idx < 0) {
         if (reply_on_fail)
             reply_error(r, "no_backends_available", NULL, NULL);
         return -1;
     }
     r->ep = e;
-    r->upstream_path = rest;
+    if (r->sticky)
+        sticky_commit(r, e, idx, r->sticky);
     return 0;
 }
 
@@ -200,6 +272,8 @@ int route_choose(struct request *r, int reply_on_fail)
                         "model");
         return -1;
     }
+    int woke = 0;
+again:;
     int64_t now = now_ms();
     /* First pass honours bans and circuits; if that leaves nothing, use them
      * anyway rather than fail (R-HC-5). */
@@ -229,7 +303,21 @@ int route_choose(struct request *r, int reply_on_fail)
         r->ep = e;
         r->routed_model = route->target_model ? route->target_model : r->model;
         r->upstream_path = r->path;
+        if (r->sticky && sticky_applies(r, e))
+            sticky_commit(r, e, idx, r->sticky);
         return 0;
+    }
+    /* R-WAKE-1: a route exists but its replicas sleep: wake the first such
+     * endpoint in route order (one wake for the pool, R-WAKE-3), then choose
+     * again. A retry (reply_on_fail 0) never waits for a wake. */
+    for (int i = 0; reply_on_fail && !woke && i < nc; i++) {
+        const struct snap_endpoint *e = &r->snap->endpoints[cands[i]->endpoint];
+        if (!wake_needed(r, e))
+            continue;
+        if (wake_endpoint(r, e) != 0)
+            return -1;
+        woke = 1;
+        goto again;
     }
     if (reply_on_fail)
         reply_error(r, "no_backends_available",
@@ -241,6 +329,15 @@ void route_report(struct request *r, const struct snap_replica *rep, int ok)
 {
     if (!rep || rep->slot < 0)
         return;
+    /* R-HC-2: a real success on a replica sluice-healthd removed brings it
+     * back at once; healthd records the recovery (database, alert, audit) on
+     * its next round. */
+    _Atomic int *removed = &r->shm->r->replicas[rep->slot].removed;
+    int expect = SHM_RM_REMOVED;
+    if (ok && atomic_load(removed) == SHM_RM_REMOVED &&
+        atomic_compare_exchange_strong(removed, &expect, SHM_RM_DATA_OK))
+        log_info("request %s: replica %lld answered while removed; back in service",
+                 r->request_id, (long long)rep->id);
     struct passive_state ps;
     struct passive_conf pc;
     passive_read(r->shm, rep->slot, &ps);

@@ -10,7 +10,13 @@
  * when reply_on_fail, or silently when not (a retry found no other replica). */
 int route_choose(struct request *r, int reply_on_fail);
 
-/* Passive health bookkeeping in the shared state (R-HC-5). */
+/* Is the replica in service right now: running (or woken, R-WAKE-1), not
+ * removed (R-HC-2), on an online node that is not too hot (R-LB-6)? Bans and
+ * circuits (R-HC-5) are not considered here. */
+int route_replica_serving(const struct request *r, const struct snap_replica *rep, int64_t now);
+
+/* Passive health bookkeeping in the shared state (R-HC-5), and the data-plane
+ * recovery of a removed replica that answered (R-HC-2). */
 void route_report(struct request *r, const struct snap_replica *rep, int ok);
 void route_passive_conf(const struct conf *c, struct passive_conf *pc);
 

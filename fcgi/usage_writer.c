@@ -18,7 +18,7 @@ static int q_len, q_stop;
 static pthread_t q_thread;
 static const struct conf *q_conf;
 static sqlite3 *q_db;
-static sqlite3_stmt *st_event, *st_daily;
+static sqlite3_stmt *st_event, *st_daily, *st_settle;
 
 static const char SQL_EVENT[] =
     "INSERT INTO usage_events (ts_ms, request_id, tenant_id, user_id, key_id, endpoint_id, replica_id,"
@@ -30,6 +30,10 @@ static const char SQL_DAILY[] =
     " DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,"
     " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
     " completion_tokens = completion_tokens + excluded.completion_tokens";
+
+static const char SQL_SETTLE[] =
+    "INSERT INTO quota_counters (key_id, period, tokens) VALUES (?1, ?2, max(?3, 0))"
+    " ON CONFLICT (key_id, period) DO UPDATE SET tokens = max(tokens + ?3, 0)";
 
 static int bind_text(sqlite3_stmt *st, int i, const char *s)
 {
@@ -107,6 +111,14 @@ static int write_batch(struct usage_record *list)
     for (struct usage_record *u = list; u; u = u->next) {
         if (write_event(u) != 0)
             goto fail;
+        if (u->settle_key_id) {
+            sqlite3_reset(st_settle);
+            sqlite3_bind_int64(st_settle, 1, u->settle_key_id);
+            sqlite3_bind_text(st_settle, 2, u->settle_period, -1, SQLITE_TRANSIENT);
+            sqlite3_bind_int64(st_settle, 3, u->settle_tokens);
+            if (sqlite3_step(st_settle) != SQLITE_DONE)
+                goto fail;
+        }
         char day[11];
         day_string(u->ts_ms, day);
         int i = 0;
@@ -214,7 +226,8 @@ int usage_writer_start(const struct conf *c)
     if (!q_db)
         return -1;
     if (sqlite3_prepare_v3(q_db, SQL_EVENT, -1, SQLITE_PREPARE_PERSISTENT, &st_event, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(q_db, SQL_DAILY, -1, SQLITE_PREPARE_PERSISTENT, &st_daily, NULL) != SQLITE_OK) {
+        sqlite3_prepare_v3(q_db, SQL_DAILY, -1, SQLITE_PREPARE_PERSISTENT, &st_daily, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(q_db, SQL_SETTLE, -1, SQLITE_PREPARE_PERSISTENT, &st_settle, NULL) != SQLITE_OK) {
         log_error("usage writer: %s", sqlite3_errmsg(q_db));
         return -1;
     }
@@ -248,5 +261,6 @@ void usage_writer_stop(void)
     pthread_join(q_thread, NULL);
     sqlite3_finalize(st_event);
     sqlite3_finalize(st_daily);
+    sqlite3_finalize(st_settle);
     db_close(q_db);
 }

@@ -16,6 +16,9 @@ struct usage_record {
     int64_t prompt_tokens, completion_tokens, latency_ms, ttft_ms;
     int status, retries, stream;
     char error_code[48], finish_reason[32];
+    /* R-KEY-5 settlement of a monthly token pre-deduction, written with the event. */
+    int64_t settle_key_id, settle_tokens;
+    char settle_period[16];
     struct usage_record *next;
 };
 

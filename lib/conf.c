@@ -29,6 +29,37 @@ void conf_defaults(struct conf *c)
     c->usage_flush_ms = 200;
     c->usage_batch_max = 500;
     c->usage_queue_max = 100000;
+    snprintf(c->health_log_file, sizeof c->health_log_file, "-");
+    c->health_round_ms = 5000;
+    c->health_timeout_ms = 2000;
+    c->health_run_s = 60;
+    c->health_lock_wait_ms = 10000;
+    c->health_scrape_parallel = 10;
+    c->metrics_stale_ms = 15000;
+    c->temperature_stale_ms = 60000;
+    c->wake_max_wait_ms = 60000;
+    c->wake_no_health_wait_ms = 30000;
+    c->wake_poll_ms = 250;
+    c->wake_call_timeout_ms = 5000;
+    c->wake_retry_after_s = 30;
+    c->wake_node_retry_after_s = 60;
+    c->admin_session_ttl_s = 43200;
+    c->admin_max_body_bytes = 1 << 20;
+    c->admin_login_max_failures = 5;
+    c->admin_login_window_s = 300;
+    c->admin_login_lockout_s = 60;
+    c->admin_test_timeout_ms = 60000;
+    c->default_max_output = 1024;
+    c->db_connections = 4;
+    c->idem_ttl_minutes = 10;
+    c->idem_max_records = 100000;
+    c->idem_max_bytes = 256LL << 20;
+    c->idem_max_record_bytes = 8LL << 20;
+    c->affinity_max_entries = 100000;
+    c->affinity_abs_margin = 4;
+    c->affinity_rel_margin_pct = 150;
+    c->auth_fail_limit = 20;
+    c->auth_fail_window_ms = 60000;
 }
 
 static int conf_str(config_t *cf, const char *name, char *dst, size_t cap)
@@ -82,7 +113,8 @@ int conf_load(struct conf *c, const char *path)
         conf_str(&cf, "state_file", c->state_file, sizeof c->state_file) ||
         conf_str(&cf, "log_file", c->log_file, sizeof c->log_file) ||
         conf_str(&cf, "access_log", c->access_log, sizeof c->access_log) ||
-        conf_str(&cf, "billing_tz", c->billing_tz, sizeof c->billing_tz))
+        conf_str(&cf, "billing_tz", c->billing_tz, sizeof c->billing_tz) ||
+        conf_str(&cf, "health.log_file", c->health_log_file, sizeof c->health_log_file))
         goto out;
     struct { const char *name; long long min, max; void *dst; int is64; } ints[] = {
         {"pool.processes", 1, 64, &c->pool_processes, 0},
@@ -102,6 +134,36 @@ int conf_load(struct conf *c, const char *path)
         {"usage.flush_ms", 10, 1000, &c->usage_flush_ms, 0},
         {"usage.batch_max", 1, 100000, &c->usage_batch_max, 0},
         {"usage.queue_max", 100, 10000000, &c->usage_queue_max, 0},
+        {"health.round_ms", 100, 3600000, &c->health_round_ms, 0},
+        {"health.timeout_ms", 50, 600000, &c->health_timeout_ms, 0},
+        {"health.run_seconds", 1, 86400, &c->health_run_s, 0},
+        {"health.lock_wait_ms", 0, 600000, &c->health_lock_wait_ms, 0},
+        {"health.scrape_parallel", 1, 1000, &c->health_scrape_parallel, 0},
+        {"health.metrics_stale_ms", 100, 3600000, &c->metrics_stale_ms, 0},
+        {"health.temperature_stale_ms", 100, 86400000, &c->temperature_stale_ms, 0},
+        {"wake.max_wait_ms", 100, 600000, &c->wake_max_wait_ms, 0},
+        {"wake.no_health_wait_ms", 100, 600000, &c->wake_no_health_wait_ms, 0},
+        {"wake.poll_ms", 10, 10000, &c->wake_poll_ms, 0},
+        {"wake.call_timeout_ms", 50, 600000, &c->wake_call_timeout_ms, 0},
+        {"wake.retry_after_s", 1, 3600, &c->wake_retry_after_s, 0},
+        {"wake.node_retry_after_s", 1, 3600, &c->wake_node_retry_after_s, 0},
+        {"admin.session_ttl_s", 1, 2592000, &c->admin_session_ttl_s, 0},
+        {"admin.max_body_bytes", 1024, 1LL << 30, &c->admin_max_body_bytes, 1},
+        {"admin.login_max_failures", 1, 1000000, &c->admin_login_max_failures, 0},
+        {"admin.login_window_s", 1, 86400, &c->admin_login_window_s, 0},
+        {"admin.login_lockout_s", 1, 86400, &c->admin_login_lockout_s, 0},
+        {"admin.endpoint_test_timeout_ms", 100, 600000, &c->admin_test_timeout_ms, 0},
+        {"keys.default_max_output", 1, 10000000, &c->default_max_output, 1},
+        {"keys.db_connections", 1, 64, &c->db_connections, 0},
+        {"idempotency.ttl_minutes", 1, 1440, &c->idem_ttl_minutes, 0},
+        {"idempotency.max_records", 1, 100000000, &c->idem_max_records, 0},
+        {"idempotency.max_bytes", 0, 1LL << 40, &c->idem_max_bytes, 1},
+        {"idempotency.max_record_bytes", 0, 1LL << 32, &c->idem_max_record_bytes, 1},
+        {"auth.fail_limit", 1, 1000000, &c->auth_fail_limit, 0},
+        {"affinity.max_entries", 64, 100000, &c->affinity_max_entries, 0},
+        {"affinity.abs_margin", 0, 1000000, &c->affinity_abs_margin, 0},
+        {"affinity.rel_margin_pct", 100, 100000, &c->affinity_rel_margin_pct, 0},
+        {"auth.fail_window_ms", 1000, 3600000, &c->auth_fail_window_ms, 0},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (conf_int(&cf, path, ints[i].name, ints[i].min, ints[i].max, ints[i].dst, ints[i].is64))

@@ -28,6 +28,40 @@ struct conf {
     int usage_flush_ms;          /* usage.flush_ms: batched writer interval (200) */
     int usage_batch_max;         /* usage.batch_max: most events per transaction (500) */
     int usage_queue_max;         /* usage.queue_max: events held in memory before blocking (100000) */
+    int64_t default_max_output;  /* keys.default_max_output: tokens pre-deducted when max_tokens is absent (1024) */
+    int db_connections;          /* keys.db_connections: SQLite connections per responder for quotas (4) */
+    int idem_ttl_minutes;        /* idempotency.ttl_minutes: record lifetime, 1-1440 (10; SLUICE_IDEMPOTENCY_TTL_MINUTES) */
+    int idem_max_records;        /* idempotency.max_records: records kept at most (100000) */
+    int64_t idem_max_bytes;      /* idempotency.max_bytes: stored responses at most (256 MiB) */
+    int64_t idem_max_record_bytes; /* idempotency.max_record_bytes: one stored response at most (8 MiB) */
+    int affinity_max_entries;    /* affinity.max_entries: pool-wide session mappings (100000) */
+    int affinity_abs_margin;     /* affinity.abs_margin: R-AFF-3 ABS margin on the load signal (4) */
+    int affinity_rel_margin_pct; /* affinity.rel_margin_pct: R-AFF-3 REL margin in percent (150 = 1.5x) */
+    int auth_fail_limit;         /* auth.fail_limit: failures per client address before 429 (20) */
+    int auth_fail_window_ms;     /* auth.fail_window_ms: the window those failures count in (60000) */
+    /* sluice-healthd (SPEC §8) and what the data plane reads of its results */
+    char health_log_file[512];   /* health.log_file: sluice-healthd's diagnostics ("-" = stderr) */
+    int health_round_ms;         /* health.round_ms: one probe round every (5000) */
+    int health_timeout_ms;       /* health.timeout_ms: per probe and scrape (2000) */
+    int health_run_s;            /* health.run_seconds: a cron-started healthd starts no round this long after its start (60) */
+    int health_lock_wait_ms;     /* health.lock_wait_ms: wait for a previous instance's lock (10000) */
+    int health_scrape_parallel;  /* health.scrape_parallel: engine metrics scrapes at once (10) */
+    int metrics_stale_ms;        /* health.metrics_stale_ms: older engine metrics count as none (15000) */
+    int temperature_stale_ms;    /* health.temperature_stale_ms: older GPU temperatures count as none (60000) */
+    /* lazy wake (SPEC §9) */
+    int wake_max_wait_ms;        /* wake.max_wait_ms: longest wait for readiness (60000) */
+    int wake_no_health_wait_ms;  /* wake.no_health_wait_ms: the wait when health checks are off (30000) */
+    int wake_poll_ms;            /* wake.poll_ms: readiness poll interval (250) */
+    int wake_call_timeout_ms;    /* wake.call_timeout_ms: the wake call itself (5000) */
+    int wake_retry_after_s;      /* wake.retry_after_s: Retry-After of service_waking (30) */
+    int wake_node_retry_after_s; /* wake.node_retry_after_s: Retry-After of the node codes (60) */
+    /* the management API, sluice-admin.cgi (SPEC §20) */
+    int admin_session_ttl_s;     /* admin.session_ttl_s: a login session lives this long (43200) */
+    int64_t admin_max_body_bytes; /* admin.max_body_bytes: API request body limit -> 413 (1 MiB) */
+    int admin_login_max_failures; /* admin.login_max_failures: failed logins per user name before 429 (5; x10 per address) */
+    int admin_login_window_s;    /* admin.login_window_s: the window those failures count in (300) */
+    int admin_login_lockout_s;   /* admin.login_lockout_s: how long a name or address then waits (60) */
+    int admin_test_timeout_ms;   /* admin.endpoint_test_timeout_ms: POST /endpoints/{id}/test timeout (60000) */
 };
 
 void conf_defaults(struct conf *c);

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static uint64_t proc_start_time(int pid)
+uint64_t shm_proc_start_time(int pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
@@ -37,11 +37,11 @@ static uint64_t proc_start_time(int pid)
     return strtoull(p, NULL, 10);
 }
 
-static int proc_alive(int pid, uint64_t start_time)
+int shm_proc_alive(int pid, uint64_t start_time)
 {
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return 0;
-    uint64_t now_start = proc_start_time(pid);
+    uint64_t now_start = shm_proc_start_time(pid);
     return now_start == 0 || now_start == start_time;
 }
 
@@ -53,6 +53,8 @@ static int shm_init_region(struct shm_region *r)
     pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
     pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
     int rc = pthread_mutex_init(&r->lock, &a);
+    if (rc == 0)
+        rc = pthread_mutex_init(&r->affinity.lock, &a);
     pthread_mutexattr_destroy(&a);
     if (rc != 0)
         return -1;
@@ -141,7 +143,7 @@ int shm_reap(struct shm *s)
         int pid = atomic_load(&p->pid);
         if (pid == 0 || i == s->row)
             continue;
-        if (!proc_alive(pid, atomic_load(&p->start_time))) {
+        if (!shm_proc_alive(pid, atomic_load(&p->start_time))) {
             if (shm_lock(s) != 0)
                 continue;
             if (atomic_load(&p->pid) == pid) {
@@ -166,7 +168,7 @@ int shm_register(struct shm *s)
         if (atomic_load(&p->pid) != 0)
             continue;
         shm_clear_row(p);
-        atomic_store(&p->start_time, proc_start_time(me));
+        atomic_store(&p->start_time, shm_proc_start_time(me));
         atomic_store(&p->pid, me);
         s->row = i;
         if (atomic_load(&s->r->rows_hi) <= i)

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x534c434553544154ULL /* "SLCESTAT" */
-#define SHM_VERSION 2
+#define SHM_VERSION 3
 #define SHM_MAX_PROCS 128
 #define SHM_MAX_REPLICAS 4096
 #define SHM_MAX_ENDPOINTS 1024
@@ -26,6 +26,18 @@
 
 enum circuit_state { CIRCUIT_CLOSED, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN };
 
+/* shm_replica.removed (R-HC-2). A fresh state file holds SHM_RM_UNKNOWN, so
+ * after a restart the snapshot's `healthy` column (the database) decides. */
+enum shm_removed {
+    SHM_RM_UNKNOWN = 0,     /* no word from sluice-healthd: the snapshot decides */
+    SHM_RM_REMOVED = 1,     /* taken out by sluice-healthd */
+    SHM_RM_IN_SERVICE = 2,  /* in service per sluice-healthd */
+    SHM_RM_DATA_OK = 3,     /* was removed; a real request succeeded; healthd records the recovery */
+};
+
+/* R-WAKE-3: shm_endpoint.wake_state. */
+enum shm_wake { SHM_WAKE_IDLE = 0, SHM_WAKE_WAKING = 1, SHM_WAKE_FAILED = 2 };
+
 /* R-HC-5 state of one replica, shared by the pool. */
 struct shm_replica {
     _Atomic int64_t id;               /* replica id owning the slot, 0 = free */
@@ -34,20 +46,23 @@ struct shm_replica {
     _Atomic int failures;             /* consecutive proxy failures */
     _Atomic int circuit;              /* enum circuit_state */
     _Atomic int trials;               /* half-open trial requests handed out */
-    _Atomic int removed;              /* R-HC-2: taken out by sluice-healthd */
+    /* R-HC-2: enum shm_removed; sluice-healthd's view, ahead of the database. */
+    _Atomic int removed;
     /* R-LB-2, R-HC-6: engine metrics written by sluice-healthd's scraper. */
     _Atomic int64_t metrics_ms;       /* when scraped (wall clock ms), 0 = never */
     _Atomic int32_t waiting;          /* vllm:num_requests_waiting */
     _Atomic int32_t running;          /* vllm:num_requests_running */
     _Atomic int32_t kv_permille;      /* 1000 x vllm:kv_cache_usage_perc */
-    int32_t pad_;
+    /* R-WAKE-1: 1 once the data plane woke this sleeping replica and saw it
+     * ready; sluice-healthd then records state=running and clears it. */
+    _Atomic int32_t awake;
 };
 
 struct shm_endpoint {
     _Atomic int64_t id;
     _Atomic uint64_t rr;              /* round-robin position, pool-wide */
     _Atomic int64_t wake_started_ms;  /* R-WAKE-3: one wake for many requests; 0 = none */
-    _Atomic int wake_state;           /* 0 idle, 1 waking, 2 failed */
+    _Atomic int wake_state;           /* enum shm_wake */
     int pad_;
 };
 
@@ -72,6 +87,34 @@ struct shm_key {
     int64_t tpm_limit;                /* the limit the level was computed for */
     int32_t initialised;
     int32_t pad2_;
+};
+
+/* R-AFF-4: one mapping of the pool-wide affinity table (SHA-256 of the scoped
+ * session key -> replica). */
+struct shm_aff_entry {
+    unsigned char hash[32];
+    int64_t replica_id;               /* 0 = never used */
+    int64_t last_used_ms;
+};
+
+#define SHM_AFF_SLOTS 100000          /* R-AFF-4: at most 100 000 entries */
+#define SHM_AFF_OUTCOMES 4            /* hit, miss, overload, stale */
+#define SHM_AFF_LEVELS 5              /* header, prompt_cache_key, user, l2, l1 */
+#define SHM_AUTO_OUTCOMES 4           /* routed, degraded, failed, no_candidates */
+#define SHM_AUTO_STRATEGIES 4         /* balanced, cost, latency, semantic */
+
+struct shm_affinity {
+    pthread_mutex_t lock;             /* robust; guards entries */
+    int32_t initialised;
+    int32_t pad_;
+    _Atomic uint64_t outcomes[SHM_AFF_OUTCOMES][SHM_AFF_LEVELS];   /* R-AFF-6 */
+    struct shm_aff_entry entries[SHM_AFF_SLOTS];
+};
+
+/* R-AUTO-4/6: observed time to first token per endpoint slot, and outcomes. */
+struct shm_routing {
+    _Atomic int64_t ttft_ewma_us[SHM_MAX_ENDPOINTS];   /* 0 = no sample yet */
+    _Atomic uint64_t auto_outcomes[SHM_AUTO_OUTCOMES][SHM_AUTO_STRATEGIES];
 };
 
 /* R-SEC-6: authentication failures per client address (hash of it). */
@@ -101,6 +144,8 @@ struct shm_region {
     struct shm_node nodes[SHM_MAX_NODES];
     struct shm_key keys[SHM_MAX_KEYS];
     struct shm_client clients[SHM_MAX_CLIENTS];
+    struct shm_affinity affinity;
+    struct shm_routing routing;
     struct shm_proc procs[SHM_MAX_PROCS];
 };
 
@@ -125,6 +170,11 @@ int shm_key_slot(struct shm *s, int64_t key_id);   /* initialises the key's mute
 
 void shm_active_add(struct shm *s, int slot, int delta);
 int shm_active_sum(const struct shm *s, int slot);   /* over live rows */
+
+/* Is pid still the process that started at start_time (/proc field 22)? A pid
+ * that cannot be checked counts as alive. */
+int shm_proc_alive(int pid, uint64_t start_time);
+uint64_t shm_proc_start_time(int pid);
 
 int shm_lock(struct shm *s);
 void shm_unlock(struct shm *s);

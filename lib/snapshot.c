@@ -120,6 +120,38 @@ static void endpoint_row(struct snapshot *s, sqlite3_stmt *st, int i)
     e->first_replica = 0;
     e->n_replicas = 0;
     e->slot = -1;
+    e->health_path = col_str(&s->mem, st, 11);
+    e->health_check = sqlite3_column_int(st, 12);
+    e->start_period_seconds = sqlite3_column_int(st, 13);
+    const char *wake = col_str(&s->mem, st, 14);
+    e->wake_url = wake && *wake ? wake : NULL;
+}
+
+static int node_index(const struct snapshot *s, int64_t id)
+{
+    int lo = 0, hi = s->n_nodes - 1;   /* nodes are ordered by id */
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (s->nodes[mid].id == id)
+            return mid;
+        if (s->nodes[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+static void node_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_node *n = &s->nodes[i];
+    n->id = sqlite3_column_int64(st, 0);
+    n->name = col_str(&s->mem, st, 1);
+    const char *status = (const char *)sqlite3_column_text(st, 2);
+    n->status = status && strcmp(status, "offline") == 0    ? NODE_OFFLINE
+                : status && strcmp(status, "borrowed") == 0 ? NODE_BORROWED
+                                                            : NODE_ONLINE;
+    n->slot = -1;
 }
 
 static void replica_row(struct snapshot *s, sqlite3_stmt *st, int i)
@@ -141,6 +173,7 @@ static void replica_row(struct snapshot *s, sqlite3_stmt *st, int i)
                                                       : REPLICA_DISABLED;
     r->healthy = sqlite3_column_int(st, 7);
     r->slot = -1;
+    r->node = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : node_index(s, sqlite3_column_int64(st, 8));
 }
 
 static void route_row(struct snapshot *s, sqlite3_stmt *st, int i)
@@ -213,6 +246,12 @@ static void setting_row(struct snapshot *s, sqlite3_stmt *st, int i)
             s->internal_fields[s->n_internal_fields++] = t;
     } else if (strcmp(k, "response_model") == 0) {
         s->rewrite_response_model = strcmp(v, "upstream") != 0;
+    } else if (strcmp(k, "gpu_temperature_threshold") == 0) {
+        /* R-LB-6: degrees Celsius, decimals allowed; unparsable keeps the default. */
+        char *end = NULL;
+        double c = strtod(v, &end);
+        if (end != v && *end == '\0' && c > 0 && c < 1000)
+            s->gpu_temp_threshold_deci = (int)(c * 10 + 0.5);
     }
 }
 
@@ -221,30 +260,39 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     struct snapshot *s = xcalloc(1, sizeof *s);
     arena_init(&s->mem);
     s->rewrite_response_model = 1;
+    s->gpu_temp_threshold_deci = 850;
     int n;
-    if (db_begin_read(db) != 0)
+    if (db_begin_read(db) != 0) {
+        log_error("snapshot: cannot begin a read: %s", sqlite3_errmsg(db));
         goto fail;
+    }
     s->version = snapshot_db_version(db);
     int64_t nt = count(db, "SELECT count(*) FROM tenants");
     int64_t ne = count(db, "SELECT count(*) FROM endpoints");
     int64_t nr = count(db, "SELECT count(*) FROM replicas");
     int64_t nro = count(db, "SELECT count(*) FROM routes WHERE status = 'active'");
+    int64_t nn = count(db, "SELECT count(*) FROM nodes");
     int64_t nk = count(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL") +
                  count(db, "SELECT count(*) FROM endpoints WHERE key_hash IS NOT NULL");
-    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0)
+    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0) {
+        log_error("snapshot: cannot count the configuration: %s", sqlite3_errmsg(db));
         goto fail_read;
+    }
     s->tenants = arena_alloc(&s->mem, sizeof *s->tenants * (size_t)(nt + 1));
     s->endpoints = arena_alloc(&s->mem, sizeof *s->endpoints * (size_t)(ne + 1));
     s->replicas = arena_alloc(&s->mem, sizeof *s->replicas * (size_t)(nr + 1));
     s->routes = arena_alloc(&s->mem, sizeof *s->routes * (size_t)(nro + 1));
     s->keys = arena_alloc(&s->mem, sizeof *s->keys * (size_t)(nk + 1));
+    s->nodes = arena_alloc(&s->mem, sizeof *s->nodes * (size_t)(nn + 1));
     if (each_row(db, "SELECT id, name FROM tenants ORDER BY id", tenant_row, s, &s->n_tenants) ||
         each_row(db,
                  "SELECT id, tenant_id, name, algorithm, protocol, affinity, connect_timeout_ms,"
-                 " first_byte_timeout_ms, idle_timeout_ms, stream_guard, upstream_auth"
+                 " first_byte_timeout_ms, idle_timeout_ms, stream_guard, upstream_auth,"
+                 " health_path, health_check, start_period_seconds, wake_url"
                  " FROM endpoints ORDER BY id", endpoint_row, s, &s->n_endpoints) ||
+        each_row(db, "SELECT id, name, status FROM nodes ORDER BY id", node_row, s, &s->n_nodes) ||
         each_row(db,
-                 "SELECT id, endpoint_id, url, engine, weight, max_concurrency, state, healthy"
+                 "SELECT id, endpoint_id, url, engine, weight, max_concurrency, state, healthy, node_id"
                  " FROM replicas ORDER BY endpoint_id, id", replica_row, s, &s->n_replicas) ||
         each_row(db,
                  "SELECT id, tenant_id, model, endpoint_id, priority, weight, target_model, created_at"
@@ -274,6 +322,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     }
     for (int i = 0; shm && i < s->n_endpoints; i++)
         s->endpoints[i].slot = shm_endpoint_slot(shm, s->endpoints[i].id);
+    for (int i = 0; shm && i < s->n_nodes; i++)
+        s->nodes[i].slot = shm_node_slot(shm, s->nodes[i].id);
     qsort(s->keys, (size_t)s->n_keys, sizeof *s->keys, key_cmp);
     for (int i = 0; shm && i < s->n_keys; i++)
         if (s->keys[i].has_limits)

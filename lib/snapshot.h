@@ -18,10 +18,19 @@ enum lb_algorithm { LB_ROUND_ROBIN, LB_RANDOM, LB_LEAST_CONNECTIONS, LB_ENGINE_A
 enum upstream_protocol { PROTO_OPENAI, PROTO_ANTHROPIC };
 enum replica_state { REPLICA_RUNNING, REPLICA_SLEEPING, REPLICA_DISABLED };
 enum role { ROLE_NONE, ROLE_MEMBER, ROLE_ADMIN, ROLE_OPERATOR };
+enum node_status { NODE_ONLINE, NODE_OFFLINE, NODE_BORROWED };
 
 struct snap_tenant {
     int64_t id;
     const char *name;
+};
+
+/* A GPU host (R-HC-7, R-WAKE-2); its live temperature is in the shared state. */
+struct snap_node {
+    int64_t id;
+    const char *name;
+    enum node_status status;
+    int slot;                     /* shared-state node slot, -1 if none */
 };
 
 struct snap_replica {
@@ -33,6 +42,7 @@ struct snap_replica {
     enum replica_state state;
     int healthy;                  /* 0 once sluice-healthd removed it (R-HC-2) */
     int slot;                     /* shared-state slot, -1 if none */
+    int node;                     /* index into nodes, -1 = no node */
 };
 
 struct snap_endpoint {
@@ -45,6 +55,10 @@ struct snap_endpoint {
     const char *upstream_auth;    /* secret: never logged or returned */
     int first_replica, n_replicas; /* range in replicas[] */
     int slot;                     /* shared-state endpoint slot */
+    const char *health_path;      /* R-HC-1, also the readiness check after a wake */
+    int health_check;             /* 0: not probed (R-WAKE-1 waits 30 s then) */
+    int start_period_seconds;     /* R-HC-3 start grace, R-WAKE-1 wait bound */
+    const char *wake_url;         /* R-WAKE-1: POSTed instead of each replica's /wake_up; NULL = none */
 };
 
 struct snap_route {
@@ -78,6 +92,8 @@ struct snapshot {
     struct snap_replica *replicas; int n_replicas;     /* grouped by endpoint */
     struct snap_route *routes; int n_routes;           /* active only, by (tenant, model, priority, id) */
     struct snap_key *keys; int n_keys;                 /* live keys, sorted by hash */
+    struct snap_node *nodes; int n_nodes;              /* by id */
+    int gpu_temp_threshold_deci;                       /* R-LB-6: settings.gpu_temperature_threshold x 10 (850) */
     const char **internal_fields; int n_internal_fields; /* settings.internal_fields */
     int rewrite_response_model;                        /* settings.response_model: client|upstream */
     struct arena mem;                                   /* every string above */

@@ -15,6 +15,13 @@
  *      through the gateway untouched because it sits inside the prompt.
  * GET /_fake/stats then tells the test what this upstream saw.
  *
+ * vLLM sleep mode (R-WAKE): POST /sleep puts the model to sleep; POST /wake_up
+ * answers at once and the model is awake delay_ms later (POST /_fake/sleep-config
+ * "delay_ms=N sleeping=0|1"); GET /is_sleeping says which. While asleep /health
+ * and data requests answer 503. A DCGM exporter stand-in (R-HC-7): GET
+ * /dcgm/metrics serves DCGM_FI_DEV_GPU_TEMP per GPU as set by POST /_fake/dcgm
+ * "temps=64/90/blank" ("blank" is DCGM's int64 no-data sentinel).
+ *
  * Request classes (they decide what is counted):
  *   data     /v1/..., /echo..., unknown paths: directives apply, counted in stats;
  *   probe    GET /health, GET /metrics: no directives, counted only as "probes",
@@ -392,10 +399,15 @@ static struct {
     bool legacy;
     bool has_last;
     struct buf last_head, last_body;   /* raw copy of the last data request */
+    bool sleeping;                 /* vLLM sleep mode */
+    long long wake_at_ms;          /* sleeping: awake from this monotonic time, 0 = not waking */
+    int wake_delay_ms;             /* /wake_up takes this long */
+    int n_gpus;
+    long long gpu_temps[16];       /* DCGM stand-in readings; < 0 = blank sentinel */
 } G = { .mu = PTHREAD_MUTEX_INITIALIZER, .running = -1 };
 
 static struct {
-    atomic_long requests, inflight, max_inflight, completed, aborted, died, probes;
+    atomic_long requests, inflight, max_inflight, completed, aborted, died, probes, wake_ups;
     atomic_ulong seq;              /* completion ids */
 } S;
 
@@ -1408,10 +1420,73 @@ static enum outcome route_echo(struct conn *c, const struct behavior *b)
 
 /* ---- probes ---- */
 
+static long long mono_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Asleep right now? A wake in progress ends on its own time. */
+static bool fake_sleeping(void)
+{
+    pthread_mutex_lock(&G.mu);
+    if (G.sleeping && G.wake_at_ms && mono_now_ms() >= G.wake_at_ms)
+        G.sleeping = false;
+    bool s = G.sleeping;
+    pthread_mutex_unlock(&G.mu);
+    return s;
+}
+
 static enum outcome route_health(struct conn *c, const struct behavior *b)
 {
     c->rbody.len = 0;
-    return reply_send(c, b, atomic_load(&G.health_off) ? 503 : 200, NULL);
+    return reply_send(c, b, atomic_load(&G.health_off) || fake_sleeping() ? 503 : 200, NULL);
+}
+
+/* ---- vLLM sleep mode ---- */
+
+static enum outcome route_sleep(struct conn *c, const struct behavior *b)
+{
+    (void)b;
+    pthread_mutex_lock(&G.mu);
+    G.sleeping = true;
+    G.wake_at_ms = 0;
+    pthread_mutex_unlock(&G.mu);
+    return reply_ok(c);
+}
+
+static enum outcome route_wake_up(struct conn *c, const struct behavior *b)
+{
+    (void)b;
+    atomic_fetch_add(&S.wake_ups, 1);
+    pthread_mutex_lock(&G.mu);
+    if (G.sleeping && !G.wake_at_ms)
+        G.wake_at_ms = mono_now_ms() + (G.wake_delay_ms > 0 ? G.wake_delay_ms : 0);
+    pthread_mutex_unlock(&G.mu);
+    return reply_ok(c);
+}
+
+static enum outcome route_is_sleeping(struct conn *c, const struct behavior *b)
+{
+    c->rbody.len = 0;
+    buf_printf(&c->rbody, "{\"is_sleeping\":%s}", fake_sleeping() ? "true" : "false");
+    return reply_send(c, b, 200, CT_JSON);
+}
+
+/* ---- DCGM exporter stand-in ---- */
+
+static enum outcome route_dcgm(struct conn *c, const struct behavior *b)
+{
+    struct buf *o = &c->rbody;
+    o->len = 0;
+    buf_adds(o, "# HELP DCGM_FI_DEV_GPU_TEMP GPU temperature (in C).\n# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n");
+    pthread_mutex_lock(&G.mu);
+    for (int i = 0; i < G.n_gpus; i++)
+        buf_printf(o, "DCGM_FI_DEV_GPU_TEMP{gpu=\"%d\",UUID=\"GPU-fake-%d\",device=\"nvidia%d\",Hostname=\"%s\"} %lld\n",
+                   i, i, i, G.name, G.gpu_temps[i] < 0 ? 9223372036854775794LL : G.gpu_temps[i]);
+    pthread_mutex_unlock(&G.mu);
+    return reply_send(c, b, 200, "text/plain; version=0.0.4; charset=utf-8");
 }
 
 /* Prometheus text: integers still print as "3.0", as vLLM's client library does. */
@@ -1474,6 +1549,11 @@ static enum outcome ctl_reset(struct conn *c, const struct behavior *b)
 {
     (void)b;
     pthread_mutex_lock(&G.mu);
+    G.sleeping = false;
+    G.wake_at_ms = 0;
+    G.wake_delay_ms = 0;
+    G.n_gpus = 0;
+    atomic_store(&S.wake_ups, 0);
     atomic_store(&G.has_dflt, false);
     atomic_store(&G.health_off, false);
     G.waiting = 0;
@@ -1520,6 +1600,68 @@ static void metrics_set(void *arg, const char *k, size_t kn, const char *v, size
         *bad = true;
 }
 
+/* Called with G.mu held. */
+static void sleep_config_set(void *arg, const char *k, size_t kn, const char *v, size_t vn)
+{
+    long l;
+    bool *bad = arg;
+    if (mem_is(k, kn, "delay_ms") && parse_long(v, vn, &l) == 0 && l >= 0 && l <= 3600000)
+        G.wake_delay_ms = (int)l;
+    else if (mem_is(k, kn, "sleeping") && parse_long(v, vn, &l) == 0 && (l == 0 || l == 1)) {
+        G.sleeping = l == 1;
+        G.wake_at_ms = 0;
+    } else
+        *bad = true;
+}
+
+static enum outcome ctl_sleep_config(struct conn *c, const struct behavior *b)
+{
+    (void)b;
+    bool bad = false;
+    pthread_mutex_lock(&G.mu);
+    kv_each(c->req.body, c->req.blen, sleep_config_set, &bad);
+    pthread_mutex_unlock(&G.mu);
+    if (bad)
+        return reply_error(c, &BEHAVIOR_DEFAULT, 400, "expected delay_ms=N sleeping=0|1");
+    return reply_ok(c);
+}
+
+/* "temps=64/90/blank": one reading per GPU ("," already separates directives). Called with G.mu held. */
+static void dcgm_set(void *arg, const char *k, size_t kn, const char *v, size_t vn)
+{
+    bool *bad = arg;
+    if (!mem_is(k, kn, "temps")) {
+        *bad = true;
+        return;
+    }
+    G.n_gpus = 0;
+    for (size_t i = 0; i < vn && G.n_gpus < (int)ARRAY_LEN(G.gpu_temps);) {
+        size_t j = i;
+        while (j < vn && v[j] != '/')
+            j++;
+        long t;
+        if (mem_is(v + i, j - i, "blank"))
+            G.gpu_temps[G.n_gpus++] = -1;
+        else if (parse_long(v + i, j - i, &t) == 0 && t >= 0 && t <= 200)
+            G.gpu_temps[G.n_gpus++] = t;
+        else
+            *bad = true;
+        i = j + 1;
+    }
+}
+
+static enum outcome ctl_dcgm(struct conn *c, const struct behavior *b)
+{
+    (void)b;
+    bool bad = false;
+    pthread_mutex_lock(&G.mu);
+    kv_each(c->req.body, c->req.blen, dcgm_set, &bad);
+    pthread_mutex_unlock(&G.mu);
+    if (bad)
+        return reply_error(c, &BEHAVIOR_DEFAULT, 400, "expected temps=N/N/blank");
+    return reply_ok(c);
+}
+
 static enum outcome ctl_metrics(struct conn *c, const struct behavior *b)
 {
     (void)b;
@@ -1550,10 +1692,11 @@ static enum outcome ctl_stats(struct conn *c, const struct behavior *b)
     o->len = 0;
     pthread_mutex_lock(&G.mu);
     buf_printf(o, "{\"requests\":%ld,\"inflight\":%ld,\"max_inflight\":%ld,\"completed\":%ld,"
-               "\"aborted\":%ld,\"died\":%ld,\"probes\":%ld,\"last\":",
+               "\"aborted\":%ld,\"died\":%ld,\"probes\":%ld,\"wake_ups\":%ld,\"sleeping\":%s,\"last\":",
                atomic_load(&S.requests), atomic_load(&S.inflight), atomic_load(&S.max_inflight),
                atomic_load(&S.completed), atomic_load(&S.aborted), atomic_load(&S.died),
-               atomic_load(&S.probes));
+               atomic_load(&S.probes), atomic_load(&S.wake_ups),
+               G.sleeping && !(G.wake_at_ms && mono_now_ms() >= G.wake_at_ms) ? "true" : "false");
     stats_last_json(o);
     pthread_mutex_unlock(&G.mu);
     buf_add(o, "}", 1);
@@ -1590,6 +1733,12 @@ static const struct route {
     { "/_fake/stats", false, "GET", ROUTE_CONTROL, ctl_stats },
     { "/_fake/health", false, "POST", ROUTE_CONTROL, ctl_health },
     { "/_fake/metrics", false, "POST", ROUTE_CONTROL, ctl_metrics },
+    { "/sleep", false, "POST", ROUTE_CONTROL, route_sleep },
+    { "/wake_up", false, "POST", ROUTE_CONTROL, route_wake_up },
+    { "/is_sleeping", false, "GET", ROUTE_PROBE, route_is_sleeping },
+    { "/_fake/sleep-config", false, "POST", ROUTE_CONTROL, ctl_sleep_config },
+    { "/dcgm/metrics", false, "GET", ROUTE_PROBE, route_dcgm },
+    { "/_fake/dcgm", false, "POST", ROUTE_CONTROL, ctl_dcgm },
 };
 
 static const struct route *route_find(const struct request *r, bool *method_ok)
@@ -1658,6 +1807,8 @@ static enum outcome data_run(struct conn *c, const struct route *rt, bool method
         return OUT_ABORTED;
     if (b->status && b->status != 200)
         return reply_error(c, b, b->status, NULL);
+    if (fake_sleeping())
+        return reply_error(c, b, 503, "the model is sleeping (POST /wake_up)");
     if (!rt || !method_ok) {
         char msg[300];
         snprintf(msg, sizeof msg, "%s: %.*s %.*s", rt ? "method not allowed" : "no such route",

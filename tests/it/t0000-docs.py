@@ -16,7 +16,7 @@ def read(path):
 def test_every_error_code_is_in_the_readme_table():
     """R-API-2: a table of every code in the README, with the status the code uses."""
     readme = read("README.md")
-    rows = re.findall(r'\{"([a-z_]+)", (\d{3}), "([a-z_]+)", (\d), (\d),', read("fcgi/errors.c"))
+    rows = re.findall(r'\{"([A-Za-z_]+)", (\d{3}), "([a-z_]+)", (\d), (\d),', read("fcgi/errors.c"))
     assert len(rows) > 10, rows
     for code, status, typ, no_retry, retry_after in rows:
         m = re.search(r"^\| `%s` \| (\d{3}) \| (\w+) \| (yes)? *\| (yes)? *\|" % code, readme, re.M)

@@ -30,8 +30,11 @@ def main():
         key = setup_tenant(gw, "acme", "alice")
         add_endpoint(gw, "ep1", "acme", [fake])
         gw.ctl("route", "add", "m", "ep1", "--tenant", "acme")
+        # A key with a daily limit of 1 call, for the SDK's view of sluice's own 429 (R-KEY-2).
+        limited = gw.ctl("key", "add", "--user", "alice", "--daily", 1)["key"]
         gw.start()
         sys.stdout.write(json.dumps({"base_url": "http://127.0.0.1:%d/v1" % gw.port, "key": key,
+                                     "limited_key": limited,
                                      "fake_port": fake.port, "gw_dir": gw.dir}) + "\n")
         sys.stdout.flush()
         # Wait for EOF on stdin: the runner closes it when the tests are done (or dies).

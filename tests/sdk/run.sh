@@ -41,8 +41,8 @@ line=
 read -r -t 60 line <&"$env_out" || true
 [ -n "$line" ] || fail "the environment did not start (see stderr above)"
 json_get() { printf '%s' "$line" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-export SLUICE_BASE_URL SLUICE_KEY SLUICE_FAKE_PORT
-SLUICE_BASE_URL=$(json_get base_url) SLUICE_KEY=$(json_get key) SLUICE_FAKE_PORT=$(json_get fake_port) \
+export SLUICE_BASE_URL SLUICE_KEY SLUICE_FAKE_PORT SLUICE_LIMITED_KEY
+SLUICE_BASE_URL=$(json_get base_url) SLUICE_KEY=$(json_get key) SLUICE_LIMITED_KEY=$(json_get limited_key) SLUICE_FAKE_PORT=$(json_get fake_port) \
   || fail "bad environment line: $line"
 echo "# environment: $SLUICE_BASE_URL (stand-in port $SLUICE_FAKE_PORT, logs $(json_get gw_dir))"
 

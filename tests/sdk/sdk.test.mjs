@@ -299,6 +299,24 @@ test('R-API-1 R-HC-8 upstream 429 passes through -> RateLimitError, Retry-After 
   assert.equal(up.last.headers['x-fake-behavior'], 'status=429;retry_after=1', 'per-request header not forwarded');
 });
 
+test('R-KEY-2 sluice\'s own quota refusal -> RateLimitError with the SPEC §12 body, no retry advised', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const limited = new OpenAI({ baseURL: BASE_URL, apiKey: process.env.SLUICE_LIMITED_KEY, maxRetries: 0, timeout: 15000 });
+  // The first call of the day may pass (or may already have been spent by a retried run).
+  try { await limited.chat.completions.create({ model: 'm', messages: MSG }); } catch (e) { /* counted below */ }
+  const e = await mustThrow(() => limited.chat.completions.create({ model: 'm', messages: MSG }), 'daily limit');
+  assert.ok(e instanceof OpenAI.RateLimitError, describeErr(e));
+  assert.equal(e.status, 429);
+  assert.equal(e.error?.code, 'DAILY_LIMIT_EXCEEDED', describeErr(e));
+  assert.equal(e.error?.type, 'rate_limit_error');
+  assert.equal(e.error?.scope, 'per_api_key');
+  assert.equal(e.error?.limit, 1);
+  assert.equal(e.error?.remaining, 0);
+  assert.match(e.error?.reset_at ?? '', /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  assert.equal(header(e.headers, 'x-should-retry'), 'false');
+  assert.ok(header(e.headers, 'x-quota-reset'), 'no X-Quota-Reset');
+  assert.ok(Number(header(e.headers, 'retry-after')) >= 1, 'no Retry-After');
+});
+
 // ---- mid-stream failure ----
 
 test('R-SSE-4 upstream dies mid-stream -> the SDK stream throws APIError after the first chunks', { timeout: TEST_TIMEOUT_MS }, async () => {

@@ -20,15 +20,20 @@ static int type_known(const char *t)
     return 0;
 }
 
-/* Does the code look like an identifier: [a-z0-9_]+ ? */
+/* Does the code look like an identifier: [a-z0-9_]+, or all upper case
+ * [A-Z0-9_]+ as SPEC §12-13 spells the key-limit and idempotency codes? */
 static int code_ok(const char *c)
 {
     if (!c || !*c)
         return 0;
-    for (; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_'))
+    int lower = 0, upper = 0;
+    for (; *c; c++) {
+        lower |= *c >= 'a' && *c <= 'z';
+        upper |= *c >= 'A' && *c <= 'Z';
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_'))
             return 0;
-    return 1;
+    }
+    return !(lower && upper);
 }
 
 /* Lookups: each code the rest of sluice uses maps to its own status (R-API-2). */

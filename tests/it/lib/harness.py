@@ -18,9 +18,10 @@ BUILDDIR = os.environ.get("SLUICE_BUILDDIR", os.path.abspath(os.path.join(os.pat
 SRCDIR = os.environ.get("SLUICE_SRCDIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "../../..")))
 OUTDIR = os.environ.get("SLUICE_TEST_OUT", os.path.join(BUILDDIR, "test-output"))
 LIGHTTPD = shutil.which("lighttpd") or "/usr/sbin/lighttpd"
-CTL = os.path.join(BUILDDIR, "admin", "sluicectl")
+CTL = os.environ.get("SLUICE_CTL", os.path.join(BUILDDIR, "admin", "sluicectl"))
 FAKE = os.path.join(BUILDDIR, "tests", "fake", "sluice-fake-upstream")
 FCGI = os.path.join(BUILDDIR, "fcgi", "sluice-fcgi")
+HEALTHD = os.path.join(BUILDDIR, "healthd", "sluice-healthd")
 
 
 def free_port():
@@ -105,6 +106,21 @@ class Fake:
     def health(self, on):
         self._req("POST", "/_fake/health", "on" if on else "off")
 
+    def metrics(self, **kv):
+        """vLLM gauges for /metrics: waiting=N, kv=0.42, running=N, legacy=0|1."""
+        r = self._req("POST", "/_fake/metrics", " ".join("%s=%s" % i for i in kv.items()))
+        assert r.status == 200, r
+
+    def sleep_config(self, **kv):
+        """Sleep mode: delay_ms=N (how long /wake_up takes), sleeping=0|1."""
+        r = self._req("POST", "/_fake/sleep-config", " ".join("%s=%s" % i for i in kv.items()))
+        assert r.status == 200, r
+
+    def dcgm(self, *temps):
+        """DCGM stand-in readings at /dcgm/metrics, one per GPU; None = DCGM's blank sentinel."""
+        r = self._req("POST", "/_fake/dcgm", "temps=" + "/".join("blank" if t is None else str(t) for t in temps))
+        assert r.status == 200, r
+
     def stop(self):
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
@@ -114,6 +130,40 @@ class Fake:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+class Healthd:
+    """sluice-healthd --forever on a Gateway's database and state file (its sluice.conf),
+    with short rounds so tests are fast. Ended by PID."""
+
+    def __init__(self, gw, round_ms=300, timeout_ms=1000):
+        self.gw = gw
+        self.args = [HEALTHD, "-c", gw.conf_path, "--forever", "--round-ms", str(round_ms),
+                     "--timeout-ms", str(timeout_ms)]
+        self.proc = None
+        self.start()
+
+    def start(self):
+        log = open(os.path.join(self.gw.dir, "healthd.out"), "ab")
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=log)
+        return self
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def log_text(self):
+        try:
+            with open(os.path.join(self.gw.dir, "healthd.out")) as f:
+                return f.read()
+        except OSError:
+            return ""
 
 
 class Gateway:
@@ -134,7 +184,11 @@ class Gateway:
             text = f.read()
         text = (text.replace("@STATE_DIR@", self.dir).replace("@PROCS@", str(procs))
                 .replace("@THREADS@", str(threads)).replace("@KEEPALIVE_MS@", str(keepalive_ms)))
-        for k, v in (conf or {}).items():
+        # Tests poll with keys that are not valid yet (or any more): the R-SEC-6
+        # failure budget is lifted unless a test sets the auth group itself.
+        conf = dict(conf or {})
+        conf.setdefault("auth", "key_cache_ms = 30000; fail_limit = 1000000; fail_window_ms = 60000;")
+        for k, v in conf.items():
             lines = text.split("\n")
             for i, line in enumerate(lines):
                 if line.startswith(k + ":") or line.startswith(k + " ="):

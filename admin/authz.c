@@ -1,0 +1,223 @@
+/* authz.c: the management API's rights table and escalation rules (R-ADM-2, R-SEC-5). */
+#include "authz.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *const authz_limit_names[AUTHZ_NLIMITS] = {
+    "qps_limit", "concurrency_limit", "daily_limit", "monthly_quota", "tpm_limit",
+    "monthly_token_quota"};
+
+enum authz_role authz_role_parse(const char *s)
+{
+    if (!s)
+        return AUTHZ_NOBODY;
+    if (strcmp(s, "operator") == 0)
+        return AUTHZ_OPERATOR;
+    if (strcmp(s, "admin") == 0)
+        return AUTHZ_ADMIN;
+    if (strcmp(s, "member") == 0)
+        return AUTHZ_MEMBER;
+    return AUTHZ_NOBODY;
+}
+
+/* How far a role reaches for one (resource, operation). The operator reaches
+ * everything; the table says it for the other two roles. */
+enum authz_scope_kind {
+    SCOPE_NONE,     /* refused */
+    SCOPE_SELF,     /* objects the caller owns (target.user_id == caller) */
+    SCOPE_TENANT,   /* objects of the caller's tenant */
+    SCOPE_ALL,      /* platform-wide objects anyone with the role may see */
+};
+
+/* [resource][operation] = {member, admin}. The rights of SPEC §20 R-ADM-2:
+ * operator everything, admin its own tenant, member its own keys and usage (and
+ * what it needs to use them: its tenant's routes, the model policies). */
+static const struct {
+    unsigned char member, admin;
+} authz_table[AUTHZ_NRES][AUTHZ_NOPS] = {
+    /*                 READ                         CREATE                   UPDATE                       DELETE */
+    [AUTHZ_TENANT] = {{SCOPE_TENANT, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}},
+    [AUTHZ_USER] = {{SCOPE_SELF, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_SELF, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}},
+    [AUTHZ_ENDPOINT] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}},
+    [AUTHZ_ROUTE] = {{SCOPE_TENANT, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}},
+    [AUTHZ_KEY] = {{SCOPE_SELF, SCOPE_TENANT}, {SCOPE_SELF, SCOPE_TENANT}, {SCOPE_SELF, SCOPE_TENANT}, {SCOPE_SELF, SCOPE_TENANT}},
+    [AUTHZ_POLICY] = {{SCOPE_ALL, SCOPE_ALL}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}},
+    [AUTHZ_SETTINGS] = {{SCOPE_NONE, SCOPE_ALL}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}},
+    [AUTHZ_NODE] = {{SCOPE_NONE, SCOPE_ALL}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}},
+    [AUTHZ_USAGE] = {{SCOPE_SELF, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}},
+    [AUTHZ_AUDIT] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}},
+    [AUTHZ_ALERT] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}},
+};
+
+static const char *const authz_res_names[AUTHZ_NRES] = {
+    "tenants", "users", "endpoints", "routes", "keys", "model policies", "settings", "nodes",
+    "usage", "the audit log", "alerts"};
+static const char *const authz_op_names[AUTHZ_NOPS] = {"read", "create", "change", "delete"};
+
+static int deny(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int deny(char *why, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static enum authz_scope_kind authz_reach(const struct authz_actor *a, enum authz_res r,
+                                         enum authz_op op)
+{
+    if (a->role == AUTHZ_OPERATOR)
+        return SCOPE_ALL;
+    if ((int)r < 0 || r >= AUTHZ_NRES || (int)op < 0 || op >= AUTHZ_NOPS)
+        return SCOPE_NONE;
+    if (a->role == AUTHZ_ADMIN)
+        return (enum authz_scope_kind)authz_table[r][op].admin;
+    if (a->role == AUTHZ_MEMBER)
+        return (enum authz_scope_kind)authz_table[r][op].member;
+    return SCOPE_NONE;
+}
+
+int authz_check(const struct authz_actor *a, enum authz_res r, enum authz_op op,
+                const struct authz_target *t, char *why, size_t n)
+{
+    enum authz_scope_kind s = authz_reach(a, r, op);
+    const char *rn = (int)r >= 0 && r < AUTHZ_NRES ? authz_res_names[r] : "this";
+    const char *on = (int)op >= 0 && op < AUTHZ_NOPS ? authz_op_names[op] : "use";
+    switch (s) {
+    case SCOPE_ALL:
+        break;
+    case SCOPE_TENANT:
+        if (t->tenant_id != a->tenant_id)
+            return deny(why, n, "you may not %s %s of another tenant", on, rn);
+        break;
+    case SCOPE_SELF:
+        if (t->user_id != a->user_id)
+            return deny(why, n, "you may only %s your own %s", on, rn);
+        break;
+    case SCOPE_NONE:
+        return deny(why, n, "your role may not %s %s", on, rn);
+    }
+    /* R-SEC-5: nobody but the operator touches an operator's user or keys. */
+    if (a->role != AUTHZ_OPERATOR && op != AUTHZ_READ && t->owner_role > a->role)
+        return deny(why, n, "you may not %s %s of a user with a higher role", on, rn);
+    return 0;
+}
+
+int authz_list(const struct authz_actor *a, enum authz_res r, const struct authz_scope *asked,
+               struct authz_scope *out, char *why, size_t n)
+{
+    *out = *asked;
+    switch (authz_reach(a, r, AUTHZ_READ)) {
+    case SCOPE_ALL:
+        return 0;
+    case SCOPE_TENANT:
+        if (asked->tenant_id && asked->tenant_id != a->tenant_id)
+            return deny(why, n, "you may not read %s of another tenant", authz_res_names[r]);
+        out->tenant_id = a->tenant_id;
+        return 0;
+    case SCOPE_SELF:
+        if ((asked->user_id && asked->user_id != a->user_id) ||
+            (asked->tenant_id && asked->tenant_id != a->tenant_id))
+            return deny(why, n, "you may only read your own %s", authz_res_names[r]);
+        out->tenant_id = a->tenant_id;
+        out->user_id = a->user_id;
+        return 0;
+    case SCOPE_NONE:
+        break;
+    }
+    return deny(why, n, "your role may not read %s", (int)r >= 0 && r < AUTHZ_NRES
+                ? authz_res_names[r] : "this");
+}
+
+int authz_route(const struct authz_actor *a, const struct authz_route_change *c, char *why,
+                size_t n)
+{
+    if (a->role == AUTHZ_OPERATOR)
+        return 0;
+    if (c->priority_set && c->priority < 0)
+        return deny(why, n, "negative priorities are for the operator");
+    if (c->route_tenant_id != a->tenant_id)
+        return deny(why, n, "you may not manage routes of another tenant");
+    if (c->endpoint_tenant_id && c->endpoint_tenant_id != a->tenant_id)
+        return deny(why, n, "a route may only point at your own tenant's endpoints");
+    if (c->model_is_platform && c->route_tenant_id != c->default_tenant_id)
+        return deny(why, n, "the model name is a platform model (tenant default)");
+    return 0;
+}
+
+int authz_user(const struct authz_actor *a, const struct authz_target *t,
+               const struct authz_user_change *c, char *why, size_t n)
+{
+    if (a->role == AUTHZ_OPERATOR)
+        return 0;
+    int creating = t->user_id == 0, self = !creating && t->user_id == a->user_id;
+    if (authz_check(a, AUTHZ_USER, creating ? AUTHZ_CREATE : AUTHZ_UPDATE, t, why, n) != 0)
+        return -1;
+    enum authz_role want = c->new_role ? authz_role_parse(c->new_role) : AUTHZ_NOBODY;
+    /* R-SEC-5: a non-operator never changes its own role, never grants more than it has. */
+    if (c->new_role && !creating && self)
+        return deny(why, n, "you may not change your own role");
+    if (c->new_role && want > a->role)
+        return deny(why, n, "you may not give a role above your own (%s)", c->new_role);
+    if (a->role == AUTHZ_MEMBER && (c->new_role || c->ceiling))
+        return deny(why, n, "members may only change their own password");
+    if (c->ceiling) {
+        if (self)
+            return deny(why, n, "you may not raise your own key ceiling");
+        int over = authz_limits_over(&c->new_ceiling, &a->ceiling, 1);
+        if (over >= 0)
+            return deny(why, n, "%s above your own ceiling", authz_limit_names[over]);
+    }
+    return 0;
+}
+
+int authz_limits_over(const struct authz_limits *a, const struct authz_limits *b, int only_set)
+{
+    for (int i = 0; i < AUTHZ_NLIMITS; i++) {
+        if (only_set && !a->set[i])
+            continue;
+        if (b->v[i] == 0)
+            continue;                       /* no ceiling */
+        if (a->v[i] == 0 || a->v[i] > b->v[i])
+            return i;                       /* unlimited, or above */
+    }
+    return -1;
+}
+
+void authz_limits_min(struct authz_limits *out, const struct authz_limits *a,
+                      const struct authz_limits *b)
+{
+    for (int i = 0; i < AUTHZ_NLIMITS; i++) {
+        int64_t x = a->v[i], y = b->v[i];
+        out->v[i] = x == 0 ? y : y == 0 ? x : x < y ? x : y;
+        out->set[i] = 1;
+    }
+}
+
+int authz_key_limits(const struct authz_actor *a, const struct authz_target *t,
+                     const struct authz_limits *old, const struct authz_limits *want,
+                     char *why, size_t n)
+{
+    if (a->role == AUTHZ_OPERATOR)
+        return 0;
+    /* A new key's unset limits are unlimited: compare every member. */
+    int over = authz_limits_over(want, &a->ceiling, old != NULL);
+    if (over >= 0)
+        return deny(why, n, "%s above your own limits (a key cannot have more than its maker)",
+                    authz_limit_names[over]);
+    if (old && t->user_id == a->user_id) {
+        /* R-SEC-5: nobody raises its own quotas; lowering is fine. */
+        for (int i = 0; i < AUTHZ_NLIMITS; i++) {
+            if (!want->set[i] || want->v[i] == old->v[i])
+                continue;
+            if (old->v[i] != 0 && (want->v[i] == 0 || want->v[i] > old->v[i]))
+                return deny(why, n, "you may not raise %s of your own key",
+                            authz_limit_names[i]);
+        }
+    }
+    return 0;
+}

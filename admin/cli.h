@@ -1,0 +1,76 @@
+/* cli.h: the parsed sluicectl command line and its option helpers, shared by
+ * admin/sluicectl.c (parser, table, output) and admin/sluicectl_more.c (commands). */
+#ifndef SLUICE_CLI_H
+#define SLUICE_CLI_H
+
+#include "ops.h"
+
+#include <json-c/json.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#define CLI_MAX_POS 4
+#define CLI_MAX_OPTS 24
+#define CLI_NAME_MAX 64         /* longest option name */
+#define CLI_PASSWORD_MAX 1024
+
+/* One parsed command line. Strings point into argv. */
+struct cli {
+    const char *db_path;
+    int json;
+    const char *words[2];               /* the command's words */
+    const char *pos[CLI_MAX_POS];       /* positional arguments after them */
+    int npos;
+    struct {
+        char name[CLI_NAME_MAX];        /* without "--" */
+        const char *value;              /* NULL for a flag */
+    } opts[CLI_MAX_OPTS];
+    int nopts;
+};
+
+typedef struct json_object *(*cli_run_fn)(sqlite3 *db, const struct cli *c, struct ops_error *err);
+
+/* The option's value ("" for a flag), or NULL when not given. */
+const char *cli_opt(const struct cli *c, const char *name);
+/* Optional integer / on|off options; -1 with err set when malformed. */
+int cli_num(const struct cli *c, const char *name, struct ops_i64 *out, struct ops_error *err);
+int cli_onoff(const struct cli *c, const char *name, struct ops_i64 *out, struct ops_error *err);
+/* A positive ID argument. */
+int cli_id(const char *s, int64_t *id, struct ops_error *err);
+/* One line from stdin (no echo on a terminal); a heap string, or NULL with err set. */
+char *cli_read_password(struct ops_error *err);
+void cli_free_password(char *pw);
+int cli_key_limits(const struct cli *c, struct ops_key_limits *l, struct ops_error *err);
+
+/* ---- admin/sluicectl_more.c: listings and the commands of the management API ---- */
+#define CLI_LIST_OPTS "tenant= user= endpoint= limit= offset="
+struct json_object *cmd_list_tenants(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_users(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_endpoints(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_replicas(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_routes(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_keys(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_nodes(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_policies(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_audit(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_alerts(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_usage(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_usage_prune(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_show(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_user_ceiling(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_endpoint_test(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_key_policy(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_policy_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_config_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_node_add(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_node_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_node_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_node_temperature(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_alert_resolve(sqlite3 *db, const struct cli *c, struct ops_error *err);
+/* Reads --upstream-auth-stdin into o (heap; free with cli_free_password). -1 on error. */
+int cli_endpoint_secret(const struct cli *c, struct ops_endpoint_opts *o, char **secret,
+                        struct ops_error *err);
+
+#endif

@@ -1,0 +1,192 @@
+/* ops_audit.c: the audit log every change writes (R-ADM-5), its listing, and alerts (R-HC-2). */
+#include "ops_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ACTOR_MAX 160
+
+/* Set once per process by sluicectl or the admin CGI request (one request per
+ * process); thread-local so a threaded caller cannot mix two actors up. */
+static _Thread_local char ops_actor_name[ACTOR_MAX] = "system";
+
+void ops_set_actor(const char *actor)
+{
+    snprintf(ops_actor_name, sizeof ops_actor_name, "%s", actor && *actor ? actor : "system");
+}
+
+const char *ops_actor(void) { return ops_actor_name; }
+
+/* R-SEC-1: members that may carry a secret are left out of every audit record. */
+static int audit_secret_field(const char *name)
+{
+    static const char *const secret[] = {"key", "password", "upstream_auth", "token",
+                                         "csrf_token", "key_hash", "password_hash", NULL};
+    for (const char *const *s = secret; *s; s++)
+        if (strcmp(name, *s) == 0)
+            return 1;
+    return 0;
+}
+
+/* The object as JSON text without secret members; NULL for none. The caller frees. */
+static char *audit_text(struct json_object *o)
+{
+    if (!o)
+        return NULL;
+    struct json_object *copy = json_object_new_object();
+    json_object_object_foreach(o, k, v) {
+        if (!audit_secret_field(k))
+            json_object_object_add(copy, k, json_object_get(v));
+    }
+    char *text = strdup(json_object_to_json_string_ext(copy, JSON_C_TO_STRING_PLAIN));
+    json_object_put(copy);
+    if (!text)
+        abort();
+    return text;
+}
+
+static int64_t audit_member(struct json_object *o, const char *name, int *found)
+{
+    struct json_object *v;
+    if (o && json_object_object_get_ex(o, name, &v) && json_object_is_type(v, json_type_int)) {
+        *found = 1;
+        return json_object_get_int64(v);
+    }
+    return 0;
+}
+
+static int audit_write(sqlite3 *db, struct ops_error *err, const char *action,
+                       const char *object_type, struct ops_i64 object_id, struct ops_i64 tenant_id,
+                       struct json_object *before, struct json_object *after)
+{
+    char *b = audit_text(before), *a = audit_text(after);
+    int rc = ops_run(db, err,
+                     "INSERT INTO audit_log (actor, tenant_id, action, object_type, object_id,"
+                     " before, after) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                     "tottott", ops_actor_name, tenant_id, action, object_type, object_id, b, a);
+    free(b);
+    free(a);
+    return rc;
+}
+
+int ops_audit(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
+              struct json_object *before, struct json_object *after)
+{
+    struct json_object *src = after ? after : before;
+    struct ops_i64 id = {0, 0}, tid = {0, 0};
+    id.v = audit_member(src, "id", &id.set);
+    /* A tenant record is its own tenant. */
+    if (strcmp(object_type, "tenant") == 0)
+        tid = id;
+    else
+        tid.v = audit_member(src, "tenant_id", &tid.set);
+    return audit_write(db, err, action, object_type, id, tid, before, after);
+}
+
+int ops_audit_event(sqlite3 *db, const char *action, const char *object_type, int64_t object_id,
+                    int64_t tenant_id, struct json_object *after, struct ops_error *err)
+{
+    struct ops_i64 id = {object_id != 0, object_id}, tid = {tenant_id != 0, tenant_id};
+    return audit_write(db, err, action, object_type, id, tid, NULL, after);
+}
+
+/* ---- listing ------------------------------------------------------------------ */
+
+static struct json_object *audit_json_col(sqlite3_stmt *st, int col)
+{
+    const char *s = (const char *)sqlite3_column_text(st, col);
+    return s ? json_tokener_parse(s) : NULL;
+}
+
+static struct json_object *audit_row(sqlite3_stmt *st)
+{
+    struct json_object *o = json_object_new_object();
+    ops_json_int(o, "id", st, 0);
+    ops_json_int(o, "ts", st, 1);
+    ops_json_text(o, "actor", st, 2);
+    ops_json_int(o, "tenant_id", st, 3);
+    ops_json_text(o, "action", st, 4);
+    ops_json_text(o, "object_type", st, 5);
+    ops_json_int(o, "object_id", st, 6);
+    json_object_object_add(o, "before", audit_json_col(st, 7));
+    json_object_object_add(o, "after", audit_json_col(st, 8));
+    return o;
+}
+
+struct json_object *ops_audit_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+{
+    struct ops_i64 tid;
+    if (ops_list_ids(db, l, &tid, NULL, NULL, err) != 0)
+        return NULL;
+    const char *type = l ? l->object_type : NULL;
+    if (type && ops_check_name("object_type", type, err) != 0)
+        return NULL;
+    return ops_query_page(db, err, "audit", audit_row, l,
+                          "SELECT id, ts, actor, tenant_id, action, object_type, object_id,"
+                          " before, after FROM audit_log"
+                          " WHERE (?1 IS NULL OR tenant_id = ?1) AND (?2 IS NULL OR object_type = ?2)"
+                          " ORDER BY id DESC", "ot", tid, type);
+}
+
+/* ---- alerts ---------------------------------------------------------------------- */
+
+#define ALERT_SELECT \
+    "SELECT id, type, severity, status, tenant_id, endpoint_id, replica_id, message," \
+    " created_at, resolved_at FROM alerts"
+
+static struct json_object *alert_row(sqlite3_stmt *st)
+{
+    struct json_object *o = json_object_new_object();
+    ops_json_int(o, "id", st, 0);
+    ops_json_text(o, "type", st, 1);
+    ops_json_text(o, "severity", st, 2);
+    ops_json_text(o, "status", st, 3);
+    ops_json_int(o, "tenant_id", st, 4);
+    ops_json_int(o, "endpoint_id", st, 5);
+    ops_json_int(o, "replica_id", st, 6);
+    ops_json_text(o, "message", st, 7);
+    ops_json_int(o, "created_at", st, 8);
+    ops_json_int(o, "resolved_at", st, 9);
+    return o;
+}
+
+struct json_object *ops_alert_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+{
+    static const char *const statuses[] = {"ACTIVE", "RECOVERED", NULL};
+    struct ops_i64 tid;
+    if (ops_list_ids(db, l, &tid, NULL, NULL, err) != 0)
+        return NULL;
+    const char *status = l ? l->status : NULL;
+    if (status && ops_check_enum("status", status, statuses, err) != 0)
+        return NULL;
+    return ops_query_page(db, err, "alerts", alert_row, l,
+                          ALERT_SELECT " WHERE (?1 IS NULL OR tenant_id = ?1)"
+                          " AND (?2 IS NULL OR status = ?2) ORDER BY id DESC", "ot", tid, status);
+}
+
+struct json_object *ops_alert_get(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    return ops_query_one(db, err, alert_row, "alert", ALERT_SELECT " WHERE id = ?1", "i", id);
+}
+
+struct json_object *ops_alert_resolve(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *before = ops_alert_get(db, id, err), *res = NULL;
+    if (!before)
+        goto out;
+    if (ops_run(db, err, "UPDATE alerts SET status = 'RECOVERED',"
+                " resolved_at = CAST(strftime('%s','now') AS INTEGER)"
+                " WHERE id = ?1 AND status = 'ACTIVE'", "i", id) != 0)
+        goto out;
+    res = ops_alert_get(db, id, err);
+    if (res && ops_audit(db, err, "resolve", "alert", before, res) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
+out:
+    json_object_put(before);
+    return ops_finish(db, res, err);
+}

@@ -1,0 +1,410 @@
+/* admit.c: idempotency and key limits before any work is done (DESIGN.md stage 3, SPEC §12-13). */
+#include "admit.h"
+
+#include "dbpool.h"
+#include "idem.h"
+#include "keylimits.h"
+#include "log.h"
+#include "quota.h"
+#include "reply.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct conf *admit_conf;
+static _Atomic int64_t last_expire_ms, budget_checked_ms;
+static _Atomic int over_budget;
+
+int admit_init(const struct conf *c)
+{
+    admit_conf = c;
+    return dbpool_init(c->database, c->db_connections);
+}
+
+/* The key's pool-wide window; robust, so a holder killed mid-update is survivable. */
+static struct shm_key *key_lock(struct request *r)
+{
+    struct shm_key *k = &r->shm->r->keys[r->key->slot];
+    int rc = pthread_mutex_lock(&k->lock);
+    if (rc == EOWNERDEAD) {
+        pthread_mutex_consistent(&k->lock);
+        rc = 0;
+    }
+    return rc == 0 ? k : NULL;
+}
+
+/* ---- idempotency (R-IDEM-1..3) ------------------------------------------- */
+
+static void idem_housekeeping(struct dbconn *c, int64_t now)
+{
+    /* Expired records go at most once a minute per process; the budget is
+     * re-read at most once a second (a count over up to max_records rows). */
+    int64_t last = atomic_load(&last_expire_ms);
+    if (now - last > 60000 && atomic_compare_exchange_strong(&last_expire_ms, &last, now))
+        idem_expire(c, now, 10000);
+    int64_t checked = atomic_load(&budget_checked_ms);
+    if (now - checked > 1000 && atomic_compare_exchange_strong(&budget_checked_ms, &checked, now)) {
+        int64_t records = 0, bytes = 0;
+        if (idem_usage(c, &records, &bytes) == 0)
+            atomic_store(&over_budget, records >= admit_conf->idem_max_records ||
+                                           bytes >= admit_conf->idem_max_bytes);
+    }
+}
+
+static void reply_replay(struct request *r, const struct idem_replay *rp)
+{
+    char extra[96];
+    snprintf(extra, sizeof extra, "X-Idempotent-Replay: true\r\nContent-Length: %zu\r\n", rp->body_len);
+    if (reply_head(r, rp->status >= 200 && rp->status < 300 ? rp->status : 200,
+                   rp->content_type ? rp->content_type : "application/json", extra) == 0)
+        reply_body(r, rp->body ? rp->body : "", rp->body_len, 0);
+    r->replayed = 1;
+}
+
+static int admit_idempotency(struct request *r)
+{
+    const char *h = request_header(r, "Idempotency-Key");
+    if (!h)
+        return 0;
+    if (idem_parse_key(h, r->idem_key) != 0) {
+        reply_error(r, "invalid_header", "Idempotency-Key must be 1-128 printable characters, quoted or a token",
+                    NULL);
+        return -1;
+    }
+    if (r->caller.key_id > 0)
+        snprintf(r->idem_scope, sizeof r->idem_scope, "k:%lld", (long long)r->caller.key_id);
+    else
+        snprintf(r->idem_scope, sizeof r->idem_scope, "e:%d:%lld", r->caller.endpoint,
+                 (long long)r->caller.tenant_id);
+    /* R-IDEM-1: fingerprint = SHA-256(method + path + raw body). */
+    struct buf fp_in;
+    buf_init(&fp_in, 0);
+    buf_printf(&fp_in, "%s %s\n", r->method, r->path);
+    buf_append(&fp_in, r->body, r->body_len);
+    char fp[65];
+    sha256_hex(fp_in.data, fp_in.len, fp);
+    buf_free(&fp_in);
+
+    int64_t now = now_ms();
+    struct idem_replay rp = {0};
+    struct dbconn *c = dbpool_get();
+    idem_housekeeping(c, now);
+    enum idem_begin res = idem_begin(c, r->idem_scope, r->idem_key, fp, now,
+                                     (int64_t)admit_conf->idem_ttl_minutes * 60000, &rp, r->arena);
+    dbpool_put(c);
+    switch (res) {
+    case IDEM_OWNED:
+        r->idem_owned = 1;
+        r->capture = arena_alloc(r->arena, sizeof *r->capture);
+        buf_init(r->capture, (size_t)admit_conf->idem_max_record_bytes);
+        return 0;
+    case IDEM_IN_PROGRESS:
+        reply_error(r, "IDEMPOTENCY_REQUEST_IN_PROGRESS",
+                    "A request with this Idempotency-Key is still in progress; retry later.", NULL);
+        r->replayed = 1;
+        return -1;
+    case IDEM_MISMATCH:
+        reply_error(r, "IDEMPOTENCY_KEY_BODY_MISMATCH",
+                    "This Idempotency-Key was used with a different request body.", NULL);
+        r->replayed = 1;
+        return -1;
+    case IDEM_NOT_STORED:
+        reply_error(r, "IDEMPOTENCY_RESULT_NOT_STORED",
+                    "This Idempotency-Key already succeeded; its response was not kept (storage budget).", NULL);
+        r->replayed = 1;
+        return -1;
+    case IDEM_REPLAY:
+        reply_replay(r, &rp);
+        return -1;
+    case IDEM_DB_ERROR:
+    default:
+        log_warn("request %s: idempotency store unavailable; serving without it", r->request_id);
+        return 0;
+    }
+}
+
+/* ---- key limits (R-KEY-1..5) ---------------------------------------------- */
+
+static void refuse(struct request *r, const char *code, int64_t limit, int64_t current, int64_t retry_ms,
+                   int64_t quota_reset_s)
+{
+    struct limit_info li = {0};
+    int64_t now = now_ms();
+    li.code = code;
+    li.limit = limit;
+    li.current = current;
+    li.remaining = limit - current > 0 ? limit - current : 0;
+    li.retry_after_s = quota_reset_s ? quota_reset_s - now / 1000 : (retry_ms + 999) / 1000;
+    if (li.retry_after_s < 1)
+        li.retry_after_s = 1;
+    li.reset_s = quota_reset_s ? quota_reset_s : (now + retry_ms + 999) / 1000;
+    li.quota_reset_s = quota_reset_s;
+    li.no_retry = quota_reset_s != 0;   /* a quota resets at a day or month boundary */
+    reply_limit(r, &li);
+}
+
+/* Undoes what admit_limits took before a later check refused. */
+static void give_back(struct request *r, int qps_taken)
+{
+    const struct snap_key *k = r->key;
+    if (r->tpm_reserved) {
+        struct shm_key *sk = key_lock(r);
+        if (sk) {
+            struct token_bucket b = {sk->tpm_tokens_milli, sk->tpm_refill_ms, sk->tpm_limit};
+            limits_bucket_settle(&b, r->tpm_reserved);
+            sk->tpm_tokens_milli = b.level_milli;
+            pthread_mutex_unlock(&sk->lock);
+        }
+        r->tpm_reserved = 0;
+    }
+    if (r->key_slot_held) {
+        atomic_fetch_sub(&r->shm->r->procs[r->shm->row].key_active[k->slot], 1);
+        r->key_slot_held = 0;
+    }
+    if (qps_taken) {
+        struct shm_key *sk = key_lock(r);
+        if (sk) {
+            limits_qps_give_back(sk->qps_ring, SHM_QPS_RING, &sk->qps_head, k->qps_limit);
+            pthread_mutex_unlock(&sk->lock);
+        }
+    }
+}
+
+static int take_tpm(struct request *r, int64_t want, int64_t *retry_ms, int64_t *current)
+{
+    struct shm_key *sk = key_lock(r);
+    if (!sk)
+        return 1;
+    struct token_bucket b = {sk->tpm_tokens_milli, sk->tpm_refill_ms, sk->tpm_limit};
+    int ok = limits_bucket_take(&b, r->key->tpm_limit, want, now_ms(), retry_ms, current);
+    sk->tpm_tokens_milli = b.level_milli;
+    sk->tpm_refill_ms = b.refill_ms;
+    sk->tpm_limit = b.limit;
+    pthread_mutex_unlock(&sk->lock);
+    if (ok)
+        r->tpm_reserved = want > r->key->tpm_limit ? r->key->tpm_limit : (want < 1 ? 1 : want);
+    return ok;
+}
+
+/* Daily, monthly, TPM and monthly tokens in one transaction: a refusal rolls
+ * back the calls already counted (R-KEY-5 paired refund). 0 admitted, -1 refused. */
+static int admit_quotas(struct request *r, int64_t want, int qps_taken)
+{
+    const struct snap_key *k = r->key;
+    int64_t now = now_ms(), cur = 0, retry_ms = 0;
+    int tokens = r->kind != REQ_MODELS;   /* a models listing spends calls, not tokens */
+    if (!k->daily_limit && !k->monthly_quota && (!k->monthly_token_quota || !tokens)) {
+        if (tokens && k->tpm_limit && !take_tpm(r, want, &retry_ms, &cur)) {
+            give_back(r, qps_taken);
+            refuse(r, "TPM_EXCEEDED", k->tpm_limit, cur, retry_ms, 0);
+            return -1;
+        }
+        return 0;
+    }
+    char day[16], month[16];
+    quota_day_period(now, day);
+    quota_month_period(now, month);
+    struct dbconn *c = dbpool_get();
+    const char *refused = NULL;
+    int64_t limit = 0, reset_s = 0;
+    enum quota_result q = QUOTA_OK;
+    if (dbpool_exec(c, "BEGIN IMMEDIATE") != 0) {
+        q = QUOTA_DB_ERROR;
+        goto db_failed;
+    }
+    if (k->daily_limit && (q = quota_take_call(c, k->id, day, k->daily_limit, &cur)) != QUOTA_OK) {
+        refused = "DAILY_LIMIT_EXCEEDED", limit = k->daily_limit, reset_s = limits_next_day(now / 1000);
+    } else if (k->monthly_quota && (q = quota_take_call(c, k->id, month, k->monthly_quota, &cur)) != QUOTA_OK) {
+        refused = "MONTHLY_QUOTA_EXCEEDED", limit = k->monthly_quota, reset_s = limits_next_month(now / 1000);
+    } else if (tokens && k->tpm_limit && !take_tpm(r, want, &retry_ms, &cur)) {
+        refused = "TPM_EXCEEDED", limit = k->tpm_limit;
+    } else if (tokens && k->monthly_token_quota &&
+               (q = quota_take_tokens(c, k->id, month, want, k->monthly_token_quota, &cur)) != QUOTA_OK) {
+        refused = "MONTHLY_TOKEN_QUOTA_EXCEEDED", limit = k->monthly_token_quota;
+        reset_s = limits_next_month(now / 1000);
+    }
+    if (q == QUOTA_DB_ERROR)
+        goto db_failed;
+    if (refused) {
+        dbpool_exec(c, "ROLLBACK");
+        dbpool_put(c);
+        give_back(r, qps_taken);
+        refuse(r, refused, limit, cur, retry_ms, reset_s);
+        return -1;
+    }
+    if (dbpool_exec(c, "COMMIT") != 0) {
+        q = QUOTA_DB_ERROR;
+        goto db_failed;
+    }
+    dbpool_put(c);
+    if (tokens && k->monthly_token_quota) {
+        r->month_tokens_reserved = want > k->monthly_token_quota ? k->monthly_token_quota : want;
+        snprintf(r->month_period, sizeof r->month_period, "%s", month);
+    }
+    return 0;
+db_failed:
+    /* R-KEY-4: the database must never take the inference path down. */
+    dbpool_exec(c, "ROLLBACK");
+    dbpool_put(c);
+    log_warn("request %s: quota database unavailable (%s); admitting without call quotas",
+             r->request_id, sqlite3_errmsg(c->db));
+    return 0;
+}
+
+static int admit_limits(struct request *r)
+{
+    const struct snap_key *k = r->key;
+    int64_t now = now_ms(), retry_ms = 0, cur = 0;
+    int qps_taken = 0;
+    if (k->qps_limit) {
+        struct shm_key *sk = key_lock(r);
+        if (sk) {
+            /* The time is read under the lock, so the ring stays in time order. */
+            now = now_ms();
+            r->admitted_ms = now;
+            qps_taken = limits_qps_take(sk->qps_ring, SHM_QPS_RING, &sk->qps_head, k->qps_limit, now,
+                                        &retry_ms, &cur);
+            pthread_mutex_unlock(&sk->lock);
+            if (!qps_taken) {
+                refuse(r, "QPS_EXCEEDED", k->qps_limit, cur, retry_ms, 0);
+                return -1;
+            }
+        }
+    }
+    if (k->concurrency_limit) {
+        /* R-KEY-3: count in this process's row, then read the pool's sum; a
+         * crashed holder's row is reaped, so nothing leaks. */
+        _Atomic int32_t *mine = &r->shm->r->procs[r->shm->row].key_active[k->slot];
+        atomic_fetch_add(mine, 1);
+        r->key_slot_held = 1;
+        int64_t sum = 0;
+        int hi = atomic_load(&r->shm->r->rows_hi);
+        for (int i = 0; i < hi && i < SHM_MAX_PROCS; i++)
+            if (atomic_load(&r->shm->r->procs[i].pid))
+                sum += atomic_load(&r->shm->r->procs[i].key_active[k->slot]);
+        if (sum > k->concurrency_limit) {
+            give_back(r, qps_taken);
+            refuse(r, "CONCURRENCY_EXCEEDED", k->concurrency_limit, sum - 1, 1000, 0);
+            return -1;
+        }
+    }
+    int64_t want = limits_estimate_tokens(r->prompt_estimate ? r->prompt_estimate : (int64_t)r->body_len / 4 + 1,
+                                          r->max_tokens, admit_conf->default_max_output);
+    return admit_quotas(r, want, qps_taken);
+}
+
+int admit_request(struct request *r)
+{
+    if (admit_idempotency(r) != 0)
+        return -1;
+    const struct snap_key *k = r->caller.key;
+    /* R-KEY-1: a key without limits does no limit work at all. */
+    if (!k || !k->has_limits || k->slot < 0 || r->shm->row < 0)
+        return 0;
+    r->key = k;
+    if (admit_limits(r) != 0) {
+        r->key = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void admit_finish(struct request *r)
+{
+    if (r->key) {
+        int ok = r->status >= 200 && r->status < 300 && !r->client_gone;
+        int64_t actual = r->usage.found ? r->usage.prompt_tokens + r->usage.completion_tokens
+                         : ok ? -1 : 0;      /* -1: unknown, keep the estimate */
+        if (r->key_slot_held) {
+            atomic_fetch_sub(&r->shm->r->procs[r->shm->row].key_active[r->key->slot], 1);
+            r->key_slot_held = 0;
+        }
+        if (r->tpm_reserved && actual >= 0) {
+            struct shm_key *sk = key_lock(r);
+            if (sk) {
+                struct token_bucket b = {sk->tpm_tokens_milli, sk->tpm_refill_ms, sk->tpm_limit};
+                limits_bucket_settle(&b, r->tpm_reserved - actual);
+                sk->tpm_tokens_milli = b.level_milli;
+                pthread_mutex_unlock(&sk->lock);
+            }
+        }
+        /* The monthly token settlement is written by the usage writer (account.c). */
+        r->month_tokens_delta = r->month_tokens_reserved && actual >= 0 ? actual - r->month_tokens_reserved : 0;
+    }
+    if (r->idem_owned) {
+        int ok = r->status >= 200 && r->status < 300 && !r->client_gone && !r->error_code;
+        struct dbconn *c = dbpool_get();
+        if (ok) {
+            int keep = !r->capture_overflow && !atomic_load(&over_budget);
+            if (idem_done(c, r->idem_scope, r->idem_key, r->status, r->response_content_type,
+                          keep ? r->capture->data : NULL, keep ? r->capture->len : 0) != 0)
+                log_warn("request %s: could not store the idempotent response", r->request_id);
+        } else {
+            idem_release(c, r->idem_scope, r->idem_key);
+        }
+        dbpool_put(c);
+        buf_free(r->capture);
+        r->idem_owned = 0;
+    }
+}
+
+/* ---- R-SEC-6: authentication failures per client address ------------------ */
+
+static struct shm_client *client_slot(struct request *r, int create)
+{
+    const char *addr = request_param(r, "REMOTE_ADDR");
+    if (!addr)
+        return NULL;
+    uint64_t h = 1469598103934665603ULL;       /* FNV-1a of the address */
+    for (const char *p = addr; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    if (!h)
+        h = 1;
+    for (int k = 0; k < 8; k++) {
+        struct shm_client *c = &r->shm->r->clients[(h + (uint64_t)k) % SHM_MAX_CLIENTS];
+        uint64_t cur = atomic_load(&c->addr_hash);
+        if (cur == h)
+            return c;
+        if (create) {
+            int64_t now = now_ms();
+            /* Free, or an entry whose window ended long ago: take it. */
+            if ((cur == 0 || now - atomic_load(&c->window_start_ms) > 2 * admit_conf->auth_fail_window_ms) &&
+                atomic_compare_exchange_strong(&c->addr_hash, &cur, h)) {
+                atomic_store(&c->window_start_ms, now);
+                atomic_store(&c->failures, 0);
+                return c;
+            }
+        }
+    }
+    return NULL;
+}
+
+int admit_auth_blocked(struct request *r)
+{
+    struct shm_client *c = client_slot(r, 0);
+    if (!c)
+        return 0;
+    int64_t now = now_ms(), start = atomic_load(&c->window_start_ms);
+    if (now - start >= admit_conf->auth_fail_window_ms || atomic_load(&c->failures) < admit_conf->auth_fail_limit)
+        return 0;
+    int64_t wait = (start + admit_conf->auth_fail_window_ms - now + 999) / 1000;
+    char extra[64];
+    snprintf(extra, sizeof extra, "Retry-After: %lld\r\n", (long long)(wait > 0 ? wait : 1));
+    reply_error_extra(r, "too_many_auth_failures", NULL, extra);
+    return 1;
+}
+
+void admit_auth_failed(struct request *r)
+{
+    struct shm_client *c = client_slot(r, 1);
+    if (!c)
+        return;
+    int64_t now = now_ms(), start = atomic_load(&c->window_start_ms);
+    if (now - start >= admit_conf->auth_fail_window_ms) {
+        atomic_store(&c->window_start_ms, now);
+        atomic_store(&c->failures, 0);
+    }
+    atomic_fetch_add(&c->failures, 1);
+}

@@ -1,0 +1,61 @@
+/* dbpool.c: a small pool of SQLite connections for request-path writes. */
+#include "dbpool.h"
+
+#include "arena.h"
+#include "db.h"
+#include "log.h"
+
+#include <pthread.h>
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
+static struct dbconn *pool;          /* the connections; owned here for the process's life */
+static int *pool_free, pool_nfree, pool_n;
+
+int dbpool_init(const char *path, int n)
+{
+    pool = xcalloc((size_t)n, sizeof *pool);
+    pool_free = xcalloc((size_t)n, sizeof *pool_free);
+    for (int i = 0; i < n; i++) {
+        pool[i].db = db_open(path, 0);
+        if (!pool[i].db)
+            return -1;
+        /* Quota writes must not wait long: past this the request fails open (R-KEY-4). */
+        sqlite3_busy_timeout(pool[i].db, 2000);
+        pool_free[pool_nfree++] = i;
+    }
+    pool_n = n;
+    return 0;
+}
+
+struct dbconn *dbpool_get(void)
+{
+    pthread_mutex_lock(&pool_lock);
+    while (pool_nfree == 0)
+        pthread_cond_wait(&pool_cond, &pool_lock);
+    struct dbconn *c = &pool[pool_free[--pool_nfree]];
+    pthread_mutex_unlock(&pool_lock);
+    return c;
+}
+
+void dbpool_put(struct dbconn *c)
+{
+    pthread_mutex_lock(&pool_lock);
+    pool_free[pool_nfree++] = (int)(c - pool);
+    pthread_cond_signal(&pool_cond);
+    pthread_mutex_unlock(&pool_lock);
+}
+
+sqlite3_stmt *dbpool_stmt(struct dbconn *c, enum dbq q, const char *sql)
+{
+    if (!c->st[q] &&
+        sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st[q], NULL) != SQLITE_OK) {
+        log_error("sqlite prepare: %s", sqlite3_errmsg(c->db));
+        return NULL;
+    }
+    sqlite3_reset(c->st[q]);
+    sqlite3_clear_bindings(c->st[q]);
+    return c->st[q];
+}
+
+int dbpool_exec(struct dbconn *c, const char *sql) { return db_exec(c->db, sql); }

@@ -1,0 +1,199 @@
+/* idem.c: begin / replay / finish of Idempotency-Key records (SPEC §13). */
+#include "idem.h"
+
+#include "arena.h"
+#include "log.h"
+#include "shm.h"
+
+#include <string.h>
+#include <unistd.h>
+
+static const char SQL_GET[] =
+    "SELECT fingerprint, state, owner_pid, owner_start, status, content_type, body, expires_at, body IS NULL"
+    " FROM idempotency WHERE scope = ?1 AND idem_key = ?2";
+static const char SQL_PUT[] =
+    "INSERT OR REPLACE INTO idempotency (key_id, scope, idem_key, fingerprint, state, owner_pid, owner_start,"
+    " created_at, expires_at) VALUES (0, ?1, ?2, ?3, 'in_progress', ?4, ?5, ?6, ?7)";
+static const char SQL_OWNER[] =
+    "UPDATE idempotency SET owner_pid = ?3, owner_start = ?4 WHERE scope = ?1 AND idem_key = ?2";
+static const char SQL_DONE[] =
+    "UPDATE idempotency SET state = 'done', status = ?3, content_type = ?4, body = ?5, body_bytes = ?6,"
+    " owner_pid = NULL WHERE scope = ?1 AND idem_key = ?2";
+static const char SQL_DEL[] = "DELETE FROM idempotency WHERE scope = ?1 AND idem_key = ?2";
+static const char SQL_EXPIRE[] =
+    "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency WHERE expires_at < ?1 LIMIT ?2)";
+static const char SQL_BUDGET[] = "SELECT count(*), total(body_bytes) FROM idempotency";
+
+int idem_parse_key(const char *h, char out[129])
+{
+    size_t n = 0;
+    if (*h == '"') {
+        for (h++; *h && *h != '"'; h++) {
+            if (*h == '\\') {
+                h++;
+                if (*h != '"' && *h != '\\')
+                    return -1;
+            }
+            if ((unsigned char)*h < 0x20 || (unsigned char)*h > 0x7e || n >= 128)
+                return -1;
+            out[n++] = *h;
+        }
+        if (*h != '"' || h[1] != '\0')
+            return -1;
+    } else {
+        for (; *h; h++) {
+            unsigned char c = (unsigned char)*h;
+            if (c <= 0x20 || c > 0x7e || c == '"' || c == '\\' || c == ',' || c == ';' || n >= 128)
+                return -1;
+            out[n++] = *h;
+        }
+    }
+    out[n] = '\0';
+    return n > 0 ? 0 : -1;
+}
+
+static char *col_dup(struct arena *a, sqlite3_stmt *st, int i, size_t *len)
+{
+    const void *p = sqlite3_column_blob(st, i);
+    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    if (len)
+        *len = n;
+    return p ? arena_strndup(a, p, n) : NULL;
+}
+
+static enum idem_begin idem_insert(struct dbconn *c, const char *scope, const char *key, const char *fp,
+                                   int64_t now, int64_t ttl_ms)
+{
+    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_PUT, SQL_PUT);
+    if (!st)
+        return IDEM_DB_ERROR;
+    int me = getpid();
+    sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, fp, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 4, me);
+    sqlite3_bind_int64(st, 5, (int64_t)shm_proc_start_time(me));
+    sqlite3_bind_int64(st, 6, now);
+    sqlite3_bind_int64(st, 7, now + ttl_ms);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? IDEM_OWNED : IDEM_DB_ERROR;
+}
+
+enum idem_begin idem_begin(struct dbconn *c, const char *scope, const char *key, const char *fp,
+                           int64_t now, int64_t ttl_ms, struct idem_replay *out, struct arena *a)
+{
+    /* One write transaction: two requests with the same key never both own it. */
+    if (dbpool_exec(c, "BEGIN IMMEDIATE") != 0)
+        return IDEM_DB_ERROR;
+    enum idem_begin res = IDEM_DB_ERROR;
+    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_GET, SQL_GET);
+    if (!st)
+        goto out;
+    sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE || (rc == SQLITE_ROW && sqlite3_column_int64(st, 7) < now)) {
+        sqlite3_reset(st);
+        res = idem_insert(c, scope, key, fp, now, ttl_ms);
+        goto out;
+    }
+    if (rc != SQLITE_ROW)
+        goto out_reset;
+    const char *have_fp = (const char *)sqlite3_column_text(st, 0);
+    const char *state = (const char *)sqlite3_column_text(st, 1);
+    if (!have_fp || strcmp(have_fp, fp) != 0) {
+        res = IDEM_MISMATCH;
+    } else if (state && strcmp(state, "in_progress") == 0) {
+        int pid = sqlite3_column_int(st, 2);
+        uint64_t start = (uint64_t)sqlite3_column_int64(st, 3);
+        if (shm_proc_alive(pid, start)) {
+            res = IDEM_IN_PROGRESS;
+        } else {
+            /* R-IDEM-3: the owner died mid-request; this request takes over. */
+            sqlite3_reset(st);
+            sqlite3_stmt *o = dbpool_stmt(c, DBQ_IDEM_OWNER, SQL_OWNER);
+            int me = getpid();
+            if (o) {
+                sqlite3_bind_text(o, 1, scope, -1, SQLITE_STATIC);
+                sqlite3_bind_text(o, 2, key, -1, SQLITE_STATIC);
+                sqlite3_bind_int(o, 3, me);
+                sqlite3_bind_int64(o, 4, (int64_t)shm_proc_start_time(me));
+                res = sqlite3_step(o) == SQLITE_DONE ? IDEM_OWNED : IDEM_DB_ERROR;
+                sqlite3_reset(o);
+            }
+            log_info("idempotency key of a dead owner (pid %d) taken over", pid);
+            goto out;
+        }
+    } else if (sqlite3_column_int(st, 8)) {
+        res = IDEM_NOT_STORED;
+    } else {
+        out->status = sqlite3_column_int(st, 4);
+        out->content_type = col_dup(a, st, 5, NULL);
+        out->body = col_dup(a, st, 6, &out->body_len);
+        res = IDEM_REPLAY;
+    }
+out_reset:
+    sqlite3_reset(st);
+out:
+    if (dbpool_exec(c, res == IDEM_DB_ERROR ? "ROLLBACK" : "COMMIT") != 0)
+        res = IDEM_DB_ERROR;
+    return res;
+}
+
+int idem_done(struct dbconn *c, const char *scope, const char *key, int status, const char *content_type,
+              const char *body, size_t body_len)
+{
+    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_DONE, SQL_DONE);
+    if (!st)
+        return -1;
+    sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, status);
+    if (content_type)
+        sqlite3_bind_text(st, 4, content_type, -1, SQLITE_STATIC);
+    if (body)
+        sqlite3_bind_blob64(st, 5, body, body_len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, body ? (int64_t)body_len : 0);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int idem_release(struct dbconn *c, const char *scope, const char *key)
+{
+    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_DEL, SQL_DEL);
+    if (!st)
+        return -1;
+    sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+int idem_expire(struct dbconn *c, int64_t now, int limit)
+{
+    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_EXPIRE, SQL_EXPIRE);
+    if (!st)
+        return -1;
+    sqlite3_bind_int64(st, 1, now);
+    sqlite3_bind_int(st, 2, limit);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? sqlite3_changes(c->db) : -1;
+}
+
+int idem_usage(struct dbconn *c, int64_t *records, int64_t *bytes)
+{
+    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_BUDGET, SQL_BUDGET);
+    if (!st)
+        return -1;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *records = sqlite3_column_int64(st, 0);
+        *bytes = (int64_t)sqlite3_column_double(st, 1);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW ? 0 : -1;
+}

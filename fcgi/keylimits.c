@@ -1,0 +1,124 @@
+/* keylimits.c: sliding windows, token buckets and quota boundaries (SPEC §12). */
+#include "keylimits.h"
+
+#include <time.h>
+
+int limits_qps_take(int64_t *ring, int cap, int32_t *head, int64_t limit, int64_t now,
+                    int64_t *retry_ms, int64_t *current)
+{
+    if (limit > cap) {
+        /* Fixed window: second in ring[0], count in ring[1]. */
+        int64_t sec = now / 1000;
+        if (ring[0] != sec) {
+            ring[0] = sec;
+            ring[1] = 0;
+        }
+        if (ring[1] >= limit) {
+            *retry_ms = (sec + 1) * 1000 - now;
+            *current = ring[1];
+            return 0;
+        }
+        ring[1]++;
+        return 1;
+    }
+    /* The oldest of the last `limit` admissions decides. */
+    int32_t h = *head % cap;
+    int oldest = (int)((h - limit + cap) % cap);
+    if (ring[oldest] > now - 1000) {
+        *retry_ms = ring[oldest] + 1000 - now;
+        int64_t n = 0;
+        for (int i = 0; i < limit; i++)
+            if (ring[(h - 1 - i + 2 * cap) % cap] > now - 1000)
+                n++;
+        *current = n;
+        return 0;
+    }
+    ring[h] = now;
+    *head = (h + 1) % cap;
+    return 1;
+}
+
+void limits_qps_give_back(int64_t *ring, int cap, int32_t *head, int64_t limit)
+{
+    if (limit > cap) {
+        if (ring[1] > 0)
+            ring[1]--;
+        return;
+    }
+    int32_t h = (*head - 1 + cap) % cap;
+    ring[h] = 0;
+    *head = h;
+}
+
+void limits_bucket_refill(struct token_bucket *b, int64_t limit, int64_t now)
+{
+    if (b->limit != limit) {
+        b->limit = limit;
+        b->level_milli = limit * 1000;
+        b->refill_ms = now;
+        return;
+    }
+    int64_t elapsed = now - b->refill_ms;
+    if (elapsed <= 0)
+        return;
+    /* limit tokens per 60 000 ms = limit milli-tokens per 60 ms. */
+    b->level_milli += elapsed * limit / 60;
+    if (b->level_milli > limit * 1000)
+        b->level_milli = limit * 1000;
+    b->refill_ms = now;
+}
+
+int limits_bucket_take(struct token_bucket *b, int64_t limit, int64_t want, int64_t now,
+                       int64_t *retry_ms, int64_t *current)
+{
+    limits_bucket_refill(b, limit, now);
+    if (want > limit)
+        want = limit;
+    if (want < 1)
+        want = 1;
+    int64_t need = want * 1000;
+    if (b->level_milli >= need) {
+        b->level_milli -= need;
+        return 1;
+    }
+    int64_t missing = need - b->level_milli;
+    *retry_ms = (missing * 60 + limit - 1) / limit;    /* ms until refilled */
+    *current = limit - (b->level_milli > 0 ? b->level_milli / 1000 : 0);
+    return 0;
+}
+
+void limits_bucket_settle(struct token_bucket *b, int64_t delta)
+{
+    b->level_milli += delta * 1000;
+    if (b->level_milli > b->limit * 1000)
+        b->level_milli = b->limit * 1000;
+}
+
+int64_t limits_estimate_tokens(int64_t prompt_estimate, int64_t max_tokens, int64_t default_output)
+{
+    int64_t out = max_tokens > 0 ? max_tokens : default_output;
+    return (prompt_estimate > 0 ? prompt_estimate : 0) + (out > 0 ? out : 0);
+}
+
+int64_t limits_next_day(int64_t now_s)
+{
+    time_t t = (time_t)now_s;
+    struct tm tm;
+    localtime_r(&t, &tm);
+    tm.tm_mday += 1;
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_isdst = -1;
+    return (int64_t)mktime(&tm);
+}
+
+int64_t limits_next_month(int64_t now_s)
+{
+    time_t t = (time_t)now_s;
+    struct tm tm;
+    localtime_r(&t, &tm);
+    tm.tm_mon += 1;
+    tm.tm_mday = 1;
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_isdst = -1;
+    return (int64_t)mktime(&tm);
+}

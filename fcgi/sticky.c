@@ -1,0 +1,130 @@
+/* sticky.c: the affinity lookup and update against the pool-wide table (R-AFF-1..6). */
+#include "sticky.h"
+
+#include "log.h"
+#include "pathcheck.h"
+#include "util.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define STICKY_TTL_MS (30LL * 60 * 1000)   /* R-AFF-4: sliding 30 min */
+#define STICKY_INPUT_CAP 8192               /* R-AFF-2: length-capped input */
+
+int sticky_applies(const struct request *r, const struct snap_endpoint *e)
+{
+    if (!e || !e->affinity)
+        return 0;
+    if (r->kind == REQ_CHAT)
+        return 1;
+    /* The pass-through to an endpoint's chat completions counts too (R-AFF). */
+    return r->kind == REQ_PROXY && r->upstream_path && strncmp(r->upstream_path, "/v1/chat/completions", 20) == 0 &&
+           (r->upstream_path[20] == '\0' || r->upstream_path[20] == '?');
+}
+
+static struct shm_affinity *table_lock(struct request *r)
+{
+    struct shm_affinity *a = &r->shm->r->affinity;
+    int rc = pthread_mutex_lock(&a->lock);
+    if (rc == EOWNERDEAD) {
+        pthread_mutex_consistent(&a->lock);   /* entries are plain values; a torn one just misses */
+        rc = 0;
+    }
+    return rc == 0 ? a : NULL;
+}
+
+int sticky_lookup(struct request *r, const struct snap_endpoint *e, const int *cand, const double *load, int n,
+                  struct sticky *st)
+{
+    memset(st, 0, sizeof *st);
+    st->active = 1;
+    st->outcome = STICKY_MISS;
+    struct json_object *body = r->json;
+    struct json_object *parsed = NULL;
+    if (!body && r->body_len) {             /* the pass-through path is not parsed by guard */
+        parsed = json_tokener_parse(r->body);
+        body = parsed;
+    }
+    char scope[48];
+    snprintf(scope, sizeof scope, "%lld/%lld", (long long)e->id, (long long)r->caller.tenant_id);
+    const char *hdr = request_header(r, "X-Session-Id");
+    if (hdr && !pathcheck_id_ok(hdr, 256))
+        hdr = NULL;                         /* R-SEC-4: an unusable id is ignored, never echoed */
+    aff_keys_build(&st->keys, scope, hdr, body, STICKY_INPUT_CAP);
+    json_object_put(parsed);
+    if (hdr)
+        snprintf(r->session_id, sizeof r->session_id, "%s", hdr);
+
+    struct shm_affinity *a = table_lock(r);
+    if (!a)
+        return -1;
+    int64_t now = now_ms();
+    for (int l = 0; l < AFF_LEVELS && !st->replica_id; l++) {
+        if (!st->keys.present[l])
+            continue;
+        int64_t id = aff_table_lookup(a->entries, r->conf->affinity_max_entries, st->keys.hash[l], now, STICKY_TTL_MS);
+        if (id) {
+            st->replica_id = id;
+            st->level = l;
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    if (!st->replica_id)
+        return -1;
+    int pos = -1;
+    double l_min = -1;
+    for (int i = 0; i < n; i++) {
+        if (r->snap->replicas[cand[i]].id == st->replica_id)
+            pos = i;
+        if (l_min < 0 || load[i] < l_min)
+            l_min = load[i];
+    }
+    if (pos < 0) {
+        st->outcome = STICKY_STALE;       /* gone, unhealthy, banned or excluded */
+        return -1;
+    }
+    /* R-AFF-3: leave only when both margins hold. */
+    if (aff_overloaded(load[pos], l_min, r->conf->affinity_abs_margin,
+                       r->conf->affinity_rel_margin_pct / 100.0)) {
+        st->outcome = STICKY_OVERLOAD;
+        return -1;
+    }
+    st->outcome = STICKY_HIT;
+    return pos;
+}
+
+void sticky_commit(struct request *r, const struct snap_endpoint *e, int replica_index, struct sticky *st)
+{
+    if (!st->active)
+        return;
+    static const char *outcome_names[] = {"hit", "miss", "overload", "stale"};
+    int64_t rid = r->snap->replicas[replica_index].id;
+    if (!r->session_id[0]) {
+        /* A token the client can send back next turn to land at level 1 (R-AFF-5). */
+        char tok[33];
+        random_token(tok, 32);
+        snprintf(r->session_id, sizeof r->session_id, "sess_%s", tok);
+        char scope[48];
+        snprintf(scope, sizeof scope, "%lld/%lld", (long long)e->id, (long long)r->caller.tenant_id);
+        struct aff_keys hk;
+        aff_keys_build(&hk, scope, r->session_id, NULL, STICKY_INPUT_CAP);
+        memcpy(st->keys.hash[AFF_HEADER], hk.hash[AFF_HEADER], 32);
+        st->keys.present[AFF_HEADER] = 1;
+    }
+    struct shm_affinity *a = table_lock(r);
+    if (a) {
+        int64_t now = now_ms();
+        for (int l = 0; l < AFF_LEVELS; l++)
+            if (st->keys.present[l])
+                aff_table_store(a->entries, r->conf->affinity_max_entries, st->keys.hash[l], rid, now, STICKY_TTL_MS);
+        pthread_mutex_unlock(&a->lock);
+    }
+    int lvl = st->outcome == STICKY_MISS ? 0 : st->level;
+    atomic_fetch_add(&r->shm->r->affinity.outcomes[st->outcome][lvl], 1);
+    if (st->outcome == STICKY_MISS)
+        snprintf(r->affinity_header, sizeof r->affinity_header, "miss");
+    else
+        snprintf(r->affinity_header, sizeof r->affinity_header, "%s:%s", outcome_names[st->outcome],
+                 aff_level_names[st->level]);
+}

@@ -1,0 +1,263 @@
+/* record.c: sluice-healthd's database side: what to probe, and the health record,
+ * audit rows and alerts it writes (R-HC-2, R-HC-4, R-WAKE-1, R-HC-7). */
+#include "healthd.h"
+
+#include "log.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+#define ACTOR "sluice-healthd"
+#define ALERT_TYPE "ENDPOINT_UNHEALTHY"
+
+/* Runs one statement; types: 'i' int64_t, 't' const char * (NULL binds NULL). */
+static int run(sqlite3 *db, const char *sql, const char *types, ...)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        log_error("healthd: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, types);
+    for (int i = 0; types[i]; i++) {
+        if (types[i] == 'i') {
+            sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+        } else {
+            const char *s = va_arg(ap, const char *);
+            if (s)
+                sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT);
+            else
+                sqlite3_bind_null(st, i + 1);
+        }
+    }
+    va_end(ap);
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        log_error("healthd: %s", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+}
+
+static int64_t count(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    int64_t n = -1;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        n = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+static const char *text(struct arena *a, sqlite3_stmt *st, int col)
+{
+    const unsigned char *t = sqlite3_column_text(st, col);
+    return t ? arena_strdup(a, (const char *)t) : NULL;
+}
+
+/* Steps sql and hands each row to row(); at most max rows. Returns the count or -1. */
+static int each(sqlite3 *db, const char *sql, int max, void (*row)(void *, struct arena *, sqlite3_stmt *, int),
+                void *arg, struct arena *a)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        log_error("healthd: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    int rc, n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max)
+        row(arg, a, st, n++);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        log_error("healthd: %s", sqlite3_errmsg(db));
+        return -1;
+    }
+    return n;
+}
+
+static void endpoint_row(void *arg, struct arena *a, sqlite3_stmt *st, int i)
+{
+    struct hd_endpoint *e = &((struct hd_endpoint *)arg)[i];
+    e->id = sqlite3_column_int64(st, 0);
+    e->tenant_id = sqlite3_column_int64(st, 1);
+    e->name = text(a, st, 2);
+    e->health_path = text(a, st, 3);
+    e->protocol = text(a, st, 4);
+    e->upstream_auth = text(a, st, 5);
+    e->health_check = sqlite3_column_int(st, 6);
+    e->failure_threshold = sqlite3_column_int(st, 7);
+    e->start_period_seconds = sqlite3_column_int(st, 8);
+    e->business_probe_rounds = sqlite3_column_int(st, 9);
+    e->probe_model = text(a, st, 10);
+    e->slot = -1;
+}
+
+static void replica_row(void *arg, struct arena *a, sqlite3_stmt *st, int i)
+{
+    struct hd_replica *r = &((struct hd_replica *)arg)[i];
+    r->id = sqlite3_column_int64(st, 0);
+    r->ep = (int)sqlite3_column_int64(st, 1);          /* endpoint id until record_load maps it */
+    char *url = (char *)text(a, st, 2);
+    size_t n = url ? strlen(url) : 0;
+    while (n > 0 && url[n - 1] == '/')
+        url[--n] = '\0';
+    r->url = url ? url : "";
+    r->engine = text(a, st, 3);
+    r->state = text(a, st, 4);
+    r->healthy = sqlite3_column_int(st, 5);
+    r->failures = sqlite3_column_int(st, 6);
+    r->started_s = sqlite3_column_int64(st, 7);
+    r->has_alert = sqlite3_column_int(st, 8);
+    r->slot = -1;
+}
+
+static void node_row(void *arg, struct arena *a, sqlite3_stmt *st, int i)
+{
+    struct hd_node *nd = &((struct hd_node *)arg)[i];
+    nd->id = sqlite3_column_int64(st, 0);
+    nd->name = text(a, st, 1);
+    const char *url = text(a, st, 2);
+    nd->metrics_url = url && *url ? url : NULL;
+    nd->has_pushed = sqlite3_column_type(st, 3) != SQLITE_NULL && sqlite3_column_type(st, 4) != SQLITE_NULL;
+    nd->pushed_deci = (int)(sqlite3_column_double(st, 3) * 10 + (sqlite3_column_double(st, 3) >= 0 ? 0.5 : -0.5));
+    nd->pushed_at_s = sqlite3_column_int64(st, 4);
+    nd->slot = -1;
+}
+
+int record_load(sqlite3 *db, struct arena *a, struct hd_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    if (run(db, "BEGIN", "") != 0)
+        return -1;
+    int rc = -1;
+    int64_t ne = count(db, "SELECT count(*) FROM endpoints");
+    int64_t nr = count(db, "SELECT count(*) FROM replicas");
+    int64_t nn = count(db, "SELECT count(*) FROM nodes");
+    if (ne < 0 || nr < 0 || nn < 0)
+        goto out;
+    cfg->eps = arena_alloc(a, sizeof *cfg->eps * (size_t)(ne + 1));
+    cfg->reps = arena_alloc(a, sizeof *cfg->reps * (size_t)(nr + 1));
+    cfg->nodes = arena_alloc(a, sizeof *cfg->nodes * (size_t)(nn + 1));
+    cfg->n_eps = each(db,
+                      "SELECT e.id, e.tenant_id, e.name, e.health_path, e.protocol, e.upstream_auth,"
+                      " e.health_check, e.failure_threshold, e.start_period_seconds, e.business_probe_rounds,"
+                      " (SELECT COALESCE(NULLIF(r.target_model, ''), r.model) FROM routes r"
+                      "   WHERE r.endpoint_id = e.id AND r.status = 'active' ORDER BY r.priority, r.id LIMIT 1)"
+                      " FROM endpoints e ORDER BY e.id", (int)ne, endpoint_row, cfg->eps, a);
+    cfg->n_reps = each(db,
+                       "SELECT r.id, r.endpoint_id, r.url, r.engine, r.state, r.healthy,"
+                       " r.consecutive_failures, MAX(r.started_at, r.created_at),"
+                       " EXISTS (SELECT 1 FROM alerts a WHERE a.type = '" ALERT_TYPE "'"
+                       "   AND a.replica_id = r.id AND a.status = 'ACTIVE')"
+                       " FROM replicas r ORDER BY r.endpoint_id, r.id", (int)nr, replica_row, cfg->reps, a);
+    cfg->n_nodes = each(db, "SELECT id, name, metrics_url, gpu_temperature, temperature_at FROM nodes ORDER BY id",
+                        (int)nn, node_row, cfg->nodes, a);
+    if (cfg->n_eps < 0 || cfg->n_reps < 0 || cfg->n_nodes < 0)
+        goto out;
+    /* Endpoint ids to indexes (both lists are ordered by endpoint id). */
+    int e = 0, kept = 0;
+    for (int i = 0; i < cfg->n_reps; i++) {
+        int64_t eid = cfg->reps[i].ep;
+        while (e < cfg->n_eps && cfg->eps[e].id < eid)
+            e++;
+        if (e == cfg->n_eps || cfg->eps[e].id != eid)
+            continue;               /* endpoint deleted in between: skip */
+        cfg->reps[kept] = cfg->reps[i];
+        cfg->reps[kept++].ep = e;
+    }
+    cfg->n_reps = kept;
+    rc = 0;
+out:
+    run(db, "COMMIT", "");
+    return rc;
+}
+
+int record_begin(sqlite3 *db) { return run(db, "BEGIN IMMEDIATE", ""); }
+
+int record_commit(sqlite3 *db)
+{
+    if (run(db, "COMMIT", "") == 0)
+        return 0;
+    run(db, "ROLLBACK", "");
+    return -1;
+}
+
+void record_rollback(sqlite3 *db) { run(db, "ROLLBACK", ""); }
+
+int record_failures(sqlite3 *db, int64_t replica_id, int failures)
+{
+    /* Not a configuration change: 003_health.sql's trigger ignores this column. */
+    return run(db, "UPDATE replicas SET consecutive_failures = ?1 WHERE id = ?2", "ii", (int64_t)failures,
+               replica_id);
+}
+
+static int audit(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e, const char *action,
+                 int healthy_before, int healthy_after, int failures, const char *why)
+{
+    return run(db,
+               "INSERT INTO audit_log (actor, tenant_id, action, object_type, object_id, before, after)"
+               " VALUES ('" ACTOR "', ?1, ?2, 'replica', ?3,"
+               " json_object('id', ?3, 'endpoint', ?4, 'url', ?5, 'healthy', json(?6), 'state', ?9),"
+               " json_object('id', ?3, 'endpoint', ?4, 'url', ?5, 'healthy', json(?7),"
+               "   'consecutive_failures', ?8, 'reason', ?10, 'state', ?11))",
+               "itittttittt", e->tenant_id, action, r->id, e->name, r->url,
+               healthy_before ? "true" : "false", healthy_after ? "true" : "false", (int64_t)failures,
+               r->state, why, strcmp(action, "wake") == 0 ? "running" : r->state);
+}
+
+int record_removed(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e, int failures,
+                   const char *reason)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "replica %s of endpoint %s failed %d health checks in a row (%s)", r->url,
+             e->name, failures, reason);
+    if (run(db, "UPDATE replicas SET healthy = 0, consecutive_failures = ?1 WHERE id = ?2", "ii",
+            (int64_t)failures, r->id) != 0 ||
+        audit(db, r, e, "remove", 1, 0, failures, reason) != 0)
+        return -1;
+    /* R-HC-2: deduplicated by (type, replica) through the partial unique index. */
+    return run(db,
+               "INSERT OR IGNORE INTO alerts (type, severity, tenant_id, endpoint_id, replica_id, message)"
+               " VALUES ('" ALERT_TYPE "', 'ERROR', ?1, ?2, ?3, ?4)",
+               "iiit", e->tenant_id, e->id, r->id, msg);
+}
+
+int record_resolve_alert(sqlite3 *db, int64_t replica_id)
+{
+    return run(db,
+               "UPDATE alerts SET status = 'RECOVERED', resolved_at = CAST(strftime('%s','now') AS INTEGER)"
+               " WHERE type = '" ALERT_TYPE "' AND replica_id = ?1 AND status = 'ACTIVE'",
+               "i", replica_id);
+}
+
+int record_recovered(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e, const char *how)
+{
+    if (run(db, "UPDATE replicas SET healthy = 1, consecutive_failures = 0 WHERE id = ?1", "i", r->id) != 0 ||
+        record_resolve_alert(db, r->id) != 0)
+        return -1;
+    return audit(db, r, e, "recover", 0, 1, 0, how);
+}
+
+int record_resolve_orphans(sqlite3 *db)
+{
+    return run(db,
+               "UPDATE alerts SET status = 'RECOVERED', resolved_at = CAST(strftime('%s','now') AS INTEGER)"
+               " WHERE type = '" ALERT_TYPE "' AND status = 'ACTIVE' AND replica_id IS NOT NULL"
+               " AND replica_id NOT IN (SELECT id FROM replicas)", "");
+}
+
+int record_woken(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e)
+{
+    /* The state change also restarts the start grace (003_health.sql trigger). */
+    if (run(db, "UPDATE replicas SET state = 'running' WHERE id = ?1 AND state = 'sleeping'", "i", r->id) != 0)
+        return -1;
+    return audit(db, r, e, "wake", r->healthy, r->healthy, r->failures, "woken on demand");
+}
+
+int record_temperature(sqlite3 *db, int64_t node_id, int deci_celsius, int64_t at_s)
+{
+    return run(db, "UPDATE nodes SET gpu_temperature = ?1 / 10.0, temperature_at = ?2 WHERE id = ?3", "iii",
+               (int64_t)deci_celsius, at_s, node_id);
+}

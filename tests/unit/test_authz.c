@@ -1,0 +1,226 @@
+/* test_authz.c: the management API's rights table and escalation rules (admin/authz.h,
+ * R-ADM-2, R-SEC-5), table-driven: each role, each resource and operation, own object vs
+ * another's. */
+#include "check.h"
+
+#include "authz.h"
+
+/* Tenants 1 (default) and 2; users: 10 operator (t1), 20 admin (t2), 21 member (t2),
+ * 22 another member (t2), 30 admin of tenant 3. */
+#define T_DEF 1
+#define T_A 2
+#define T_B 3
+
+static const struct authz_actor OP = {AUTHZ_OPERATOR, 10, T_DEF, {{0}, {0}}};
+static const struct authz_actor ADM = {AUTHZ_ADMIN, 20, T_A, {{0}, {0}}};
+static const struct authz_actor MEM = {AUTHZ_MEMBER, 21, T_A, {{0}, {0}}};
+
+#define A 1 /* allowed */
+#define D 0 /* denied  */
+
+/* R-ADM-2: operator everything, admin its tenant, member its own keys and usage. */
+static const struct {
+    const char *what;
+    const struct authz_actor *who;
+    enum authz_res r;
+    enum authz_op op;
+    struct authz_target t;
+    int allowed;
+} check_cases[] = {
+    /* tenants */
+    {"op reads any tenant", &OP, AUTHZ_TENANT, AUTHZ_READ, {T_B, 0, 0}, A},
+    {"op creates tenants", &OP, AUTHZ_TENANT, AUTHZ_CREATE, {0, 0, 0}, A},
+    {"admin reads own tenant", &ADM, AUTHZ_TENANT, AUTHZ_READ, {T_A, 0, 0}, A},
+    {"admin reads other tenant", &ADM, AUTHZ_TENANT, AUTHZ_READ, {T_B, 0, 0}, D},
+    {"admin creates tenant", &ADM, AUTHZ_TENANT, AUTHZ_CREATE, {0, 0, 0}, D},
+    {"admin deletes own tenant", &ADM, AUTHZ_TENANT, AUTHZ_DELETE, {T_A, 0, 0}, D},
+    {"member reads own tenant", &MEM, AUTHZ_TENANT, AUTHZ_READ, {T_A, 0, 0}, A},
+    /* users */
+    {"admin reads user of own tenant", &ADM, AUTHZ_USER, AUTHZ_READ, {T_A, 22, AUTHZ_MEMBER}, A},
+    {"admin reads user of other tenant", &ADM, AUTHZ_USER, AUTHZ_READ, {T_B, 30, AUTHZ_ADMIN}, D},
+    {"admin changes member of own tenant", &ADM, AUTHZ_USER, AUTHZ_UPDATE, {T_A, 22, AUTHZ_MEMBER}, A},
+    {"admin changes an operator (R-SEC-5)", &ADM, AUTHZ_USER, AUTHZ_UPDATE, {T_A, 10, AUTHZ_OPERATOR}, D},
+    {"admin deletes member", &ADM, AUTHZ_USER, AUTHZ_DELETE, {T_A, 22, AUTHZ_MEMBER}, A},
+    {"member reads self", &MEM, AUTHZ_USER, AUTHZ_READ, {T_A, 21, AUTHZ_MEMBER}, A},
+    {"member reads another member", &MEM, AUTHZ_USER, AUTHZ_READ, {T_A, 22, AUTHZ_MEMBER}, D},
+    {"member updates self", &MEM, AUTHZ_USER, AUTHZ_UPDATE, {T_A, 21, AUTHZ_MEMBER}, A},
+    {"member creates users", &MEM, AUTHZ_USER, AUTHZ_CREATE, {T_A, 0, 0}, D},
+    {"member deletes self", &MEM, AUTHZ_USER, AUTHZ_DELETE, {T_A, 21, AUTHZ_MEMBER}, D},
+    /* endpoints */
+    {"admin reads own endpoint", &ADM, AUTHZ_ENDPOINT, AUTHZ_READ, {T_A, 0, 0}, A},
+    {"admin reads foreign endpoint by id (R-SEC-5)", &ADM, AUTHZ_ENDPOINT, AUTHZ_READ, {T_B, 0, 0}, D},
+    {"admin changes foreign endpoint", &ADM, AUTHZ_ENDPOINT, AUTHZ_UPDATE, {T_DEF, 0, 0}, D},
+    {"member reads endpoint", &MEM, AUTHZ_ENDPOINT, AUTHZ_READ, {T_A, 0, 0}, D},
+    {"op deletes any endpoint", &OP, AUTHZ_ENDPOINT, AUTHZ_DELETE, {T_B, 0, 0}, A},
+    /* routes */
+    {"member reads own tenant routes", &MEM, AUTHZ_ROUTE, AUTHZ_READ, {T_A, 0, 0}, A},
+    {"member creates route", &MEM, AUTHZ_ROUTE, AUTHZ_CREATE, {T_A, 0, 0}, D},
+    {"admin creates route in own tenant", &ADM, AUTHZ_ROUTE, AUTHZ_CREATE, {T_A, 0, 0}, A},
+    {"admin creates route in default", &ADM, AUTHZ_ROUTE, AUTHZ_CREATE, {T_DEF, 0, 0}, D},
+    /* keys */
+    {"member creates own key", &MEM, AUTHZ_KEY, AUTHZ_CREATE, {T_A, 21, AUTHZ_MEMBER}, A},
+    {"member creates key for another", &MEM, AUTHZ_KEY, AUTHZ_CREATE, {T_A, 22, AUTHZ_MEMBER}, D},
+    {"member revokes own key", &MEM, AUTHZ_KEY, AUTHZ_DELETE, {T_A, 21, AUTHZ_MEMBER}, A},
+    {"member reads another's key", &MEM, AUTHZ_KEY, AUTHZ_READ, {T_A, 22, AUTHZ_MEMBER}, D},
+    {"admin creates key for member", &ADM, AUTHZ_KEY, AUTHZ_CREATE, {T_A, 22, AUTHZ_MEMBER}, A},
+    {"admin creates key for operator (R-SEC-5)", &ADM, AUTHZ_KEY, AUTHZ_CREATE, {T_A, 10, AUTHZ_OPERATOR}, D},
+    {"admin reads key of other tenant", &ADM, AUTHZ_KEY, AUTHZ_READ, {T_B, 30, AUTHZ_ADMIN}, D},
+    /* platform-wide */
+    {"member reads policies", &MEM, AUTHZ_POLICY, AUTHZ_READ, {0, 0, 0}, A},
+    {"admin writes policies", &ADM, AUTHZ_POLICY, AUTHZ_UPDATE, {0, 0, 0}, D},
+    {"op writes policies", &OP, AUTHZ_POLICY, AUTHZ_UPDATE, {0, 0, 0}, A},
+    {"admin reads settings", &ADM, AUTHZ_SETTINGS, AUTHZ_READ, {0, 0, 0}, A},
+    {"admin writes settings", &ADM, AUTHZ_SETTINGS, AUTHZ_UPDATE, {0, 0, 0}, D},
+    {"member reads settings", &MEM, AUTHZ_SETTINGS, AUTHZ_READ, {0, 0, 0}, D},
+    {"admin reads nodes", &ADM, AUTHZ_NODE, AUTHZ_READ, {0, 0, 0}, A},
+    {"admin creates nodes", &ADM, AUTHZ_NODE, AUTHZ_CREATE, {0, 0, 0}, D},
+    /* usage, audit, alerts */
+    {"member reads own usage", &MEM, AUTHZ_USAGE, AUTHZ_READ, {T_A, 21, 0}, A},
+    {"member reads another's usage", &MEM, AUTHZ_USAGE, AUTHZ_READ, {T_A, 22, 0}, D},
+    {"admin reads tenant usage", &ADM, AUTHZ_USAGE, AUTHZ_READ, {T_A, 0, 0}, A},
+    {"member reads audit", &MEM, AUTHZ_AUDIT, AUTHZ_READ, {T_A, 0, 0}, D},
+    {"admin reads own audit", &ADM, AUTHZ_AUDIT, AUTHZ_READ, {T_A, 0, 0}, A},
+    {"admin resolves foreign alert", &ADM, AUTHZ_ALERT, AUTHZ_UPDATE, {T_B, 0, 0}, D},
+};
+
+static void test_check(void)
+{
+    char why[256];
+    for (size_t i = 0; i < sizeof check_cases / sizeof check_cases[0]; i++) {
+        why[0] = '\0';
+        int rc = authz_check(check_cases[i].who, check_cases[i].r, check_cases[i].op,
+                             &check_cases[i].t, why, sizeof why);
+        CHECK((rc == 0) == check_cases[i].allowed, "%s: got %s (%s)", check_cases[i].what,
+              rc == 0 ? "allowed" : "denied", why);
+        if (rc != 0)
+            CHECK(why[0] != '\0', "%s: a refusal says why", check_cases[i].what);
+    }
+}
+
+/* Listings are narrowed, never widened. */
+static void test_list(void)
+{
+    char why[256];
+    struct authz_scope got, none = {0, 0}, other_t = {T_B, 0}, other_u = {0, 22};
+    CHECK(authz_list(&OP, AUTHZ_KEY, &none, &got, why, sizeof why) == 0 && got.tenant_id == 0 &&
+          got.user_id == 0, "operator lists everything");
+    CHECK(authz_list(&ADM, AUTHZ_KEY, &none, &got, why, sizeof why) == 0 && got.tenant_id == T_A &&
+          got.user_id == 0, "admin narrowed to its tenant");
+    CHECK(authz_list(&ADM, AUTHZ_KEY, &other_t, &got, why, sizeof why) != 0,
+          "admin asking for another tenant is refused");
+    CHECK(authz_list(&MEM, AUTHZ_KEY, &none, &got, why, sizeof why) == 0 && got.tenant_id == T_A &&
+          got.user_id == 21, "member narrowed to itself");
+    CHECK(authz_list(&MEM, AUTHZ_USAGE, &other_u, &got, why, sizeof why) != 0,
+          "member asking for another user's usage is refused (R-USE-6)");
+    CHECK(authz_list(&MEM, AUTHZ_AUDIT, &none, &got, why, sizeof why) != 0, "member has no audit");
+    CHECK(authz_list(&MEM, AUTHZ_ROUTE, &none, &got, why, sizeof why) == 0 && got.tenant_id == T_A &&
+          got.user_id == 0, "member sees its tenant's routes");
+}
+
+/* R-ADM-2: negative priority, `default` names and foreign endpoints. */
+static const struct {
+    const char *what;
+    const struct authz_actor *who;
+    struct authz_route_change c;
+    int allowed;
+} route_cases[] = {
+    {"admin, plain route", &ADM, {1, 0, 0, T_A, T_A, T_DEF}, A},
+    {"admin, no priority given", &ADM, {0, 0, 0, T_A, 0, T_DEF}, A},
+    {"admin, negative priority", &ADM, {1, -1, 0, T_A, T_A, T_DEF}, D},
+    {"operator, negative priority", &OP, {1, -5, 0, T_A, T_A, T_DEF}, A},
+    {"admin, name of a default route", &ADM, {1, 0, 1, T_A, T_A, T_DEF}, D},
+    {"admin, foreign endpoint", &ADM, {1, 0, 0, T_A, T_B, T_DEF}, D},
+    {"admin, platform endpoint", &ADM, {1, 0, 0, T_A, T_DEF, T_DEF}, D},
+    {"admin, route of another tenant", &ADM, {1, 0, 0, T_B, T_B, T_DEF}, D},
+    {"member, anything", &MEM, {1, 0, 0, T_A, T_A, T_DEF}, A}, /* the table refuses members */
+};
+
+static void test_route(void)
+{
+    char why[256];
+    for (size_t i = 0; i < sizeof route_cases / sizeof route_cases[0]; i++) {
+        int rc = authz_route(route_cases[i].who, &route_cases[i].c, why, sizeof why);
+        CHECK((rc == 0) == route_cases[i].allowed, "%s: got %s", route_cases[i].what,
+              rc == 0 ? "allowed" : "denied");
+    }
+}
+
+static struct authz_limits lim(int64_t qps, int64_t daily, int set_mask)
+{
+    struct authz_limits l = {{qps, 0, daily, 0, 0, 0}, {0}};
+    for (int i = 0; i < AUTHZ_NLIMITS; i++)
+        l.set[i] = (set_mask >> i) & 1;
+    return l;
+}
+
+/* R-SEC-5: a key never has more than its maker; nobody raises its own. */
+static void test_key_limits(void)
+{
+    char why[256];
+    struct authz_actor adm10 = ADM;         /* admin with a ceiling of 10 qps, 1000 a day */
+    adm10.ceiling = lim(10, 1000, 0x3f);
+    struct authz_target member = {T_A, 22, AUTHZ_MEMBER}, self = {T_A, 20, AUTHZ_ADMIN};
+    struct authz_limits k5 = lim(5, 100, 0x3f), k20 = lim(20, 100, 0x3f), k0 = lim(0, 100, 0x3f);
+    CHECK(authz_key_limits(&adm10, &member, NULL, &k5, why, sizeof why) == 0, "within ceiling");
+    CHECK(authz_key_limits(&adm10, &member, NULL, &k20, why, sizeof why) != 0, "above ceiling");
+    CHECK(authz_key_limits(&adm10, &member, NULL, &k0, why, sizeof why) != 0,
+          "unlimited is above any ceiling");
+    CHECK(authz_key_limits(&OP, &member, NULL, &k0, why, sizeof why) == 0, "operator unbounded");
+    struct authz_actor adm = ADM;           /* no ceiling */
+    struct authz_limits old = lim(5, 0, 0x3f), up = lim(6, 0, 0x1), down = lim(4, 0, 0x1),
+                        unl = lim(0, 0, 0x1), other = lim(0, 50, 0x4);
+    CHECK(authz_key_limits(&adm, &self, &old, &up, why, sizeof why) != 0, "raise own key");
+    CHECK(authz_key_limits(&adm, &self, &old, &unl, why, sizeof why) != 0, "own key to unlimited");
+    CHECK(authz_key_limits(&adm, &self, &old, &down, why, sizeof why) == 0, "lower own key");
+    CHECK(authz_key_limits(&adm, &self, &old, &other, why, sizeof why) == 0,
+          "setting a limit that was unlimited lowers it");
+    CHECK(authz_key_limits(&adm, &member, &old, &up, why, sizeof why) == 0,
+          "an admin may raise a member's key within its own (no) ceiling");
+    struct authz_limits a = lim(5, 0, 0x3f), b = lim(3, 7, 0x3f), m;
+    authz_limits_min(&m, &a, &b);
+    CHECK(m.v[0] == 3 && m.v[2] == 7, "min: tightest of each, 0 unlimited (%lld %lld)",
+          (long long)m.v[0], (long long)m.v[2]);
+}
+
+/* R-SEC-5 on users: own role, roles above one's own, ceilings, operators. */
+static void test_user(void)
+{
+    char why[256];
+    struct authz_target self_m = {T_A, 21, AUTHZ_MEMBER}, self_a = {T_A, 20, AUTHZ_ADMIN},
+                        other_m = {T_A, 22, AUTHZ_MEMBER}, new_a = {T_A, 0, AUTHZ_NOBODY},
+                        new_b = {T_B, 0, AUTHZ_NOBODY};
+    struct authz_user_change role_admin = {"admin", 0, 0, {{0}, {0}}},
+                             role_member = {"member", 0, 0, {{0}, {0}}},
+                             role_op = {"operator", 0, 0, {{0}, {0}}},
+                             pw = {NULL, 1, 0, {{0}, {0}}},
+                             ceil = {NULL, 0, 1, lim(5, 0, 0x3f)};
+    CHECK(authz_user(&MEM, &self_m, &role_admin, why, sizeof why) != 0, "member raises own role");
+    CHECK(authz_user(&MEM, &self_m, &role_member, why, sizeof why) != 0, "member sets own role");
+    CHECK(authz_user(&MEM, &self_m, &pw, why, sizeof why) == 0, "member changes own password");
+    CHECK(authz_user(&MEM, &other_m, &pw, why, sizeof why) != 0, "member changes another");
+    CHECK(authz_user(&MEM, &self_m, &ceil, why, sizeof why) != 0, "member sets own ceiling");
+    CHECK(authz_user(&ADM, &self_a, &role_member, why, sizeof why) != 0, "admin changes own role");
+    CHECK(authz_user(&ADM, &self_a, &ceil, why, sizeof why) != 0, "admin raises own ceiling");
+    CHECK(authz_user(&ADM, &other_m, &role_admin, why, sizeof why) == 0, "admin promotes member");
+    CHECK(authz_user(&ADM, &other_m, &role_op, why, sizeof why) != 0, "admin makes an operator");
+    CHECK(authz_user(&ADM, &new_a, &role_member, why, sizeof why) == 0, "admin adds member");
+    CHECK(authz_user(&ADM, &new_b, &role_member, why, sizeof why) != 0, "admin adds to other tenant");
+    CHECK(authz_user(&ADM, &other_m, &ceil, why, sizeof why) == 0, "admin sets member ceiling");
+    struct authz_actor adm3 = ADM;
+    adm3.ceiling = lim(3, 0, 0x3f);
+    CHECK(authz_user(&adm3, &other_m, &ceil, why, sizeof why) != 0,
+          "admin gives a ceiling above its own");
+    CHECK(authz_user(&OP, &self_a, &role_op, why, sizeof why) == 0, "operator decides everything");
+    CHECK(authz_role_parse("operator") == AUTHZ_OPERATOR && authz_role_parse("x") == AUTHZ_NOBODY &&
+          authz_role_parse(NULL) == AUTHZ_NOBODY, "role names");
+}
+
+int main(void)
+{
+    test_check();
+    test_list();
+    test_route();
+    test_key_limits();
+    test_user();
+    return check_done();
+}

@@ -1,0 +1,139 @@
+/* test_limits.c: the sliding QPS window, the TPM bucket and quota boundaries (R-KEY-2, R-KEY-3, R-KEY-5). */
+#include "keylimits.h"
+
+#include "check.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#define CAP 16
+
+/* R-KEY-3: admissions at given times against a limit; expected verdicts. */
+static const struct {
+    const char *name;
+    int64_t limit;
+    int64_t at[12];     /* ms; -1 ends */
+    int want[12];
+} qps_cases[] = {
+    {"limit 3 within a second", 3, {0, 10, 20, 30, -1}, {1, 1, 1, 0}},
+    {"window slides, not resets", 3, {0, 500, 900, 1001, 1002, 1499, 1501, -1}, {1, 1, 1, 1, 0, 0, 1}},
+    {"exactly 1000 ms later is outside", 2, {0, 0, 999, 1000, -1}, {1, 1, 0, 1}},
+    {"limit 1", 1, {0, 999, 1000, 1500, 2000, -1}, {1, 0, 1, 0, 1}},
+    {"burst at a second boundary stays at limit", 4, {990, 995, 998, 999, 1001, 1005, 1989, 1991, -1},
+     {1, 1, 1, 1, 0, 0, 0, 1}},
+    {"ring wraps", 2, {0, 1000, 2000, 3000, 3001, 3002, 4001, -1}, {1, 1, 1, 1, 1, 0, 1}},
+};
+
+static void test_qps(void)
+{
+    for (size_t i = 0; i < sizeof qps_cases / sizeof qps_cases[0]; i++) {
+        int64_t ring[CAP] = {0};
+        int32_t head = 0;
+        for (int k = 0; qps_cases[i].at[k] >= 0; k++) {
+            int64_t retry = -1, cur = -1, now = 100000 + qps_cases[i].at[k];
+            int got = limits_qps_take(ring, CAP, &head, qps_cases[i].limit, now, &retry, &cur);
+            CHECK(got == qps_cases[i].want[k], "%s: admission %d at %lld: got %d", qps_cases[i].name, k,
+                  (long long)qps_cases[i].at[k], got);
+            if (!got)
+                CHECK(retry > 0 && retry <= 1000 && cur == qps_cases[i].limit,
+                      "%s: refusal %d: retry %lld current %lld", qps_cases[i].name, k, (long long)retry,
+                      (long long)cur);
+        }
+    }
+}
+
+/* Randomised: no one-second window ever holds more than the limit. */
+static void test_qps_never_over(void)
+{
+    srand(7);
+    for (int64_t limit = 1; limit <= CAP; limit += 5) {
+        int64_t ring[CAP] = {0}, admitted[4000];
+        int32_t head = 0;
+        int n = 0;
+        int64_t t = 50000;
+        for (int k = 0; k < 4000; k++) {
+            t += rand() % 40;
+            int64_t retry, cur;
+            if (limits_qps_take(ring, CAP, &head, limit, t, &retry, &cur))
+                admitted[n++] = t;
+        }
+        int worst = 0;
+        for (int a = 0; a < n; a++) {
+            int c = 0;
+            for (int b = a; b < n && admitted[b] < admitted[a] + 1000; b++)
+                c++;
+            worst = c > worst ? c : worst;
+        }
+        CHECK(worst == limit, "limit %lld: busiest window %d", (long long)limit, worst);
+    }
+}
+
+static void test_qps_give_back(void)
+{
+    int64_t ring[CAP] = {0}, retry, cur;
+    int32_t head = 0;
+    CHECK_INT(limits_qps_take(ring, CAP, &head, 2, 1000, &retry, &cur), 1, "first");
+    CHECK_INT(limits_qps_take(ring, CAP, &head, 2, 1001, &retry, &cur), 1, "second");
+    CHECK_INT(limits_qps_take(ring, CAP, &head, 2, 1002, &retry, &cur), 0, "third refused");
+    limits_qps_give_back(ring, CAP, &head, 2);     /* R-KEY-5: a later check refused the second */
+    CHECK_INT(limits_qps_take(ring, CAP, &head, 2, 1003, &retry, &cur), 1, "slot given back");
+    /* Above the ring's size the fixed window is used. */
+    int64_t big[CAP] = {0};
+    head = 0;
+    int ok = 0;
+    for (int i = 0; i < 40; i++)
+        ok += limits_qps_take(big, CAP, &head, 30, 5000 + i, &retry, &cur);
+    CHECK_INT(ok, 30, "fixed window above the ring size");
+    CHECK_INT(limits_qps_take(big, CAP, &head, 30, 6000, &retry, &cur), 1, "next second");
+}
+
+static void test_bucket(void)
+{
+    struct token_bucket b = {0, 0, 0};
+    int64_t retry = 0, cur = 0;
+    /* R-KEY-5: 600 per minute = 10 per second. A new bucket starts full. */
+    CHECK_INT(limits_bucket_take(&b, 600, 500, 1000, &retry, &cur), 1, "500 of 600");
+    CHECK_INT(limits_bucket_take(&b, 600, 200, 1000, &retry, &cur), 0, "200 more refused");
+    CHECK(retry == 10000, "100 missing at 10/s: retry %lld", (long long)retry);
+    CHECK_INT(cur, 500, "current use");
+    CHECK_INT(limits_bucket_take(&b, 600, 200, 11000, &retry, &cur), 1, "refilled after 10 s");
+    limits_bucket_settle(&b, 150);                  /* actual usage was 150 below the estimate */
+    CHECK_INT(b.level_milli, 150000 + 0, "refund settles the level");
+    limits_bucket_settle(&b, -400);                 /* actual above the estimate: debt */
+    CHECK(b.level_milli < 0, "level below zero: %lld", (long long)b.level_milli);
+    limits_bucket_settle(&b, 10000);
+    CHECK_INT(b.level_milli, 600000, "never above capacity");
+    /* A request larger than the whole limit passes a full bucket (capped), not never. */
+    struct token_bucket c2 = {0, 0, 0};
+    CHECK_INT(limits_bucket_take(&c2, 100, 5000, 0, &retry, &cur), 1, "capped to the limit");
+    CHECK_INT(limits_bucket_take(&c2, 100, 1, 0, &retry, &cur), 0, "then empty");
+    /* A changed limit starts a new full bucket. */
+    CHECK_INT(limits_bucket_take(&c2, 200, 150, 0, &retry, &cur), 1, "new limit, full again");
+}
+
+static void test_estimate_and_boundaries(void)
+{
+    CHECK_INT(limits_estimate_tokens(100, 50, 1024), 150, "max_tokens given");
+    CHECK_INT(limits_estimate_tokens(100, 0, 1024), 1124, "default output");
+    CHECK_INT(limits_estimate_tokens(-5, 0, 0), 0, "never negative");
+    setenv("TZ", "UTC", 1);
+    tzset();
+    /* 2026-11-30T10:00:00Z */
+    CHECK_INT(limits_next_day(1796032800), 1796083200, "next midnight UTC");
+    CHECK_INT(limits_next_month(1796032800), 1796083200, "1 December UTC");
+    CHECK_INT(limits_next_month(1798761600 - 1), 1798761600, "31 Dec 23:59:59 -> 1 Jan");
+    setenv("TZ", "Asia/Shanghai", 1);
+    tzset();
+    /* 10:00Z is 18:00 in UTC+8; the next local midnight is 16:00Z. */
+    CHECK_INT(limits_next_day(1796032800), 1796054400, "next midnight UTC+8");
+}
+
+int main(void)
+{
+    test_qps();
+    test_qps_never_over();
+    test_qps_give_back();
+    test_bucket();
+    test_estimate_and_boundaries();
+    return check_done();
+}
