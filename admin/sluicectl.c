@@ -322,6 +322,25 @@ static struct json_object *cmd_key_set(sqlite3 *db, const struct cli *c, struct 
     int64_t id;
     if (cli_id(c->pos[0], &id, err) != 0 || cli_key_limits(c, &l, err) != 0)
         return NULL;
+    /* R-AUTO-1: `key set ID --auto on|off --strategy S` is the key's routing policy. */
+    const char *a = cli_opt(c, "auto"), *s = cli_opt(c, "strategy");
+    if (a || s) {
+        struct ops_i64 on = {0, 0};
+        if (a && strcmp(a, "inherit") == 0) {
+            on.set = 1;
+            on.v = -1;
+        } else if (cli_onoff(c, "auto", &on, err) != 0) {
+            return NULL;
+        }
+        struct json_object *p = ops_key_policy_set(db, id, on, s && strcmp(s, "inherit") == 0 ? "" : s, err);
+        if (!p)
+            return NULL;
+        int limits = l.qps_limit.set || l.concurrency_limit.set || l.daily_limit.set || l.monthly_quota.set ||
+                     l.tpm_limit.set || l.monthly_token_quota.set || cli_opt(c, "name");
+        if (!limits)
+            return p;
+        json_object_put(p);
+    }
     return ops_key_set(db, id, cli_opt(c, "name"), &l, err);
 }
 
@@ -417,7 +436,7 @@ static const struct cli_cmd {
      cmd_route_set},
     {"route", "rm", "ID", "", "", 0, cmd_route_rm},
     {"key", "add", "", "user= name= " KEY_LIMIT_OPTS, "user", 0, cmd_key_add},
-    {"key", "set", "ID", "name= " KEY_LIMIT_OPTS, "", 0, cmd_key_set},
+    {"key", "set", "ID", "name= auto= strategy= " KEY_LIMIT_OPTS, "", 0, cmd_key_set},
     {"key", "revoke", "ID", "", "", 0, cmd_key_revoke},
     {"list", "tenants", "", CLI_LIST_OPTS, "", 0, cmd_list_tenants},
     {"list", "users", "", CLI_LIST_OPTS, "", 0, cmd_list_users},
@@ -433,7 +452,7 @@ static const struct cli_cmd {
     {"user", "ceiling", "NAME", KEY_LIMIT_OPTS, "", 0, cmd_user_ceiling},
     {"endpoint", "test", "NAME", "timeout-ms=", "", 0, cmd_endpoint_test},
     {"key", "policy", "ID", "auto-routing= strategy=", "", 0, cmd_key_policy},
-    {"policy", "set", "MODEL", "purpose= routing= quality= price-input= price-output= tools="
+    {"policy", "set", "MODEL", "purpose= routing= quality= price-input= price-output= price-in= price-out= tools="
      " vision= max-context= max-output= description=", "", 0, cmd_policy_set},
     {"policy", "rm", "MODEL", "", "", 0, cmd_policy_rm},
     {"config", "get", "", "", "", 0, cmd_config_get},

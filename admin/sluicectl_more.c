@@ -207,6 +207,8 @@ struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_
         more_scaled(c, "quality", 3, &o.quality_milli, err) != 0 ||
         more_scaled(c, "price-input", 6, &o.price_input_micro, err) != 0 ||
         more_scaled(c, "price-output", 6, &o.price_output_micro, err) != 0 ||
+        (!o.price_input_micro.set && more_scaled(c, "price-in", 6, &o.price_input_micro, err) != 0) ||
+        (!o.price_output_micro.set && more_scaled(c, "price-out", 6, &o.price_output_micro, err) != 0) ||
         cli_num(c, "max-context", &o.max_context, err) != 0 ||
         cli_num(c, "max-output", &o.max_output, err) != 0)
         return NULL;

@@ -81,5 +81,21 @@ struct json_object *stats_json(sqlite3 *db, const char *state_path)
             json_object_array_add(aff, row);
         }
     json_object_object_add(out, "session_affinity", aff);
+    /* R-AUTO-6: sluice_auto_routing_total{outcome,strategy}. */
+    static const char *auto_outcomes[] = {"routed", "degraded", "failed", "no_candidates"};
+    static const char *strategies[] = {"balanced", "cost", "latency", "semantic"};
+    struct json_object *au = json_object_new_array();
+    for (int o = 0; o < SHM_AUTO_OUTCOMES; o++)
+        for (int sg = 0; sg < SHM_AUTO_STRATEGIES; sg++) {
+            uint64_t v = atomic_load(&shm.r->routing.auto_outcomes[o][sg]);
+            if (!v)
+                continue;
+            struct json_object *row = json_object_new_object();
+            json_object_object_add(row, "outcome", json_object_new_string(auto_outcomes[o]));
+            json_object_object_add(row, "strategy", json_object_new_string(strategies[sg]));
+            json_object_object_add(row, "count", json_object_new_int64((int64_t)v));
+            json_object_array_add(au, row);
+        }
+    json_object_object_add(out, "auto_routing", au);
     return out;
 }

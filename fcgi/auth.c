@@ -2,6 +2,8 @@
 #include "auth.h"
 
 #include "admit.h"
+#include "dbpool.h"
+#include "session.h"
 #include "pathcheck.h"
 #include "reply.h"
 #include "util.h"
@@ -21,12 +23,69 @@ static const char *auth_bearer(const struct request *r)
     return *h ? h : NULL;
 }
 
+/* R-AUTH-3: only an operator may act for another tenant (X-Sluice-Tenant). */
+static int auth_tenant_override(struct request *r)
+{
+    struct caller *c = &r->caller;
+    const char *as = request_header(r, "X-Sluice-Tenant");
+    if (as && *as) {
+        if (c->role != ROLE_OPERATOR) {
+            reply_error(r, "permission_denied", "X-Sluice-Tenant is for operators only.", NULL);
+            return -1;
+        }
+        const struct snap_tenant *t = snapshot_tenant_by_name(r->snap, as);
+        if (!t) {
+            reply_error(r, "permission_denied", "X-Sluice-Tenant names no tenant.", NULL);
+            return -1;
+        }
+        c->tenant_id = t->id;
+    }
+    return 0;
+}
+
+/* R-AUTH-1: an admin login session is a credential on the data plane too; the
+ * caller is its user (no key, so no key limits). */
+static int auth_session(struct request *r, const char *token)
+{
+    int64_t user_id = 0;
+    struct dbconn *c = dbpool_get();
+    int ok = session_lookup(c->db, token, &user_id) == 0;
+    sqlite3_stmt *st = NULL;
+    if (ok && sqlite3_prepare_v2(c->db, "SELECT tenant_id, role, name FROM users WHERE id = ?1", -1, &st, NULL) ==
+                  SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, user_id);
+        ok = sqlite3_step(st) == SQLITE_ROW;
+        if (ok) {
+            const char *role = (const char *)sqlite3_column_text(st, 1);
+            r->caller.tenant_id = sqlite3_column_int64(st, 0);
+            r->caller.user_id = user_id;
+            r->caller.role = !role ? ROLE_MEMBER : strcmp(role, "operator") == 0 ? ROLE_OPERATOR
+                             : strcmp(role, "admin") == 0                       ? ROLE_ADMIN
+                                                                                : ROLE_MEMBER;
+            r->caller.user_name = arena_strdup(r->arena, (const char *)sqlite3_column_text(st, 2));
+        }
+    } else {
+        ok = 0;
+    }
+    sqlite3_finalize(st);
+    dbpool_put(c);
+    if (!ok) {
+        admit_auth_failed(r);
+        reply_error(r, "invalid_api_key", "The session is unknown or has expired.", NULL);
+        return -1;
+    }
+    r->caller.endpoint = -1;
+    return auth_tenant_override(r);
+}
+
 int auth_caller(struct request *r)
 {
     /* R-SEC-6: an address with too many failures waits, whatever it sends. */
     if (admit_auth_blocked(r))
         return -1;
     const char *key = auth_bearer(r);
+    if (key && session_token_shape(key))
+        return auth_session(r, key);
     if (!key || strncmp(key, "sk-", 3) != 0 || strlen(key) > 256) {
         admit_auth_failed(r);
         reply_error(r, "invalid_api_key", key ? "Incorrect API key provided." :
@@ -52,19 +111,5 @@ int auth_caller(struct request *r)
     c->user_name = k->user_name;
     c->key = k;
 
-    /* R-AUTH-3: only an operator may act for another tenant. */
-    const char *as = request_header(r, "X-Sluice-Tenant");
-    if (as && *as) {
-        if (c->role != ROLE_OPERATOR) {
-            reply_error(r, "permission_denied", "X-Sluice-Tenant is for operators only.", NULL);
-            return -1;
-        }
-        const struct snap_tenant *t = snapshot_tenant_by_name(r->snap, as);
-        if (!t) {
-            reply_error(r, "permission_denied", "X-Sluice-Tenant names no tenant.", NULL);
-            return -1;
-        }
-        c->tenant_id = t->id;
-    }
-    return 0;
+    return auth_tenant_override(r);
 }

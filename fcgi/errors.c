@@ -36,6 +36,9 @@ const struct error_def error_table[] = {
     {"service_waking", 503, "server_error", 0, 1, "the model's replicas are waking up; not ready within the wait (Retry-After wake.retry_after_s)"},
     {"wake_queued_gpu_borrowed", 503, "server_error", 0, 1, "the model sleeps on a node whose GPUs are lent out (Retry-After wake.node_retry_after_s)"},
     {"wake_failed_node_offline", 503, "server_error", 0, 1, "the model sleeps on an offline node, or its wake call failed (Retry-After wake.node_retry_after_s)"},
+    {"no_auto_candidates", 503, "server_error", 0, 1, "model auto: no routed model is enabled, healthy and capable"},
+    {"no_auto_candidates_for_purpose", 503, "server_error", 0, 1, "model auto: no model serves this kind of request"},
+    {"auto_routing_all_failed", 502, "server_error", 0, 0, "model auto: every candidate failed before answering"},
     {"internal_error", 500, "server_error", 0, 0, "a bug or resource failure inside sluice"},
 };
 const int error_table_len = (int)(sizeof error_table / sizeof error_table[0]);

@@ -1,6 +1,7 @@
 /* forward.c: libcurl transfers driven from the worker's loop (DESIGN.md stage 6). */
 #include "forward.h"
 
+#include "auto.h"
 #include "guard.h"
 #include "log.h"
 #include "pathcheck.h"
@@ -213,7 +214,7 @@ void forward_run(struct request *r)
         shm_active_add(r->shm, rep->slot, -1);
 
         /* R-HC-8: what may be tried again on another replica. */
-        int retry_ok = !r->data_sent && r->retries == 0;
+        int retry_ok = !r->data_sent && r->candidate_retries == 0;
         int failed_before_data =
             out == OUT_CONNECT || (out == OUT_DONE && retryable_status(x.status)) ||
             (out == OUT_BROKEN && x.mode == RELAY_SSE && !r->data_sent);
@@ -224,6 +225,7 @@ void forward_run(struct request *r)
                 const struct snap_replica *keep_rep = r->replica;
                 if (route_choose(r, 0) == 0) {
                     r->retries++;
+                    r->candidate_retries++;
                     log_info("request %s: retrying on replica %lld after a failure of replica %lld",
                              r->request_id, (long long)r->replica->id, (long long)rep->id);
                     relay_free(&x);
@@ -231,7 +233,24 @@ void forward_run(struct request *r)
                 }
                 r->replica = keep_rep;
             }
-            if (out == OUT_DONE)
+            /* R-AUTO-5: then the next candidate model, body model rewritten. */
+            int degraded = 0;
+            while (!r->data_sent && !r->headers_sent && auto_next(r) == 0)
+                if (route_choose(r, 0) == 0) {
+                    degraded = 1;
+                    break;
+                }
+            if (degraded) {
+                r->retries++;
+                r->candidate_retries = 0;
+                log_info("request %s: model auto degrades to %s (level %d)", r->request_id, r->model,
+                         r->auto_plan->pos);
+                relay_free(&x);
+                continue;
+            }
+            if (r->auto_plan)
+                reply_error(r, "auto_routing_all_failed", NULL, NULL);
+            else if (out == OUT_DONE)
                 relay_send_buffered(&x);        /* pass the upstream's own 5xx on */
             else if (r->data_sent || r->headers_sent)
                 reply_error(r, "upstream_error", "the upstream stream broke", NULL);

@@ -2,6 +2,7 @@
  * and the table of routes every request is dispatched through. */
 #include "account.h"
 #include "admit.h"
+#include "auto.h"
 #include "auth.h"
 #include "conf.h"
 #include "db.h"
@@ -95,6 +96,7 @@ static int handle(struct worker *w)
             dispatch(&r);
     }
     admit_finish(&r);
+    auto_finish(&r);
     if (r.kind != REQ_MODELS && !r.replayed)
         account_record(&r);
     json_object_put(r.json);

@@ -1,6 +1,7 @@
 /* models.c: the models a caller could route to, in OpenAI's list shape (R-AUTH-6). */
 #include "models.h"
 
+#include "auto.h"
 #include "reply.h"
 
 #include <string.h>
@@ -64,6 +65,12 @@ void models_reply(struct request *r)
     int64_t def = r->snap->default_tenant_id;
     if (!only)
         buf_puts(b, "{\"object\":\"list\",\"data\":[");
+    /* R-AUTH-6: "auto" first when auto routing is on for this caller. */
+    enum auto_strategy strategy;
+    if (auto_enabled_for(r, &strategy) && (!only || strcmp(only, "auto") == 0)) {
+        buf_puts(b, "{\"id\":\"auto\",\"object\":\"model\",\"created\":0,\"owned_by\":\"sluice-router\"}");
+        count++;
+    }
     int cross = r->caller.role == ROLE_OPERATOR && r->caller.tenant_id != def;
     if (cross)
         models_of_tenant(r, b, def, 0, only, &count);

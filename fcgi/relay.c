@@ -1,6 +1,7 @@
 /* relay.c: upstream headers and body to the client, byte for byte where the spec asks. */
 #include "relay.h"
 
+#include "auto.h"
 #include "reply.h"
 #include "util.h"
 
@@ -102,10 +103,14 @@ static const char *relay_extra_headers(struct relay *x, int stream)
     /* R-SSE-1: nothing between sluice and the client may buffer a stream. */
     const char *nocache = stream && !strcasestr(up, "cache-control:") ? "Cache-Control: no-cache\r\n" : "";
     const char *noaccel = stream && !strcasestr(up, "x-accel-buffering:") ? "X-Accel-Buffering: no\r\n" : "";
+    const struct auto_plan *ap = r->auto_plan;
+    const char *fallback = !ap ? "" : arena_printf(r->arena, "%s%s",
+        ap->pos > 0 ? arena_printf(r->arena, "X-Fallback: true\r\nX-Degradation-Level: %d\r\n", ap->pos) : "",
+        ap->purpose_fallback ? "X-Routing-Purpose-Fallback: unlabeled\r\n" : "");
     const char *session = r->affinity_header[0]
         ? arena_printf(r->arena, "X-Session-Id: %s\r\nX-Session-Affinity: %s\r\n", r->session_id, r->affinity_header)
         : "";
-    return arena_printf(r->arena, "%s%s%s%sX-Routed-Endpoint: %s\r\n%s%s%s", up, nocache, noaccel, session,
+    return arena_printf(r->arena, "%s%s%s%s%sX-Routed-Endpoint: %s\r\n%s%s%s", up, nocache, noaccel, session, fallback,
                         r->ep ? r->ep->name : "",
                         *routed ? "X-Routed-Model: " : "", routed, *routed ? "\r\n" : "");
 }

@@ -73,6 +73,7 @@ struct request {
     int replayed;                 /* answered from an idempotency record: no usage, no quota */
     int64_t admitted_ms;          /* when the QPS window admitted it (the event's time) */
     const char *response_content_type;
+    struct auto_plan *auto_plan;  /* R-AUTO: the candidates when the client asked for "auto" */
     struct sticky *sticky;        /* R-AFF: the affinity lookup of this request, or NULL */
     char session_id[260];         /* R-AFF-5: X-Session-Id of the response */
     char affinity_header[48];     /* R-AFF-5: X-Session-Affinity of the response */
@@ -101,7 +102,8 @@ struct request {
     int headers_sent;             /* response head written to the client */
     int data_sent;                /* a response byte other than a comment went out */
     int client_gone;
-    int retries;
+    int retries;                  /* attempts after the first (one event, R-USE-4) */
+    int candidate_retries;        /* replica retries of the current candidate (R-HC-8) */
     int64_t ttft_ms;
 
     /* account */

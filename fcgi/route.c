@@ -1,6 +1,7 @@
 /* route.c: choose the route and replica for a request (SPEC §3-5, DESIGN.md stage 5). */
 #include "route.h"
 
+#include "auto.h"
 #include "balance.h"
 #include "sticky.h"
 #include "log.h"
@@ -108,6 +109,11 @@ static int endpoint_usable(const struct request *r, const struct snap_endpoint *
         if (replica_usable(r, e->first_replica + i, strict, now))
             return 1;
     return 0;
+}
+
+int route_endpoint_serving(const struct request *r, const struct snap_endpoint *e)
+{
+    return endpoint_usable(r, e, 0, now_ms());
 }
 
 /* R-LB-1 over the endpoint's usable replicas; -1 if none. */
@@ -255,6 +261,9 @@ int route_choose(struct request *r, int reply_on_fail)
 {
     if (r->kind == REQ_PROXY)
         return route_proxy(r, reply_on_fail);
+    /* R-AUTO: "auto" becomes the plan's first candidate model here. */
+    if (!r->auto_plan && strcmp(r->model, "auto") == 0 && auto_plan_request(r) != 0)
+        return -1;
     const struct snap_route *first;
     int n = scoped_routes(r, &first);
     const struct snap_route *cands[MAX_CANDIDATES];

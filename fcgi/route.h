@@ -17,6 +17,9 @@ int route_replica_serving(const struct request *r, const struct snap_replica *re
 
 /* Passive health bookkeeping in the shared state (R-HC-5), and the data-plane
  * recovery of a removed replica that answered (R-HC-2). */
+/* Has the endpoint a replica that may serve (running, healthy, not excluded)? */
+int route_endpoint_serving(const struct request *r, const struct snap_endpoint *e);
+
 void route_report(struct request *r, const struct snap_replica *rep, int ok);
 void route_passive_conf(const struct conf *c, struct passive_conf *pc);
 

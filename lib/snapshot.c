@@ -222,6 +222,40 @@ static void key_row(struct snapshot *s, sqlite3_stmt *st, int i)
     k->has_limits = k->qps_limit > 0 || k->concurrency_limit > 0 || k->daily_limit > 0 ||
                     k->monthly_quota > 0 || k->tpm_limit > 0 || k->monthly_token_quota > 0;
     k->slot = -1;
+    k->auto_enabled = sqlite3_column_type(st, 13) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 13) != 0;
+    const char *strategy = col_str(&s->mem, st, 14);
+    k->auto_strategy = strategy && *strategy ? strategy : NULL;
+}
+
+static double col_real_or(sqlite3_stmt *st, int i, double unknown)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? unknown : sqlite3_column_double(st, i);
+}
+
+static void policy_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_policy *p = &s->policies[i];
+    p->model = col_str(&s->mem, st, 0);
+    p->purpose = col_str(&s->mem, st, 1);
+    p->routing_enabled = sqlite3_column_int(st, 2);
+    p->quality = col_real_or(st, 3, -1);
+    p->price_in = col_real_or(st, 4, -1);
+    p->price_out = col_real_or(st, 5, -1);
+    p->supports_tools = sqlite3_column_int(st, 6);
+    p->supports_vision = sqlite3_column_int(st, 7);
+    p->max_context = sqlite3_column_int64(st, 8);
+    p->max_output = sqlite3_column_int64(st, 9);
+}
+
+static int policy_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct snap_policy *)a)->model, ((const struct snap_policy *)b)->model);
+}
+
+const struct snap_policy *snapshot_policy(const struct snapshot *s, const char *model)
+{
+    struct snap_policy probe = {.model = model};
+    return bsearch(&probe, s->policies, (size_t)s->n_policies, sizeof *s->policies, policy_cmp);
 }
 
 static int key_cmp(const void *a, const void *b)
@@ -244,6 +278,17 @@ static void setting_row(struct snapshot *s, sqlite3_stmt *st, int i)
         s->internal_fields = arena_alloc(&s->mem, sizeof(char *) * (size_t)cap);
         for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
             s->internal_fields[s->n_internal_fields++] = t;
+    } else if (strcmp(k, "auto_routing_enabled") == 0) {
+        s->auto_enabled = strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "on") == 0;
+    } else if (strcmp(k, "auto_routing_strategy") == 0) {
+        s->auto_strategy = arena_strdup(&s->mem, v);
+    } else if (strncmp(k, "auto_routing_weight_", 20) == 0) {
+        int w = (int)strtol(v, NULL, 10);
+        int *dst = strcmp(k + 20, "quality") == 0 ? &s->auto_w_quality
+                   : strcmp(k + 20, "price") == 0 ? &s->auto_w_price
+                   : strcmp(k + 20, "latency") == 0 ? &s->auto_w_latency : NULL;
+        if (dst && w >= 0 && w <= 100)
+            *dst = w;
     } else if (strcmp(k, "response_model") == 0) {
         s->rewrite_response_model = strcmp(v, "upstream") != 0;
     } else if (strcmp(k, "gpu_temperature_threshold") == 0) {
@@ -261,6 +306,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     arena_init(&s->mem);
     s->rewrite_response_model = 1;
     s->gpu_temp_threshold_deci = 850;
+    s->auto_w_quality = 50, s->auto_w_price = 30, s->auto_w_latency = 20;
     int n;
     if (db_begin_read(db) != 0) {
         log_error("snapshot: cannot begin a read: %s", sqlite3_errmsg(db));
@@ -272,9 +318,10 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     int64_t nr = count(db, "SELECT count(*) FROM replicas");
     int64_t nro = count(db, "SELECT count(*) FROM routes WHERE status = 'active'");
     int64_t nn = count(db, "SELECT count(*) FROM nodes");
+    int64_t np = count(db, "SELECT count(*) FROM model_policies");
     int64_t nk = count(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL") +
                  count(db, "SELECT count(*) FROM endpoints WHERE key_hash IS NOT NULL");
-    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0) {
+    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0) {
         log_error("snapshot: cannot count the configuration: %s", sqlite3_errmsg(db));
         goto fail_read;
     }
@@ -284,6 +331,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     s->routes = arena_alloc(&s->mem, sizeof *s->routes * (size_t)(nro + 1));
     s->keys = arena_alloc(&s->mem, sizeof *s->keys * (size_t)(nk + 1));
     s->nodes = arena_alloc(&s->mem, sizeof *s->nodes * (size_t)(nn + 1));
+    s->policies = arena_alloc(&s->mem, sizeof *s->policies * (size_t)(np + 1));
     if (each_row(db, "SELECT id, name FROM tenants ORDER BY id", tenant_row, s, &s->n_tenants) ||
         each_row(db,
                  "SELECT id, tenant_id, name, algorithm, protocol, affinity, connect_timeout_ms,"
@@ -301,10 +349,15 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
         each_row(db,
                  "SELECT k.key_hash, k.id, k.user_id, k.tenant_id, NULL, u.role, u.name,"
                  " k.qps_limit, k.concurrency_limit, k.daily_limit, k.monthly_quota, k.tpm_limit,"
-                 " k.monthly_token_quota"
-                 " FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.revoked_at IS NULL"
-                 " UNION ALL SELECT key_hash, 0, 0, tenant_id, id, NULL, NULL, 0, 0, 0, 0, 0, 0"
+                 " k.monthly_token_quota, p.auto_routing_enabled, p.auto_routing_strategy"
+                 " FROM api_keys k JOIN users u ON u.id = k.user_id"
+                 " LEFT JOIN key_routing_policies p ON p.key_id = k.id WHERE k.revoked_at IS NULL"
+                 " UNION ALL SELECT key_hash, 0, 0, tenant_id, id, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL"
                  " FROM endpoints WHERE key_hash IS NOT NULL", key_row, s, &s->n_keys) ||
+        each_row(db,
+                 "SELECT model, purpose, routing_enabled, quality_score, price_input_per_1k,"
+                 " price_output_per_1k, supports_tools, supports_vision, max_context, max_output"
+                 " FROM model_policies ORDER BY model", policy_row, s, &s->n_policies) ||
         each_row(db, "SELECT key, value FROM settings", setting_row, s, &n))
         goto fail_read;
     db_end_read(db);
@@ -325,6 +378,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     for (int i = 0; shm && i < s->n_nodes; i++)
         s->nodes[i].slot = shm_node_slot(shm, s->nodes[i].id);
     qsort(s->keys, (size_t)s->n_keys, sizeof *s->keys, key_cmp);
+    /* ORDER BY uses SQLite's collation; bsearch needs strcmp order. */
+    qsort(s->policies, (size_t)s->n_policies, sizeof *s->policies, policy_cmp);
     for (int i = 0; shm && i < s->n_keys; i++)
         if (s->keys[i].has_limits)
             s->keys[i].slot = shm_key_slot(shm, s->keys[i].id);

@@ -81,6 +81,19 @@ struct snap_key {
     int64_t qps_limit, concurrency_limit, daily_limit, monthly_quota, tpm_limit, monthly_token_quota;
     int has_limits;
     int slot;                     /* shared-state key slot when has_limits, else -1 */
+    int auto_enabled;             /* R-AUTO-1 key policy: -1 inherit, 0 off, 1 on */
+    const char *auto_strategy;    /* NULL: inherit */
+};
+
+/* SPEC §0 model policy of one public model name (R-AUTO-2..4). */
+struct snap_policy {
+    const char *model;
+    const char *purpose;          /* "chat", "completion", "embedding" or NULL */
+    int routing_enabled;
+    double quality;               /* < 0: unknown */
+    double price_in, price_out;   /* per 1k tokens, < 0: unknown */
+    int supports_tools, supports_vision;
+    int64_t max_context, max_output;   /* 0: unknown */
 };
 
 struct snapshot {
@@ -96,6 +109,10 @@ struct snapshot {
     int gpu_temp_threshold_deci;                       /* R-LB-6: settings.gpu_temperature_threshold x 10 (850) */
     const char **internal_fields; int n_internal_fields; /* settings.internal_fields */
     int rewrite_response_model;                        /* settings.response_model: client|upstream */
+    struct snap_policy *policies; int n_policies;      /* by model name */
+    int auto_enabled;                                  /* settings.auto_routing_enabled */
+    const char *auto_strategy;                         /* settings.auto_routing_strategy */
+    int auto_w_quality, auto_w_price, auto_w_latency;  /* settings.auto_routing_weight_* (50/30/20) */
     struct arena mem;                                   /* every string above */
 };
 
@@ -111,6 +128,7 @@ struct snapshot *snapshot_acquire(void);
 void snapshot_release(struct snapshot *s);
 
 const struct snap_key *snapshot_find_key(const struct snapshot *s, const char hash[65]);
+const struct snap_policy *snapshot_policy(const struct snapshot *s, const char *model);
 /* Active routes of (tenant, model) in priority order; returns count, *first set. */
 int snapshot_routes(const struct snapshot *s, int64_t tenant_id, const char *model,
                     const struct snap_route **first);
