@@ -1,6 +1,7 @@
 /* ops_probe.c: POST /api/v1/endpoints/{id}/test, one minimal real request to one healthy
  * replica in the endpoint's protocol (R-ANT-5). */
 #include "ops_internal.h"
+#include "upstream.h"
 
 #include "util.h"
 
@@ -120,11 +121,7 @@ static void probe_run(const struct probe_target *t, int64_t timeout_ms, long *st
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)(timeout_ms < 10000 ? timeout_ms : 10000));
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);     /* R-SEC-3 */
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#endif
+    upstream_safe_defaults(c);                           /* R-SEC-3 */
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, probe_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, body);
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);

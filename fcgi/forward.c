@@ -6,6 +6,7 @@
 #include "log.h"
 #include "pathcheck.h"
 #include "relay.h"
+#include "upstream.h"
 #include "reply.h"
 #include "route.h"
 #include "util.h"
@@ -85,18 +86,10 @@ void forward_curl_init(CURL *c)
 {
     /* Options that never change: set once, so no curl_easy_reset (which frees
      * and reallocates curl's buffers) is needed between requests. */
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
+    upstream_safe_defaults(c);
     curl_easy_setopt(c, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, relay_header_cb);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, relay_write_cb);
-    curl_easy_setopt(c, CURLOPT_PROXY, "");    /* never a proxy from the environment */
 }
 
 static void forward_setup(struct request *r, struct relay *x, struct curl_slist *hdrs)

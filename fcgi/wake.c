@@ -7,6 +7,7 @@
  * own wait bound ends. A lease lasts one wait bound, so a waker that died or
  * gave up is replaced by the next request still waiting. */
 #include "wake.h"
+#include "upstream.h"
 
 #include "errors.h"
 #include "log.h"
@@ -100,14 +101,7 @@ static long wake_http(CURL *c, const struct request *r, const struct snap_endpoi
                       int post, int64_t timeout_ms, struct wake_body *body, int *connected)
 {
     curl_easy_reset(c);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-    curl_easy_setopt(c, CURLOPT_PROXY, "");
+    upstream_safe_defaults(c);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)e->connect_timeout_ms);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout_ms < 50 ? 50 : timeout_ms));

@@ -1,5 +1,6 @@
 /* probe.c: run one round's HTTP requests in parallel with curl multi (R-HC-1, R-LB-2: at most N scrapes at once). */
 #include "healthd.h"
+#include "upstream.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,14 +34,7 @@ static void probe_start(CURLM *m, struct probe_job *j, long timeout_ms, long con
         abort();
     j->easy = c;
     j->started = 1;
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-    curl_easy_setopt(c, CURLOPT_PROXY, "");          /* never a proxy from the environment */
+    upstream_safe_defaults(c);
     curl_easy_setopt(c, CURLOPT_URL, j->url);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, connect_ms < timeout_ms ? connect_ms : timeout_ms);
