@@ -15,6 +15,17 @@
  *      through the gateway untouched because it sits inside the prompt.
  * GET /_fake/stats then tells the test what this upstream saw.
  *
+ * Prefix cache (prefix_cache=1, prefix_miss_ms=N default 150, prefix_hit_ms=N
+ * default 10): chat requests answer faster when this replica has seen the
+ * conversation so far, as an engine's prefix (KV) cache does. The prefix of a
+ * request is its messages minus the last one; it hits if a bounded LRU set
+ * (4096 hashes of role + raw content per message) holds it, and the first byte
+ * waits prefix_hit_ms, else prefix_miss_ms (on top of ttfb_ms). Before
+ * answering, the set takes the hash of the request's messages and of those plus
+ * the assistant answer being sent, so a next turn that appends that answer and a
+ * new user message hits (as does one that appends only a user message). A first
+ * turn always misses. Stats: prefix_hits, prefix_misses; /_fake/reset empties it.
+ *
  * vLLM sleep mode (R-WAKE): POST /sleep puts the model to sleep; POST /wake_up
  * answers at once and the model is awake delay_ms later (POST /_fake/sleep-config
  * "delay_ms=N sleeping=0|1"); GET /is_sleeping says which. While asleep /health
@@ -52,6 +63,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -321,11 +333,15 @@ struct behavior {
     int retry_after;       /* >= 0: add Retry-After */
     int cors;              /* add CORS headers the gateway must strip */
     int info100;           /* send 100 Continue before the response */
+    int prefix_cache;      /* chat: simulate a prefix cache (see the top of the file) */
+    int prefix_miss_ms;    /* prefix_cache: first-byte delay when the prefix is new here */
+    int prefix_hit_ms;     /* prefix_cache: first-byte delay when it was seen */
 };
 
 static const struct behavior BEHAVIOR_DEFAULT = {
     .chunks = 3, .die_after = -1, .hang_after = -1, .role_chunks = 1,
     .prompt_tokens = -1, .completion_tokens = -1, .retry_after = -1,
+    .prefix_miss_ms = 150, .prefix_hit_ms = 10,
 };
 
 /* Directive name, field, accepted range; a value out of range is ignored. */
@@ -342,7 +358,8 @@ static const struct behavior_key {
     BKEY(bad_json, 0, 1),         BKEY(role_chunks, 0, 1000),
     BKEY(prompt_tokens, 0, INT_MAX / 2), BKEY(completion_tokens, 0, INT_MAX / 2),
     BKEY(retry_after, 0, INT_MAX), BKEY(cors, 0, 1),
-    BKEY(info100, 0, 1),
+    BKEY(info100, 0, 1),          BKEY(prefix_cache, 0, 1),
+    BKEY(prefix_miss_ms, 0, 3600000), BKEY(prefix_hit_ms, 0, 3600000),
 };
 
 static void behavior_set(void *arg, const char *k, size_t kn, const char *v, size_t vn)
@@ -408,6 +425,7 @@ static struct {
 
 static struct {
     atomic_long requests, inflight, max_inflight, completed, aborted, died, probes, wake_ups;
+    atomic_long prefix_hits, prefix_misses;
     atomic_ulong seq;              /* completion ids */
 } S;
 
@@ -1371,10 +1389,190 @@ static enum outcome completion_serve(struct conn *c, const struct behavior *b, b
     return reply_send(c, b, 200, CT_JSON);
 }
 
+/* ---- prefix cache simulation (prefix_cache=1) ---- */
+
+enum { PREFIX_SET_MAX = 4096 };
+static const uint64_t FNV_OFFSET = 14695981039346656037ULL;
+
+/* The hashes of prefixes served here, least recently used replaced first. */
+static struct {
+    pthread_mutex_t mu;
+    uint64_t hash[PREFIX_SET_MAX];
+    unsigned long long used[PREFIX_SET_MAX];   /* tick of the last use; 0 = empty slot */
+    unsigned long long tick;
+} P = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+/* FNV-1a: a stand-in needs no cryptographic hash, and 64 bits make collisions moot here. */
+static uint64_t prefix_mix(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+/* One message into the running hash; NUL closes each part because raw JSON text never holds one. */
+static uint64_t prefix_message(uint64_t h, const char *role, size_t rn, const char *content, size_t cn)
+{
+    h = prefix_mix(h, role, rn);
+    h = prefix_mix(h, "", 1);
+    h = prefix_mix(h, content, cn);
+    return prefix_mix(h, "", 1);
+}
+
+/* One element of "messages": role (unescaped bytes) and content (raw JSON value, quotes included). */
+static int prefix_element(struct jscan *j, uint64_t *h)
+{
+    const char *role = "", *content = "null";
+    size_t rn = 0, cn = 4;
+    js_ws(j);
+    if (j->p >= j->end || *j->p != '{')
+        return -1;
+    j->p++;
+    js_ws(j);
+    if (j->p < j->end && *j->p == '}')
+        j->p++;
+    else
+        for (;;) {
+            struct jval key, v = { .t = JT_ERR };
+            js_ws(j);
+            if (j->p >= j->end || *j->p != '"' || !js_string(j, &key))
+                return -1;
+            js_ws(j);
+            if (j->p >= j->end || *j->p++ != ':')
+                return -1;
+            js_ws(j);
+            const char *start = j->p;
+            if (js_value(j, 3, JC_NONE, NULL, 0, &v) == JT_ERR)
+                return -1;
+            if (mem_is(key.s, key.n, "role") && v.t == JT_STR) {
+                role = v.s;
+                rn = v.n;
+            }
+            if (mem_is(key.s, key.n, "content")) {
+                content = start;
+                cn = (size_t)(j->p - start);
+            }
+            int r = js_next(j, '}');
+            if (r < 0)
+                return -1;
+            if (r > 0)
+                break;
+        }
+    *h = prefix_message(*h, role, rn, content, cn);
+    return 0;
+}
+
+/* Hashes of a chat body's messages without the last one and with all; -1 if there are none. */
+static int prefix_scan(const char *body, size_t n, uint64_t *before_last, uint64_t *all)
+{
+    struct jscan j = { .p = body, .end = body + n };
+    js_ws(&j);
+    if (j.p >= j.end || *j.p++ != '{')
+        return -1;
+    for (;;) {
+        struct jval key, v = { .t = JT_ERR };
+        js_ws(&j);
+        if (j.p >= j.end || *j.p != '"' || !js_string(&j, &key))
+            return -1;
+        js_ws(&j);
+        if (j.p >= j.end || *j.p++ != ':')
+            return -1;
+        js_ws(&j);
+        if (mem_is(key.s, key.n, "messages") && j.p < j.end && *j.p == '[')
+            break;
+        if (js_value(&j, 1, JC_NONE, NULL, 0, &v) == JT_ERR || js_next(&j, '}') != 0)
+            return -1;
+    }
+    uint64_t h = FNV_OFFSET, prev = h;
+    j.p++;
+    js_ws(&j);
+    if (j.p < j.end && *j.p == ']')
+        return -1;
+    for (;;) {
+        prev = h;
+        if (prefix_element(&j, &h) < 0)
+            return -1;
+        int r = js_next(&j, ']');
+        if (r < 0)
+            return -1;
+        if (r > 0)
+            break;
+    }
+    *before_last = prev;
+    *all = h;
+    return 0;
+}
+
+/* The conversation after the answer this request gets (the content the stream or reply carries). */
+static uint64_t prefix_answered(uint64_t all, int chunks)
+{
+    struct buf a = { 0 };
+    buf_add(&a, "\"", 1);
+    words_add(&a, 1, chunks);
+    buf_add(&a, "\"", 1);
+    uint64_t h = prefix_message(all, "assistant", 9, a.p, a.len);
+    free(a.p);
+    return h;
+}
+
+/* Is h in the set? A hit counts as a use. */
+static bool prefix_seen(uint64_t h)
+{
+    bool hit = false;
+    pthread_mutex_lock(&P.mu);
+    for (int i = 0; i < PREFIX_SET_MAX && !hit; i++)
+        if (P.used[i] && P.hash[i] == h) {
+            P.used[i] = ++P.tick;
+            hit = true;
+        }
+    pthread_mutex_unlock(&P.mu);
+    return hit;
+}
+
+static void prefix_store(uint64_t h)
+{
+    pthread_mutex_lock(&P.mu);
+    int slot = 0;
+    for (int i = 0; i < PREFIX_SET_MAX; i++) {
+        if (P.used[i] && P.hash[i] == h) {
+            slot = i;
+            break;
+        }
+        if (P.used[i] < P.used[slot])
+            slot = i;   /* an empty slot (0) or the least recently used */
+    }
+    P.hash[slot] = h;
+    P.used[slot] = ++P.tick;
+    pthread_mutex_unlock(&P.mu);
+}
+
+static void prefix_clear(void)
+{
+    pthread_mutex_lock(&P.mu);
+    memset(P.used, 0, sizeof P.used);
+    P.tick = 0;
+    pthread_mutex_unlock(&P.mu);
+    atomic_store(&S.prefix_hits, 0);
+    atomic_store(&S.prefix_misses, 0);
+}
+
 /* ---- data routes ---- */
 
 static enum outcome route_chat(struct conn *c, const struct behavior *b)
 {
+    uint64_t before_last, all;
+    if (!b->prefix_cache || prefix_scan(c->req.body, c->req.blen, &before_last, &all) < 0)
+        return completion_serve(c, b, true);
+    bool hit = prefix_seen(before_last);
+    atomic_fetch_add(hit ? &S.prefix_hits : &S.prefix_misses, 1);
+    /* Stored at "prefill", before any byte goes out, so a client's next turn can never outrun it. */
+    prefix_store(all);
+    prefix_store(prefix_answered(all, b->chunks));
+    int ms = hit ? b->prefix_hit_ms : b->prefix_miss_ms;
+    if (ms > 0 && conn_wait(c, ms) < 0)
+        return OUT_ABORTED;
     return completion_serve(c, b, true);
 }
 
@@ -1568,6 +1766,7 @@ static enum outcome ctl_reset(struct conn *c, const struct behavior *b)
     atomic_store(&S.died, 0);
     atomic_store(&S.probes, 0);
     pthread_mutex_unlock(&G.mu);
+    prefix_clear();
     return reply_ok(c);
 }
 
@@ -1692,10 +1891,12 @@ static enum outcome ctl_stats(struct conn *c, const struct behavior *b)
     o->len = 0;
     pthread_mutex_lock(&G.mu);
     buf_printf(o, "{\"requests\":%ld,\"inflight\":%ld,\"max_inflight\":%ld,\"completed\":%ld,"
-               "\"aborted\":%ld,\"died\":%ld,\"probes\":%ld,\"wake_ups\":%ld,\"sleeping\":%s,\"last\":",
+               "\"aborted\":%ld,\"died\":%ld,\"probes\":%ld,\"wake_ups\":%ld,\"prefix_hits\":%ld,"
+               "\"prefix_misses\":%ld,\"sleeping\":%s,\"last\":",
                atomic_load(&S.requests), atomic_load(&S.inflight), atomic_load(&S.max_inflight),
                atomic_load(&S.completed), atomic_load(&S.aborted), atomic_load(&S.died),
                atomic_load(&S.probes), atomic_load(&S.wake_ups),
+               atomic_load(&S.prefix_hits), atomic_load(&S.prefix_misses),
                G.sleeping && !(G.wake_at_ms && mono_now_ms() >= G.wake_at_ms) ? "true" : "false");
     stats_last_json(o);
     pthread_mutex_unlock(&G.mu);
@@ -1872,7 +2073,8 @@ static void conn_linger(struct conn *c)
 /* Would this data request be answered at once: no sleeping, hanging, dying or streaming? */
 static bool fast_enough(const struct request *r, const struct route *rt, bool method_ok, const struct behavior *b)
 {
-    if (b->die_before || b->hang || b->info100 || b->ttfb_ms > 0 || b->die_after >= 0 || b->hang_after >= 0)
+    if (b->die_before || b->hang || b->info100 || b->ttfb_ms > 0 || b->die_after >= 0 || b->hang_after >= 0
+        || b->prefix_cache)
         return false;
     if (!rt || !method_ok || (b->status && b->status != 200) || (rt->fn != route_chat && rt->fn != route_text))
         return true;
