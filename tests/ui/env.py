@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""env.py: the environment of the /inference page suite (tests/ui/run.sh, R-ADM-3).
+
+Starts, through tests/it/lib/harness.py, a real lighttpd + sluice-fcgi pool (which also
+serves www/ and the admin CGI), sluice-healthd with short rounds (replica health and
+alerts) and two stand-in upstreams, with an operator `oper` and a member `mia` (tenant
+acme) who sign in with passwords; nothing else is configured, the page does the rest. Prints one JSON line {"base_url", "username", "password",
+"member_username", "member_password", "fake_url", "fake2_url", "gw_dir"} on stdout, then
+waits until its stdin closes (or 600 s pass) and stops everything it started."""
+import json
+import os
+import secrets
+import select
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "it", "lib"))
+from harness import CTL, OUTDIR, Fake, Gateway, Healthd  # noqa: E402
+
+MAX_LIFETIME_S = 600
+
+
+def add_user(gw, name, tenant, role, password):
+    p = subprocess.run([CTL, "--db", gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
+                        "--password-stdin"], input=password + "\n", capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise RuntimeError("user add %s failed: %s" % (name, p.stderr))
+
+
+def main():
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: sys.exit(1))
+    os.makedirs(OUTDIR, exist_ok=True)
+    fakes, gw, healthd = [], None, None
+    try:
+        fakes = [Fake("ui-a"), Fake("ui-b")]
+        gw = Gateway("ui", procs=2, threads=16)
+        password = "ui-" + secrets.token_urlsafe(12)
+        member_password = "ui-" + secrets.token_urlsafe(12)
+        add_user(gw, "oper", "default", "operator", password)
+        gw.ctl("tenant", "add", "acme")
+        add_user(gw, "mia", "acme", "member", member_password)
+        gw.start()
+        healthd = Healthd(gw, round_ms=300, timeout_ms=500)
+        sys.stdout.write(json.dumps({
+            "base_url": "http://127.0.0.1:%d" % gw.port, "username": "oper", "password": password,
+            "member_username": "mia", "member_password": member_password,
+            "fake_url": fakes[0].url, "fake2_url": fakes[1].url, "gw_dir": gw.dir}) + "\n")
+        sys.stdout.flush()
+        deadline = time.time() + MAX_LIFETIME_S
+        fd = sys.stdin.fileno()
+        while time.time() < deadline:
+            r, _, _ = select.select([fd], [], [], 1.0)
+            if r and not os.read(fd, 4096):
+                break
+    finally:
+        if healthd:
+            healthd.stop()
+        if gw:
+            gw.stop()
+        for f in fakes:
+            f.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,431 @@
+// ui.test.mjs: the /inference page (R-ADM-3, R-SEC-7) in headless Chromium (Debian's
+// chromium, driven with playwright-core): sign in, create endpoints with replicas, an
+// 80/20 route split, a key with limits, send traffic with that key, and read the usage
+// charts; stored-XSS names, the CSP, roles, reload + CSRF, logout; screenshots at
+// 1280x800 and 390x844. Every change made through the page is checked again through the
+// API (what the server stored), and the traffic against the stand-ins' own counters.
+// Run by run.sh, which starts env.py and passes its JSON line in SLUICE_UI_ENV.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const ENV = JSON.parse(process.env.SLUICE_UI_ENV || 'null');
+if (!ENV) throw new Error('SLUICE_UI_ENV is not set: run tests/ui/run.sh');
+const BASE = ENV.base_url;
+const OUT = process.env.SLUICE_UI_OUT || path.resolve('test-output/ui');
+const CHROMIUM = process.env.SLUICE_CHROMIUM || '/usr/bin/chromium';
+const XSS = '<img src=x onerror=alert(1)>';
+const T = 20000;   // per-test timeout, ms
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self';"
+  + " frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
+const LAUNCH_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+const profiles = [];
+const contexts = [];
+let page;
+const problems = [];     // CSP violations, script errors, alert() calls: must stay empty
+const state = {};        // what one test leaves for the next
+
+// ---- helpers ----
+
+async function launch() {
+  const dir = mkdtempSync(path.join(tmpdir(), 'sluice-ui-'));
+  profiles.push(dir);
+  const ctx = await chromium.launchPersistentContext(dir, {
+    executablePath: CHROMIUM, headless: true, args: LAUNCH_ARGS, viewport: { width: 1280, height: 800 },
+    timeout: 30000,
+  });
+  contexts.push(ctx);
+  const p = ctx.pages()[0] || await ctx.newPage();
+  p.setDefaultTimeout(8000);
+  p.on('console', (m) => {
+    const t = m.text();
+    if (/Content.Security.Policy|Refused to/i.test(t) || (m.type() === 'error' && !/status of 40[149]/.test(t))) problems.push(`console: ${t}`);
+  });
+  p.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  p.on('dialog', async (d) => { problems.push(`${d.type()}() called: ${d.message()}`); await d.dismiss(); });
+  return p;
+}
+
+// The API as the server sees it, through a separate session of our own.
+let apiCookie = null;
+async function apiGet(p) {
+  if (!apiCookie) {
+    const r = await fetch(`${BASE}/api/v1/auth/login`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ username: ENV.username, password: ENV.password }),
+    });
+    assert.equal(r.status, 200, 'API login for checking');
+    apiCookie = r.headers.getSetCookie().find((c) => c.startsWith('sluice_session=')).split(';')[0];
+  }
+  const r = await fetch(`${BASE}/api/v1/${p}`, { headers: { Cookie: apiCookie } });
+  assert.equal(r.status, 200, `GET ${p}`);
+  return r.json();
+}
+
+async function fakeRequests(url) {
+  const r = await fetch(`${url}/_fake/stats`);
+  return (await r.json()).requests;
+}
+
+async function tab(id) {
+  await page.click(`#tabs a[data-view="${id}"]`);
+  await page.waitForSelector(`.view-body[data-view="${id}"][data-ready]`);
+}
+
+// Reads a secret from the shown-once dialog and closes it.
+async function takeSecret() {
+  const dlg = page.locator('dialog.dialog[open]');
+  await dlg.waitFor();
+  const key = await dlg.locator('input.secret').inputValue();
+  await dlg.locator('[data-action="close"]').click();
+  await dlg.waitFor({ state: 'detached' });
+  return key;
+}
+
+async function openPanel(id) {
+  const open = await page.$eval(`#${id}`, (d) => d.open);
+  if (!open) await page.click(`#${id} > summary`);
+}
+
+async function createEndpoint(name, replicaUrl) {
+  await openPanel('new-endpoint');
+  await page.fill('#endpoint-form [name="name"]', name);
+  await page.selectOption('#endpoint-form [name="algorithm"]', 'least_connections');
+  await page.click('#endpoint-form button[type="submit"]');
+  const key = await takeSecret();
+  const card = page.locator(`section.endpoint[data-endpoint="${name.replace(/["\\]/g, '\\$&')}"]`);
+  await card.waitFor();
+  if (replicaUrl) {
+    await card.locator('.replica-form [name="url"]').fill(replicaUrl);
+    await card.locator('.replica-form button[type="submit"]').click();
+    await page.locator(`section.endpoint[data-endpoint="${name.replace(/["\\]/g, '\\$&')}"] code.url`, { hasText: replicaUrl }).waitFor();
+  }
+  return { key, card: page.locator(`section.endpoint[data-endpoint="${name.replace(/["\\]/g, '\\$&')}"]`) };
+}
+
+async function shoot(name) {
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: path.join(OUT, `${name}.png`), fullPage: true });
+}
+
+async function noSideScroll(what) {
+  const [sw, iw] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  assert.ok(sw <= iw, `${what}: the page body scrolls sideways (${sw} > ${iw})`);
+}
+
+before(async () => {
+  mkdirSync(OUT, { recursive: true });
+  page = await launch();
+});
+
+after(async () => {
+  for (const c of contexts) await c.close().catch(() => {});
+  for (const d of profiles) rmSync(d, { recursive: true, force: true });
+});
+
+// ---- tests ----
+
+test('R-SEC-7: /inference sends a strict CSP, nosniff and no-referrer', { timeout: T }, async () => {
+  const redirect = await fetch(`${BASE}/inference`, { redirect: 'manual' });
+  assert.equal(redirect.status, 301);
+  assert.equal(new URL(redirect.headers.get('location'), BASE).pathname, '/inference/');
+  for (const p of ['/inference/', '/inference/app.js', '/inference/app.css', '/inference/js/api.js']) {
+    const r = await fetch(BASE + p);
+    assert.equal(r.status, 200, p);
+    assert.equal(r.headers.get('content-security-policy'), CSP, `${p}: CSP`);
+    assert.equal(r.headers.get('x-content-type-options'), 'nosniff', p);
+    assert.equal(r.headers.get('referrer-policy'), 'no-referrer', p);
+  }
+  const html = await (await fetch(`${BASE}/inference/`)).text();
+  assert.doesNotMatch(html, /<script(?![^>]*\bsrc=)[^>]*>|\sstyle=|<style/i, 'no inline script or style');
+});
+
+test('R-ADM-3: sign in through the form; a wrong password is refused', { timeout: T }, async () => {
+  await page.goto(`${BASE}/inference`);
+  await page.waitForSelector('#login-form');
+  await shoot('login-1280');
+  await page.fill('#login-username', ENV.username);
+  await page.fill('#login-password', 'not-the-password');
+  await page.click('#login-form button[type="submit"]');
+  await page.locator('#login-error').filter({ hasText: 'Wrong user name or password' }).waitFor();
+  assert.ok(await page.isHidden('#app'));
+  await page.fill('#login-password', ENV.password);
+  await page.click('#login-form button[type="submit"]');
+  await page.waitForSelector('#app:not([hidden])');
+  assert.match(await page.textContent('#who-name'), /^oper · default$/);
+  assert.equal(await page.textContent('#who-role'), 'operator');
+  const tabs = await page.$$eval('#tabs a', (as) => as.map((a) => a.textContent));
+  assert.deepEqual(tabs, ['Endpoints', 'Routes', 'Keys', 'Usage', 'Alerts', 'Audit', 'Users']);
+  // R-SEC-7: the password travelled in the body only.
+  assert.ok(!page.url().includes(ENV.password) && !page.url().includes('password'), page.url());
+  const cookies = await contexts[0].cookies(BASE);
+  const sess = cookies.find((c) => c.name === 'sluice_session');
+  assert.ok(sess && sess.httpOnly && sess.sameSite === 'Strict', JSON.stringify(cookies));
+});
+
+test('R-ADM-3: create endpoints with a replica each, test one, rotate its key', { timeout: 30000 }, async () => {
+  await tab('endpoints');
+  const a = await createEndpoint('ep-a', ENV.fake_url);
+  assert.match(a.key, /^sk-/);
+  await createEndpoint('ep-b', ENV.fake2_url);
+  await a.card.locator('.badge', { hasText: '1/1 healthy' }).waitFor();
+  assert.equal(await a.card.locator('td .badge').first().textContent(), 'healthy');
+  // What the server stored.
+  const eps = (await apiGet('endpoints')).data;
+  const epA = eps.find((e) => e.name === 'ep-a');
+  assert.ok(epA && eps.some((e) => e.name === 'ep-b'), JSON.stringify(eps));
+  assert.equal(epA.algorithm, 'least_connections');
+  assert.equal(epA.tenant, 'default');
+  assert.ok(a.key.startsWith(epA.key_prefix), 'the key shown is the endpoint key');
+  const reps = (await apiGet(`endpoints/${epA.id}/replicas`)).data;
+  assert.deepEqual(reps.map((r) => [r.url, r.healthy]), [[ENV.fake_url, true]]);
+  state.epA = epA;
+
+  // R-ANT-5: the one-click test reaches the stand-in.
+  const before = await fakeRequests(ENV.fake_url);
+  await a.card.locator('[data-action="test"]').click();
+  const verdict = a.card.locator('.verdict[data-ok]');
+  await verdict.waitFor();
+  assert.equal(await verdict.getAttribute('data-ok'), 'true', await verdict.textContent());
+  assert.match(await verdict.textContent(), /Passed: HTTP 200/);
+  assert.equal(await fakeRequests(ENV.fake_url), before + 1, 'the test request reached the replica');
+
+  // Rotation: confirm, then the new key once; the server has the new prefix.
+  await a.card.locator('[data-action="rotate"]').click();
+  await page.locator('dialog.dialog[open] button', { hasText: 'Rotate' }).click();
+  await page.locator('dialog.dialog[open] .dialog-title', { hasText: 'New endpoint key' }).waitFor();
+  const rotated = await takeSecret();
+  assert.notEqual(rotated, a.key);
+  const after = (await apiGet(`endpoints/${epA.id}`));
+  assert.ok(rotated.startsWith(after.key_prefix) && !a.key.startsWith(after.key_prefix));
+  await shoot('endpoints-1280');
+});
+
+test('R-SEC-7: names with HTML in them show as text (stored XSS)', { timeout: T }, async () => {
+  await tab('people');
+  await page.fill('#tenant-form [name="name"]', XSS);
+  await page.click('#tenant-form button[type="submit"]');
+  await page.locator('#tenant-list .tenant-name', { hasText: XSS }).waitFor();
+  await tab('endpoints');
+  const x = await createEndpoint(XSS, null);
+  assert.equal(await x.card.locator('h2.endpoint-name').textContent(), XSS);
+  assert.equal(await page.locator('img[src="x"]').count(), 0, 'no element was made from the name');
+  assert.ok((await apiGet('tenants')).data.some((t) => t.name === XSS), 'stored verbatim');
+  await page.waitForTimeout(200);
+  assert.deepEqual(problems.filter((p) => p.includes('alert')), []);
+});
+
+test('R-ADM-3: a replica that does not answer shows unhealthy (sluice-healthd)', { timeout: 30000 }, async () => {
+  await tab('endpoints');
+  const down = await createEndpoint('ep-down', 'http://127.0.0.1:1');
+  // healthd: 3 failed rounds of 300 ms; the page shows it on the next refresh.
+  const deadline = Date.now() + 15000;
+  while (Date.now() < deadline) {
+    await page.click('.view-header button');
+    await page.waitForSelector('section.endpoint[data-endpoint="ep-down"]');
+    if (await down.card.locator('td .badge', { hasText: 'unhealthy' }).count()) break;
+    await page.waitForTimeout(500);
+  }
+  assert.equal(await down.card.locator('td .badge').first().textContent(), 'unhealthy');
+  assert.equal(await down.card.locator('.card-title .badge').textContent(), '0/1 healthy');
+  const ep = (await apiGet('endpoints')).data.find((e) => e.name === 'ep-down');
+  assert.equal((await apiGet(`endpoints/${ep.id}/replicas`)).data[0].healthy, false);
+  state.epDown = ep;
+  await shoot('endpoints-health-1280');
+});
+
+test('R-ADM-3: a route pair for one model, edited to an 80/20 split, shown as a bar', { timeout: 30000 }, async () => {
+  await tab('routes');
+  const add = async (endpoint, weight) => {
+    await openPanel('new-route');
+    await page.fill('#route-form [name="model"]', 'm');
+    await page.selectOption('#route-form [name="endpoint_id"]', { label: `${endpoint} (default)` });
+    await page.fill('#route-form [name="weight"]', String(weight));
+    await page.click('#route-form button[type="submit"]');
+    await page.locator(`.split[data-model="m"] .split-seg[data-endpoint="${endpoint}"]`).waitFor();
+  };
+  await add('ep-a', 80);
+  await add('ep-b', 30);
+  const segs = () => page.$$eval('.split[data-model="m"] .split-seg', (ss) => ss.map((s) => [s.dataset.endpoint, s.textContent]));
+  assert.deepEqual(await segs(), [['ep-a', '72.7%'], ['ep-b', '27.3%']]);
+
+  // A reload keeps the session; the CSRF token comes back from auth/me, so writes work.
+  await page.reload();
+  await page.waitForSelector('.view-body[data-view="routes"] .split[data-model="m"]');
+  const input = page.locator('.route-card[data-model="m"] tr', { hasText: 'ep-b' }).locator('.weight-edit input');
+  await input.fill('20');
+  await page.locator('.route-card[data-model="m"] tr', { hasText: 'ep-b' }).locator('.weight-edit button').click();
+  await page.locator('.split[data-model="m"] .split-seg', { hasText: '20%' }).waitFor();
+  assert.deepEqual(await segs(), [['ep-a', '80%'], ['ep-b', '20%']]);
+  const grow = await page.$$eval('.split[data-model="m"] .split-seg', (ss) => ss.map((s) => s.getBoundingClientRect().width));
+  assert.ok(Math.abs(grow[0] / (grow[0] + grow[1]) - 0.8) < 0.02, `bar widths ${grow}`);
+  const routes = (await apiGet('model-routes?model=m')).data;
+  assert.deepEqual(routes.map((r) => [r.endpoint, r.weight]).sort(), [['ep-a', 80], ['ep-b', 20]]);
+  await shoot('routes-1280');
+});
+
+test('R-ADM-3: a key with limits, shown once', { timeout: T }, async () => {
+  await tab('keys');
+  await openPanel('new-key');
+  const limits = { qps_limit: 50, concurrency_limit: 10, daily_limit: 1000, monthly_quota: 20000, tpm_limit: 100000, monthly_token_quota: 5000000 };
+  await page.fill('#key-form [name="name"]', 'ui-key');
+  for (const [k, v] of Object.entries(limits)) await page.fill(`#key-form [name="${k}"]`, String(v));
+  await page.click('#key-form button[type="submit"]');
+  state.key = await takeSecret();
+  assert.match(state.key, /^sk-tenant-/);
+  const keys = (await apiGet('tenant/api-keys')).data;
+  const k = keys.find((x) => x.name === 'ui-key');
+  assert.ok(k && state.key.startsWith(k.prefix), JSON.stringify(keys));
+  for (const [name, v] of Object.entries(limits)) assert.equal(k[name], v, name);
+  assert.equal(k.user, 'oper');
+  const row = page.locator('#key-list tr', { hasText: 'ui-key' });
+  assert.match(await row.textContent(), /0 \/ 1,000/);
+  assert.ok(!(await page.content()).includes(state.key), 'the key is no longer in the page');
+  state.keyId = k.id;
+});
+
+test('traffic with the new key follows the route', { timeout: 30000 }, async () => {
+  assert.ok(state.key, 'the key test ran');
+  // A new key reaches each responder at its next configuration poll (config.poll_ms, 250):
+  // wait on /v1/models, which neither goes upstream nor counts as usage.
+  const live = Date.now() + 5000;
+  let models;
+  do {
+    models = await fetch(`${BASE}/v1/models`, { headers: { Authorization: `Bearer ${state.key}` } });
+    await models.arrayBuffer();
+    if (models.status === 200) break;
+    await new Promise((r) => setTimeout(r, 100));
+  } while (Date.now() < live);
+  assert.equal(models.status, 200, 'the new key works within 5 s');
+  await new Promise((r) => setTimeout(r, 600));   // > 2 x config.poll_ms: every responder has it
+  const before = (await fakeRequests(ENV.fake_url)) + (await fakeRequests(ENV.fake2_url));
+  const codes = [];
+  for (let i = 0; i < 30; i++) {
+    const r = await fetch(`${BASE}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${state.key}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: `hello ${i}` }] }),
+    });
+    codes.push(r.status);
+    await r.arrayBuffer();
+  }
+  assert.deepEqual([...new Set(codes)], [200]);
+  const afterN = (await fakeRequests(ENV.fake_url)) + (await fakeRequests(ENV.fake2_url));
+  assert.equal(afterN - before, 30, 'the stand-ins got the 30 requests');
+  // The usage writer batches; wait until the daily aggregates have all 30.
+  const deadline = Date.now() + 10000;
+  let u;
+  do {
+    u = await apiGet(`tenant/usage?group_by=key`);
+    if (u.totals.requests >= 30) break;
+    await new Promise((r) => setTimeout(r, 200));
+  } while (Date.now() < deadline);
+  assert.equal(u.totals.requests, 30, JSON.stringify(u));
+  state.usage = u.totals;
+});
+
+test('R-ADM-3: usage charts by model and by key after the traffic', { timeout: 30000 }, async () => {
+  assert.ok(state.usage, 'the traffic test ran');
+  await tab('usage');
+  await page.waitForSelector('#usage-requests svg.chart rect.bar');
+  const stat = async (k) => (await page.textContent(`.stat[data-stat="${k}"] .stat-value`)).replace(/,/g, '');
+  assert.equal(await stat('requests'), '30');
+  assert.equal(await stat('total_tokens'), String(state.usage.total_tokens));
+  const sumBars = (id) => page.$$eval(`#${id} rect.bar`, (rs) => rs.reduce((a, r) => a + Number(r.dataset.value), 0));
+  assert.equal(await sumBars('usage-requests'), 30, 'request bars add up to the total');
+  assert.equal(await sumBars('usage-tokens'), state.usage.total_tokens, 'token bars add up to the total');
+  assert.match(await page.textContent('#usage-out .legend'), /\bm\b/);
+  await shoot('usage-1280');
+
+  await page.selectOption('#usage-form [name="group"]', 'key');
+  await page.waitForSelector('#usage-out[data-group="key"] #usage-requests rect.bar');
+  assert.match(await page.textContent('#usage-out .legend'), /ui-key · oper/);
+  assert.equal(await sumBars('usage-requests'), 30);
+
+  // An empty range draws an empty chart, not an error.
+  await page.fill('#usage-form [name="from"]', '2020-01-01');
+  await page.fill('#usage-form [name="to"]', '2020-01-07');
+  await page.click('#usage-form button[type="submit"]');
+  await page.waitForSelector('#usage-out[data-from="2020-01-01"] .chart-empty');
+  assert.equal(await stat('requests'), '0');
+  await page.click('#usage-form [data-days="30"]');
+  await page.waitForSelector('#usage-out:not([data-from="2020-01-01"]) #usage-requests rect.bar');
+
+  // The keys view shows the same use against the key's limits.
+  await tab('keys');
+  assert.match(await page.locator('#key-list tr', { hasText: 'ui-key' }).textContent(), /30 \/ 1,000/);
+  await shoot('keys-1280');
+});
+
+test('R-ADM-3: alerts and audit tables', { timeout: T }, async () => {
+  assert.ok(state.epDown, 'the health test ran');
+  await tab('alerts');
+  const row = page.locator('#alert-table tr', { hasText: 'ep-down' });
+  await row.waitFor();
+  assert.match(await row.textContent(), /active/);
+  const active = (await apiGet('alerts?status=ACTIVE')).data.filter((a) => a.endpoint_id === state.epDown.id);
+  assert.equal(active.length, 1, JSON.stringify(active));
+  await shoot('alerts-1280');
+  await row.locator('button', { hasText: 'Resolve' }).click();
+  await page.waitForFunction(() => !document.querySelector('#alert-table tbody tr'));
+  assert.equal((await apiGet(`alerts/${active[0].id}`)).status, 'RECOVERED');
+  await tab('audit');
+  await page.waitForSelector('#audit-table table');
+  const rows = await page.$$eval('#audit-table tbody tr', (trs) => trs.map((t) => t.textContent));
+  assert.ok(rows.some((r) => /create/.test(r) && /key/.test(r)), rows.join('\n'));
+  assert.ok(!rows.join('').includes(state.key), 'the audit shows no key');
+  await page.selectOption('.toolbar select', 'route');
+  await page.waitForFunction(() => [...document.querySelectorAll('#audit-table tbody tr')].every((t) => /route/.test(t.textContent)));
+  await shoot('audit-1280');
+});
+
+test('R-ADM-3: phone width (390x844): every section fits, tables scroll in their box', { timeout: 40000 }, async () => {
+  await page.setViewportSize({ width: 390, height: 844 });
+  for (const id of ['endpoints', 'routes', 'keys', 'usage', 'alerts', 'audit', 'people']) {
+    await page.evaluate((v) => { location.hash = v; }, id);
+    await page.waitForSelector(`.view-body[data-view="${id}"][data-ready]`);
+    if (id === 'usage') await page.waitForSelector('#usage-requests svg.chart');
+    await noSideScroll(id);
+    await shoot(`${id}-390`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.evaluate(() => { location.hash = 'people'; });
+  await page.waitForSelector('#user-list table');
+  await shoot('people-1280');
+});
+
+test('R-ADM-2: a member sees only routes, its keys and its usage', { timeout: 30000 }, async () => {
+  const p = await launch();
+  await p.goto(`${BASE}/inference/`);
+  await p.fill('#login-username', ENV.member_username);
+  await p.fill('#login-password', ENV.member_password);
+  await p.click('#login-form button[type="submit"]');
+  await p.waitForSelector('#app:not([hidden])');
+  const tabs = await p.$$eval('#tabs a', (as) => as.map((a) => a.textContent));
+  assert.deepEqual(tabs, ['Routes', 'Keys', 'Usage']);
+  await p.waitForSelector('.view-body[data-view="routes"] .empty-card');
+  assert.equal(await p.locator('#new-route').count(), 0, 'no route form for members');
+  await p.click('#tabs a[data-view="keys"]');
+  await p.waitForSelector('#key-form', { state: 'attached' });
+  assert.equal(await p.inputValue('#key-form input[readonly]'), 'mia');
+  await p.setViewportSize({ width: 390, height: 844 });
+  await p.screenshot({ path: path.join(OUT, 'member-keys-390.png'), fullPage: true });
+});
+
+test('R-ADM-2: log out ends the session', { timeout: T }, async () => {
+  await page.click('#logout');
+  await page.waitForSelector('#login:not([hidden])');
+  const status = await page.evaluate(async () => (await fetch('/api/v1/auth/me')).status);
+  assert.equal(status, 401);
+  await page.reload();
+  await page.waitForSelector('#login:not([hidden])');
+});
+
+test('R-SEC-7: no CSP violation, script error or alert() during the run', () => {
+  assert.deepEqual(problems, []);
+});

@@ -1,0 +1,191 @@
+// endpoints.js: the Endpoints section (R-ADM-3): each endpoint with its balancing
+// algorithm, affinity, protocol and its replicas' health; create endpoint, add replica,
+// rotate the endpoint key (shown once) and the one-click test (R-ANT-5).
+
+import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
+import {
+  badge, confirmDialog, field, fmtTime, h, notify, onSubmit, replace, select, showSecret, table,
+} from '../dom.js';
+import { errorText, panel, refreshButton, tenantField, viewHeader } from './parts.js';
+
+const ALGORITHMS = ['round_robin', 'least_connections', 'random', 'engine_aware'];
+const PROTOCOLS = ['openai', 'anthropic'];
+const ENGINES = ['vllm', 'ollama', 'openai', 'anthropic', 'other'];
+const STATES = ['running', 'sleeping', 'disabled'];
+
+export async function render(root, ctx) {
+  const list = h('div', { class: 'stack', id: 'endpoint-list' });
+  const reload = () => endpoints_load(list, reload);
+  const create = await endpoints_create_form(ctx, reload);
+  replace(root, viewHeader('Endpoints', 'Upstream servers, their replicas and health.', refreshButton(reload)),
+    panel('New endpoint', create, { id: 'new-endpoint' }), list);
+  await reload();
+}
+
+async function endpoints_load(list, reload) {
+  const eps = await api_list_all('endpoints');
+  const replicas = await Promise.all(eps.map((e) => api_list_all(`endpoints/${api_id(e.id)}/replicas`)));
+  if (!eps.length) {
+    replace(list, h('div', { class: 'card empty-card' }, 'No endpoints yet. Create one above, then add its replicas.'));
+    return;
+  }
+  replace(list, eps.map((e, i) => endpoint_card(e, replicas[i], reload)));
+}
+
+async function endpoints_create_form(ctx, reload) {
+  const form = h('form', { class: 'form-grid', method: 'post', id: 'endpoint-form' },
+    field('Name', h('input', { name: 'name', required: true, maxlength: 128, placeholder: 'e.g. llama-70b' })),
+    await tenantField(ctx),
+    field('Algorithm', select('algorithm', ALGORITHMS, 'round_robin')),
+    field('Protocol', select('protocol', PROTOCOLS, 'openai')),
+    field('Health path', h('input', { name: 'health_path', value: '/health', maxlength: 256 })),
+    h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'affinity' }), 'Session affinity'),
+    h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'health_check', checked: true }), 'Health checks'),
+    h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn' }, 'Create endpoint')));
+  return onSubmit(form, async (v) => {
+    const ep = await api_post('endpoints', {
+      name: v.name, tenant: v.tenant, algorithm: v.algorithm, protocol: v.protocol,
+      health_path: v.health_path || '/health', affinity: v.affinity, health_check: v.health_check,
+    });
+    form.reset();
+    form.closest('details').open = false;
+    await reload();
+    if (ep.key) {
+      await showSecret(`Endpoint key of ${ep.name}`, ep.key,
+        'This key is shown once. It lets a program call this endpoint directly through /api/v1/proxy/.');
+    }
+  });
+}
+
+function endpoint_health(reps) {
+  const running = reps.filter((r) => r.state === 'running');
+  const healthy = running.filter((r) => r.healthy).length;
+  if (!reps.length) return badge('no replicas', 'muted');
+  if (!running.length) return badge('none running', 'muted');
+  return badge(`${healthy}/${running.length} healthy`, healthy === running.length ? 'ok' : healthy ? 'warn' : 'bad');
+}
+
+function endpoint_card(e, reps, reload) {
+  const verdict = h('p', { class: 'verdict', hidden: true, role: 'status' });
+  const test = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'test' }, 'Test');
+  test.addEventListener('click', () => endpoint_test(e, test, verdict));
+  const rotate = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'rotate' }, 'Rotate key');
+  rotate.addEventListener('click', async () => {
+    if (!await confirmDialog('Rotate endpoint key', `The current key of ${e.name} stops working at once.`, 'Rotate')) return;
+    try {
+      const res = await api_post(`endpoints/${api_id(e.id)}/rotate-key`, {});
+      await reload();
+      await showSecret(`New endpoint key of ${e.name}`, res.key, 'This key is shown once; the old one no longer works.');
+    } catch (err) {
+      notify(errorText(err), 'error');
+    }
+  });
+  const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm' }, 'Delete');
+  del.addEventListener('click', async () => {
+    if (!await confirmDialog('Delete endpoint', `Delete ${e.name}, its replicas and its routes?`, 'Delete', true)) return;
+    try {
+      await api_delete(`endpoints/${api_id(e.id)}`);
+      notify(`Deleted ${e.name}`);
+      await reload();
+    } catch (err) {
+      notify(errorText(err), 'error');
+    }
+  });
+  const meta = h('dl', { class: 'meta' },
+    meta_item('Algorithm', e.algorithm), meta_item('Protocol', e.protocol),
+    meta_item('Affinity', e.affinity ? 'on' : 'off'),
+    meta_item('Health check', e.health_check ? `${e.health_path}` : 'off'),
+    meta_item('Key', e.key_prefix ? `${e.key_prefix}…` : '–'),
+    meta_item('Created', fmtTime(e.created_at)));
+  return h('section', { class: 'card endpoint', 'data-endpoint': e.name },
+    h('div', { class: 'card-head' },
+      h('div', { class: 'card-title' }, h('h2', { class: 'endpoint-name' }, e.name),
+        h('span', { class: 'chip' }, e.tenant), endpoint_health(reps)),
+      h('div', { class: 'card-actions' }, test, rotate, del)),
+    meta, verdict, replicas_table(e, reps, reload), replica_form(e, reload));
+}
+
+function meta_item(label, value) {
+  return h('div', null, h('dt', null, label), h('dd', null, value));
+}
+
+async function endpoint_test(e, button, verdict) {
+  button.disabled = true;
+  verdict.hidden = false;
+  verdict.className = 'verdict';
+  verdict.textContent = 'Testing…';
+  try {
+    const r = await api_post(`endpoints/${api_id(e.id)}/test`, {});
+    verdict.className = `verdict ${r.ok ? 'verdict-ok' : 'verdict-bad'}`;
+    verdict.textContent = r.ok
+      ? `✓ Passed: HTTP ${r.status} in ${r.latency_ms} ms from ${r.replica}`
+      : `✗ Failed${r.status ? `: HTTP ${r.status}` : ''}${r.error ? ` — ${r.error}` : ''}`;
+    verdict.dataset.ok = r.ok ? 'true' : 'false';
+  } catch (err) {
+    verdict.className = 'verdict verdict-bad';
+    verdict.textContent = `✗ ${errorText(err)}`;
+    verdict.dataset.ok = 'false';
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function replica_health(r) {
+  if (r.state !== 'running') return badge(r.state, 'muted');
+  return r.healthy ? badge('healthy', 'ok') : badge('unhealthy', 'bad');
+}
+
+function replicas_table(e, reps, reload) {
+  const stateCell = (r) => {
+    const sel = select('state', STATES, r.state);
+    sel.setAttribute('aria-label', `State of ${r.url}`);
+    sel.classList.add('select-sm');
+    sel.addEventListener('change', async () => {
+      try {
+        await api_patch(`endpoints/${api_id(e.id)}/replicas/${api_id(r.id)}`, { state: sel.value });
+        notify(`${r.url} is now ${sel.value}`);
+        await reload();
+      } catch (err) {
+        sel.value = r.state;
+        notify(errorText(err), 'error');
+      }
+    });
+    return sel;
+  };
+  const remove = (r) => h('button', {
+    type: 'button', class: 'btn btn-ghost-danger btn-sm', 'aria-label': `Remove ${r.url}`,
+    onclick: async () => {
+      if (!await confirmDialog('Remove replica', `Remove ${r.url} from ${e.name}?`, 'Remove', true)) return;
+      try {
+        await api_delete(`endpoints/${api_id(e.id)}/replicas/${api_id(r.id)}`);
+        await reload();
+      } catch (err) {
+        notify(errorText(err), 'error');
+      }
+    },
+  }, 'Remove');
+  return table([
+    { label: 'Replica', cell: (r) => h('code', { class: 'url' }, r.url) },
+    { label: 'Health', cell: replica_health },
+    { label: 'Engine', cell: (r) => r.engine },
+    { label: 'Weight', cell: (r) => String(r.weight), class: 'num' },
+    { label: 'Max concurrency', cell: (r) => (r.max_concurrency ? String(r.max_concurrency) : '∞'), class: 'num' },
+    { label: 'Node', cell: (r) => r.node || '–' },
+    { label: 'State', cell: stateCell },
+    { label: '', cell: remove, class: 'actions' },
+  ], reps, { empty: 'No replicas: add the upstream URL below.' });
+}
+
+function replica_form(e, reload) {
+  const form = h('form', { class: 'inline-form replica-form', method: 'post' },
+    field('Replica URL', h('input', { name: 'url', type: 'url', required: true, placeholder: 'http://10.0.0.5:8000', maxlength: 2048 })),
+    field('Engine', select('engine', ENGINES, 'vllm')),
+    field('Weight', h('input', { name: 'weight', type: 'number', min: 1, value: 1, class: 'input-narrow' })),
+    h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn btn-secondary' }, 'Add replica')));
+  return onSubmit(form, async (v) => {
+    await api_post(`endpoints/${api_id(e.id)}/replicas`, { url: v.url, engine: v.engine, weight: v.weight ?? 1 });
+    notify(`Added ${v.url} to ${e.name}`);
+    await reload();
+  });
+}
+

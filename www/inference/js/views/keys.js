@@ -1,0 +1,108 @@
+// keys.js: the Keys section (R-ADM-3, R-KEY-1): member keys with their six limits and
+// what they used today and this month; create a key (shown once), change limits, revoke.
+
+import { api_delete, api_get, api_id, api_list_all, api_patch, api_post } from '../api.js';
+import {
+  badge, confirmDialog, field, fmtLimit, fmtNum, formDialog, h, notify, onSubmit, replace, select, showSecret, table,
+} from '../dom.js';
+import { errorText, limitFields, limitValues, panel, refreshButton, utcDay, viewHeader } from './parts.js';
+
+export async function render(root, ctx) {
+  const list = h('div', { id: 'key-list' });
+  const reload = () => keys_load(list, ctx, reload);
+  replace(root, viewHeader('Keys', 'Member API keys, their limits and use. Limits of 0 mean unlimited.', refreshButton(reload)),
+    panel('New key', await keys_form(ctx, reload), { id: 'new-key' }), h('section', { class: 'card' }, list));
+  await reload();
+}
+
+async function keys_form(ctx, reload) {
+  let owner;
+  if (ctx.role === 'member') {
+    owner = field('Owner', h('input', { value: ctx.user.name, readonly: true }));
+  } else {
+    const users = await api_list_all('users');
+    const opts = users.map((u) => [u.name, ctx.isOperator ? `${u.name} (${u.tenant}, ${u.role})` : `${u.name} (${u.role})`]);
+    owner = field('Owner', select('user', opts, ctx.user.name));
+  }
+  const form = h('form', { class: 'form-grid', method: 'post', id: 'key-form' },
+    owner, field('Name', h('input', { name: 'name', maxlength: 128, placeholder: 'e.g. batch-jobs' })),
+    limitFields(),
+    h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn' }, 'Create key')));
+  return onSubmit(form, async (v) => {
+    const body = { ...limitValues(v) };
+    if (v.user) body.user = v.user;
+    if (v.name) body.name = v.name;
+    const k = await api_post('tenant/api-keys', body);
+    form.reset();
+    form.closest('details').open = false;
+    await reload();
+    await showSecret(`Key ${k.name || k.prefix}`, k.key,
+      'Copy this key now: it is shown once and cannot be read again. Use it as "Authorization: Bearer …" on /v1.');
+  });
+}
+
+// Calls and tokens per key today and this month, from the daily aggregates (R-USE-6).
+async function keys_usage() {
+  const today = utcDay(new Date());
+  const month = `${today.slice(0, 8)}01`;
+  const [d, m] = await Promise.all([
+    api_get('tenant/usage', { group_by: 'key', from: today, to: today, limit: 1000 }),
+    api_get('tenant/usage', { group_by: 'key', from: month, to: today, limit: 1000 }),
+  ]);
+  const byKey = (res) => new Map(res.data.map((r) => [r.key_id, r]));
+  return { day: byKey(d), month: byKey(m) };
+}
+
+// "used / limit" with a small meter when there is a limit.
+function usage_cell(used, limit) {
+  const text = h('span', { class: 'use-text' }, `${fmtNum(used)} / ${fmtLimit(limit)}`);
+  if (!limit) return text;
+  const ratio = Math.min(1, used / limit);
+  const fill = h('span', { class: ['meter-fill', ratio >= 0.9 ? 'meter-bad' : ratio >= 0.7 ? 'meter-warn' : null] });
+  fill.style.width = `${(ratio * 100).toFixed(1)}%`;
+  return h('div', { class: 'use' }, text, h('span', { class: 'meter' }, fill));
+}
+
+async function keys_load(list, ctx, reload) {
+  const [keys, use] = await Promise.all([api_list_all('tenant/api-keys'), keys_usage()]);
+  const day = (k) => use.day.get(k.id) || {};
+  const mon = (k) => use.month.get(k.id) || {};
+  const cols = [
+    { label: 'Key', cell: (k) => h('div', null, h('strong', null, k.name || '(unnamed)'), h('div', { class: 'muted small' }, h('code', null, `${k.prefix}…`))) },
+    { label: 'Owner', cell: (k) => (ctx.isOperator ? `${k.user} · ${k.tenant}` : k.user) },
+    { label: 'Status', cell: (k) => (k.revoked ? badge('revoked', 'muted') : badge('active', 'ok')) },
+    { label: 'QPS', cell: (k) => fmtLimit(k.qps_limit), class: 'num' },
+    { label: 'Concurrency', cell: (k) => fmtLimit(k.concurrency_limit), class: 'num' },
+    { label: 'Calls today', cell: (k) => usage_cell(day(k).requests || 0, k.daily_limit) },
+    { label: 'Calls this month', cell: (k) => usage_cell(mon(k).requests || 0, k.monthly_quota) },
+    { label: 'Tokens / min', cell: (k) => fmtLimit(k.tpm_limit), class: 'num' },
+    { label: 'Tokens this month', cell: (k) => usage_cell(mon(k).total_tokens || 0, k.monthly_token_quota) },
+    { label: '', class: 'actions', cell: (k) => (k.revoked ? '' : key_actions(k, reload)) },
+  ];
+  const sorted = [...keys].sort((a, b) => Number(a.revoked) - Number(b.revoked) || b.id - a.id);
+  replace(list, table(cols, sorted, { empty: 'No keys yet.', rowClass: (k) => (k.revoked ? 'row-muted' : null) }));
+}
+
+function key_actions(k, reload) {
+  const edit = h('button', { type: 'button', class: 'btn btn-secondary btn-sm' }, 'Limits');
+  edit.addEventListener('click', async () => {
+    const done = await formDialog(`Limits of ${k.name || k.prefix}`, limitFields(k), 'Save limits',
+      (v) => api_patch(`tenant/api-keys/${api_id(k.id)}`, limitValues(v)));
+    if (done) {
+      notify('Limits saved');
+      await reload();
+    }
+  });
+  const revoke = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm' }, 'Revoke');
+  revoke.addEventListener('click', async () => {
+    if (!await confirmDialog('Revoke key', `Revoke ${k.name || k.prefix}? Programs using it get 401 at once.`, 'Revoke', true)) return;
+    try {
+      await api_delete(`tenant/api-keys/${api_id(k.id)}`);
+      notify('Key revoked');
+      await reload();
+    } catch (err) {
+      notify(errorText(err), 'error');
+    }
+  });
+  return h('div', { class: 'btn-row' }, edit, revoke);
+}

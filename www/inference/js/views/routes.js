@@ -1,0 +1,164 @@
+// routes.js: the Routes section (R-ADM-3): per (tenant, model) the priority groups, each
+// drawn as a bar of the traffic split between its weighted routes (the canary split of
+// R-RT-2; weight 0 = standby, R-RT-4); create routes and edit weight, priority, status.
+
+import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
+import { badge, confirmDialog, field, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { errorText, panel, refreshButton, viewHeader } from './parts.js';
+
+export async function render(root, ctx) {
+  const list = h('div', { class: 'stack', id: 'route-list' });
+  const reload = () => routes_load(list, ctx, reload);
+  const parts = [viewHeader('Routes', 'Which endpoints serve each model name, and how its traffic is split.', refreshButton(reload))];
+  if (ctx.canManage) parts.push(panel('New route', await routes_form(ctx, reload), { id: 'new-route' }));
+  replace(root, ...parts, list);
+  await reload();
+}
+
+async function routes_load(list, ctx, reload) {
+  const routes = await api_list_all('model-routes');
+  const groups = new Map();
+  for (const r of routes) {
+    const k = `${r.tenant_id}\u0000${r.model}`;
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(r);
+  }
+  const sorted = [...groups.values()].sort((a, b) =>
+    a[0].tenant.localeCompare(b[0].tenant) || a[0].model.localeCompare(b[0].model));
+  if (!sorted.length) {
+    replace(list, h('div', { class: 'card empty-card' },
+      ctx.canManage ? 'No routes yet. A route gives an endpoint a public model name.' : 'No models are routed for your tenant yet.'));
+    return;
+  }
+  replace(list, sorted.map((g) => model_card(g, ctx, reload)));
+}
+
+async function routes_form(ctx, reload) {
+  const eps = await api_list_all('endpoints');
+  const epOptions = eps.map((e) => [String(e.id), ctx.isOperator ? `${e.name} (${e.tenant})` : e.name]);
+  const tenantPick = ctx.isOperator
+    ? [field('Tenant', select('tenant', [['', 'The endpoint\u2019s tenant'], ...(await ctx.tenants()).map((t) => [t.name, t.name])], ''))]
+    : [];
+  const form = h('form', { class: 'form-grid', method: 'post', id: 'route-form' },
+    field('Model name', h('input', { name: 'model', required: true, maxlength: 128, placeholder: 'e.g. llama-3-70b' })),
+    tenantPick,
+    field('Endpoint', eps.length ? select('endpoint_id', epOptions, epOptions[0][0]) : h('input', { disabled: true, value: 'create an endpoint first' })),
+    field('Weight', h('input', { name: 'weight', type: 'number', min: 0, value: 100 }), 'share within its priority; 0 = standby'),
+    field('Priority', h('input', { name: 'priority', type: 'number', min: ctx.isOperator ? -1000 : 0, value: 0 }), '0 first; higher numbers are fallbacks'),
+    field('Upstream model', h('input', { name: 'target_model', maxlength: 256, placeholder: 'optional: the name the backend knows' })),
+    h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn' }, 'Create route')));
+  return onSubmit(form, async (v) => {
+    if (!v.endpoint_id) throw new Error('Create an endpoint first.');
+    const body = { model: v.model, endpoint_id: Number(v.endpoint_id), weight: v.weight ?? 100, priority: v.priority ?? 0 };
+    if (v.tenant) body.tenant = v.tenant;
+    if (v.target_model) body.target_model = v.target_model;
+    await api_post('model-routes', body);
+    notify(`Route ${v.model} → ${eps.find((e) => String(e.id) === v.endpoint_id)?.name} created`);
+    form.elements.model.value = '';
+    await reload();
+  });
+}
+
+// Shares of the weighted active routes of one priority group, in percent.
+function route_shares(routes) {
+  const weighted = routes.filter((r) => r.status === 'active' && r.weight > 0);
+  const total = weighted.reduce((a, r) => a + r.weight, 0);
+  const share = new Map(weighted.map((r) => [r.id, total ? (r.weight * 100) / total : 0]));
+  return { weighted, share };
+}
+
+const pct = (p) => `${+p.toFixed(1)}%`;
+
+function split_bar(model, prio, routes) {
+  const { weighted, share } = route_shares(routes);
+  const standby = routes.filter((r) => r.status === 'active' && r.weight === 0);
+  const bar = h('div', { class: 'split', 'data-model': model, 'data-priority': prio, role: 'img',
+    'aria-label': weighted.map((r) => `${r.endpoint} ${pct(share.get(r.id))}`).join(', ') || 'no weighted route' });
+  weighted.forEach((r, i) => {
+    const seg = h('div', { class: `split-seg s${i % 8}`, title: `${r.endpoint}: weight ${r.weight}, ${pct(share.get(r.id))}`, 'data-endpoint': r.endpoint }, pct(share.get(r.id)));
+    seg.style.flexGrow = String(r.weight);
+    bar.append(seg);
+  });
+  if (!weighted.length) bar.append(h('div', { class: 'split-none' }, 'no active weighted route'));
+  const legend = h('ul', { class: 'legend' },
+    weighted.map((r, i) => h('li', null, h('span', { class: `swatch s${i % 8}` }), `${r.endpoint} · ${pct(share.get(r.id))}`)),
+    standby.map((r) => h('li', { class: 'muted' }, h('span', { class: 'swatch swatch-standby' }), `${r.endpoint} · standby`)));
+  return h('div', { class: 'split-row' },
+    h('div', { class: 'split-label' }, `Priority ${prio}`, prio === routes.minPrio ? badge('primary', 'info') : badge('fallback', 'muted')),
+    bar, legend);
+}
+
+function model_card(routes, ctx, reload) {
+  const model = routes[0].model;
+  const prios = [...new Set(routes.map((r) => r.priority))].sort((a, b) => a - b);
+  const byPrio = prios.map((p) => {
+    const list = routes.filter((r) => r.priority === p);
+    list.minPrio = prios[0];
+    return [p, list];
+  });
+  const shares = new Map();
+  for (const [, list] of byPrio) for (const [id, sh] of route_shares(list).share) shares.set(id, sh);
+  return h('section', { class: 'card route-card', 'data-model': model },
+    h('div', { class: 'card-head' },
+      h('div', { class: 'card-title' }, h('h2', null, model), h('span', { class: 'chip' }, routes[0].tenant),
+        h('span', { class: 'muted small' }, `${routes.length} route${routes.length === 1 ? '' : 's'}`))),
+    byPrio.map(([p, list]) => split_bar(model, p, list)),
+    route_table(routes, shares, ctx, reload));
+}
+
+function route_table(routes, shares, ctx, reload) {
+  const cols = [
+    { label: 'Endpoint', cell: (r) => r.endpoint },
+    { label: 'Priority', cell: (r) => String(r.priority), class: 'num' },
+    { label: 'Weight', cell: (r) => (ctx.canManage ? weight_editor(r, reload) : String(r.weight)), class: 'num' },
+    { label: 'Share', cell: (r) => (shares.has(r.id) ? pct(shares.get(r.id)) : r.status === 'active' ? 'standby' : '–'), class: 'num' },
+    { label: 'Status', cell: (r) => badge(r.status, r.status === 'active' ? 'ok' : 'muted') },
+    { label: 'Upstream model', cell: (r) => r.target_model || '–' },
+  ];
+  if (ctx.canManage) cols.push({ label: '', class: 'actions', cell: (r) => route_actions(r, reload) });
+  const sorted = [...routes].sort((a, b) => a.priority - b.priority || b.weight - a.weight);
+  return table(cols, sorted, { rowClass: (r) => (r.status === 'active' ? null : 'row-muted') });
+}
+
+function weight_editor(r, reload) {
+  const input = h('input', { type: 'number', min: 0, value: r.weight, class: 'input-narrow', 'aria-label': `Weight of ${r.endpoint}`, 'data-route': r.id });
+  const save = h('button', { type: 'submit', class: 'btn btn-secondary btn-sm' }, 'Save');
+  const form = h('form', { class: 'weight-edit', method: 'post' }, input, save);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    save.disabled = true;
+    try {
+      await api_patch(`model-routes/${api_id(r.id)}`, { weight: Number(input.value) });
+      notify(`Weight of ${r.model} → ${r.endpoint} is now ${input.value}`);
+      await reload();
+    } catch (err) {
+      notify(errorText(err), 'error');
+      save.disabled = false;
+    }
+  });
+  return form;
+}
+
+function route_actions(r, reload) {
+  const next = r.status === 'active' ? 'inactive' : 'active';
+  const toggle = h('button', { type: 'button', class: 'btn btn-secondary btn-sm' }, next === 'inactive' ? 'Disable' : 'Enable');
+  toggle.addEventListener('click', async () => {
+    try {
+      await api_patch(`model-routes/${api_id(r.id)}`, { status: next });
+      await reload();
+    } catch (err) {
+      notify(errorText(err), 'error');
+    }
+  });
+  const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm' }, 'Delete');
+  del.addEventListener('click', async () => {
+    if (!await confirmDialog('Delete route', `Stop routing ${r.model} to ${r.endpoint}?`, 'Delete', true)) return;
+    try {
+      await api_delete(`model-routes/${api_id(r.id)}`);
+      await reload();
+    } catch (err) {
+      notify(errorText(err), 'error');
+    }
+  });
+  return h('div', { class: 'btn-row' }, toggle, del);
+}
