@@ -13,6 +13,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "it", "lib"))
+if os.environ.get("SLUICE_SRCDIR"):      # a copy run outside the source tree (make distcheck)
+    sys.path.insert(0, os.path.join(os.environ["SLUICE_SRCDIR"], "tests", "it", "lib"))
 from harness import OUTDIR, Fake, Gateway, add_endpoint, setup_tenant  # noqa: E402
 
 MAX_LIFETIME_S = 600

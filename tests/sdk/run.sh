@@ -5,7 +5,14 @@
 # sdk.test.mjs` against it, stops the environment, and ends with "N passed, N failed".
 # Honours SLUICE_BUILDDIR / SLUICE_SRCDIR / SLUICE_TEST_OUT like the end-to-end tests.
 set -u
-cd "$(dirname "$0")" || exit 1
+here=$(cd "$(dirname "$0")" && pwd) || exit 1
+if [ -w "$here" ]; then
+  cd "$here" || exit 1
+else
+  # make distcheck: the source tree is read-only, so npm installs into a copy.
+  work="${SLUICE_TEST_OUT:-/tmp}/sdk-suite"
+  mkdir -p "$work" && cp "$here"/*.json "$here"/*.mjs "$here"/*.py "$here"/*.sh "$work"/ && cd "$work" || exit 1
+fi
 
 fail() { echo "run.sh: $*" >&2; echo "0 passed, 1 failed"; exit 1; }
 

@@ -4,7 +4,14 @@
 # A missing browser or package is a failure, never a skip. Screenshots go to
 # $SLUICE_TEST_OUT/ui/. The last line is "N passed, N failed".
 set -u
-cd "$(dirname "$0")" || exit 1
+here=$(cd "$(dirname "$0")" && pwd) || exit 1
+if [ -w "$here" ]; then
+  cd "$here" || exit 1
+else
+  # make distcheck: the source tree is read-only, so npm installs into a copy.
+  work="${SLUICE_TEST_OUT:-/tmp}/ui-suite"
+  mkdir -p "$work" && cp "$here"/*.json "$here"/*.mjs "$here"/*.py "$here"/*.sh "$work"/ && cd "$work" || exit 1
+fi
 
 die() { echo "ui/run.sh: $*" >&2; echo "0 passed, 1 failed"; exit 1; }
 
