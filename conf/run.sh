@@ -90,4 +90,10 @@ try:
        -H 'Content-Type: application/json' -d '{"model":"demo","messages":[{"role":"user","content":"hi"}]}'
 Ctrl-C stops it.
 MSG
-wait "$lighttpd_pid" || true
+# make does not pass a SIGTERM sent to it on to this script: when our parent
+# (`make run`) is gone, stop as if the signal had come here.
+parent=$PPID
+while kill -0 "$lighttpd_pid" 2>/dev/null && kill -0 "$parent" 2>/dev/null; do
+  sleep 1 &
+  wait $! || true
+done
