@@ -190,3 +190,13 @@ out:
     json_object_put(before);
     return ops_finish(db, res, err);
 }
+
+struct json_object *ops_audited(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
+                                struct json_object *before, struct json_object *res)
+{
+    if (res && ops_audit(db, err, action, object_type, before, res) != 0) {
+        json_object_put(res);
+        return NULL;
+    }
+    return res;
+}

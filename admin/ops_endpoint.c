@@ -66,18 +66,6 @@ struct json_object *ops_endpoint_get(sqlite3 *db, int64_t id, struct ops_error *
     return res;
 }
 
-/* Writes res as an audit record of type; on failure frees res and returns NULL. */
-static struct json_object *audited(sqlite3 *db, struct ops_error *err, const char *action,
-                                   const char *type, struct json_object *before,
-                                   struct json_object *res)
-{
-    if (res && ops_audit(db, err, action, type, before, res) != 0) {
-        json_object_put(res);
-        return NULL;
-    }
-    return res;
-}
-
 /* Endpoint names are one path segment of /api/v1/proxy/{endpoint}/... (SPEC §1). */
 static int endpoint_check_name(const char *name, struct ops_error *err)
 {
@@ -230,7 +218,7 @@ struct json_object *ops_endpoint_set(sqlite3 *db, const char *name,
     struct json_object *res = NULL, *before = NULL;
     if (ops_endpoint_ids(db, name, &id, &tenant_id, err) == 0 &&
         (before = ops_endpoint_get(db, id, err)) && endpoint_update(db, id, o, err) == 0)
-        res = audited(db, err, "update", "endpoint", before, ops_endpoint_get(db, id, err));
+        res = ops_audited(db, err, "update", "endpoint", before, ops_endpoint_get(db, id, err));
     json_object_put(before);
     return ops_finish(db, res, err);
 }
@@ -515,7 +503,7 @@ struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const cha
         goto out;
     id = sqlite3_last_insert_rowid(db);
     if (replica_update(db, id, o, err) == 0)
-        res = audited(db, err, "create", "replica", NULL, ops_replica_get(db, id, err));
+        res = ops_audited(db, err, "create", "replica", NULL, ops_replica_get(db, id, err));
 out:
     return ops_finish(db, res, err);
 }
@@ -529,7 +517,7 @@ struct json_object *ops_replica_set(sqlite3 *db, const char *endpoint, const cha
     struct json_object *res = NULL, *before = NULL;
     if (replica_find(db, endpoint, url, &id, err) == 0 && (before = ops_replica_get(db, id, err)) &&
         replica_update(db, id, o, err) == 0)
-        res = audited(db, err, "update", "replica", before, ops_replica_get(db, id, err));
+        res = ops_audited(db, err, "update", "replica", before, ops_replica_get(db, id, err));
     json_object_put(before);
     return ops_finish(db, res, err);
 }

@@ -69,6 +69,10 @@ struct json_object *ops_query_page(sqlite3 *db, struct ops_error *err, const cha
  * consumed). Fields that may hold a secret ("key", "password", "upstream_auth",
  * "token", "csrf_token", "key_hash", "password_hash") are never written. The object id
  * and tenant come from after (else before): "id" and "tenant_id" members. */
+/* Writes res as the audit record of a change; on failure frees res and returns NULL,
+ * so an operation's result is never returned without its record (R-ADM-5). */
+struct json_object *ops_audited(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
+                                struct json_object *before, struct json_object *res);
 int ops_audit(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
               struct json_object *before, struct json_object *after);
 

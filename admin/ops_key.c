@@ -68,17 +68,6 @@ static int key_check(const char *name, const struct ops_key_limits *l, struct op
     return ops_key_check_limits(l, err);
 }
 
-/* Writes res as an audit record; on failure frees res and returns NULL. */
-static struct json_object *key_audited(sqlite3 *db, struct ops_error *err, const char *action,
-                                       struct json_object *before, struct json_object *res)
-{
-    if (res && ops_audit(db, err, action, "key", before, res) != 0) {
-        json_object_put(res);
-        return NULL;
-    }
-    return res;
-}
-
 /* R-SEC-5, for everybody: a key never allows more than its owner's key ceiling.
  * The key's limits after the change are checked: given ones, else the current
  * (key_id > 0) or unlimited (a new key). */
@@ -153,7 +142,7 @@ struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
         goto out;
     int64_t id = sqlite3_last_insert_rowid(db);
     if (key_update(db, id, name, lim, err) != 0 ||
-        !(res = key_audited(db, err, "create", NULL, ops_key_get(db, id, err))))
+        !(res = ops_audited(db, err, "create", "key", NULL, ops_key_get(db, id, err))))
         goto out;
     /* R-SEC-1: the clear key leaves only here, once (never in the audit record). */
     json_object_object_add(res, "key", json_object_new_string(key));
@@ -171,7 +160,7 @@ struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
     if (before && key_check_ceiling(db, json_object_get_int64(json_object_object_get(before, "user_id")),
                                     id, lim, err) == 0 &&
         key_update(db, id, name, lim, err) == 0)
-        res = key_audited(db, err, "update", before, ops_key_get(db, id, err));
+        res = ops_audited(db, err, "update", "key", before, ops_key_get(db, id, err));
     json_object_put(before);
     return ops_finish(db, res, err);
 }
@@ -186,7 +175,7 @@ struct json_object *ops_key_revoke(sqlite3 *db, int64_t id, struct ops_error *er
     if (before && ops_run(db, err, "UPDATE api_keys SET revoked_at ="
                           " COALESCE(revoked_at, CAST(strftime('%s','now') AS INTEGER)) WHERE id = ?1",
                           "i", id) == 0)
-        res = key_audited(db, err, "revoke", before, ops_key_get(db, id, err));
+        res = ops_audited(db, err, "revoke", "key", before, ops_key_get(db, id, err));
     json_object_put(before);
     return ops_finish(db, res, err);
 }

@@ -56,16 +56,6 @@ static int node_check(const char *status, const char *metrics_url, struct ops_er
     return 0;
 }
 
-static struct json_object *node_audited(sqlite3 *db, struct ops_error *err, const char *action,
-                                        struct json_object *before, struct json_object *res)
-{
-    if (res && ops_audit(db, err, action, "node", before, res) != 0) {
-        json_object_put(res);
-        return NULL;
-    }
-    return res;
-}
-
 struct json_object *ops_node_add(sqlite3 *db, const char *name, const char *status,
                                  const char *metrics_url, struct ops_error *err)
 {
@@ -83,7 +73,7 @@ struct json_object *ops_node_add(sqlite3 *db, const char *name, const char *stat
                 " VALUES (?1, COALESCE(?2, 'online'), NULLIF(?3, ''))", "ttt",
                 name, status, metrics_url) != 0)
         goto out;
-    res = node_audited(db, err, "create", NULL,
+    res = ops_audited(db, err, "create", "node", NULL,
                        ops_node_get(db, (int64_t)sqlite3_last_insert_rowid(db), err));
 out:
     return ops_finish(db, res, err);
@@ -102,7 +92,7 @@ struct json_object *ops_node_set(sqlite3 *db, const char *name, const char *stat
                 " metrics_url = CASE WHEN ?2 IS NULL THEN metrics_url WHEN ?2 = '' THEN NULL"
                 " ELSE ?2 END WHERE id = ?3", "tti", status, metrics_url, id) != 0)
         goto out;
-    res = node_audited(db, err, "update", before, ops_node_get(db, id, err));
+    res = ops_audited(db, err, "update", "node", before, ops_node_get(db, id, err));
 out:
     json_object_put(before);
     return ops_finish(db, res, err);

@@ -34,17 +34,6 @@ static struct json_object *policy_row(sqlite3_stmt *st)
     return o;
 }
 
-/* The audit record's object is the policy; it has no numeric id or tenant. */
-static struct json_object *policy_audited(sqlite3 *db, struct ops_error *err, const char *action,
-                                          struct json_object *before, struct json_object *res)
-{
-    if (res && ops_audit(db, err, action, "model_policy", before, res) != 0) {
-        json_object_put(res);
-        return NULL;
-    }
-    return res;
-}
-
 static int policy_check(const struct ops_policy_opts *o, struct ops_error *err)
 {
     if (o->purpose && *o->purpose && ops_check_enum("purpose", o->purpose, purposes, err) != 0)
@@ -111,7 +100,7 @@ struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct 
                 o->quality_milli, o->price_input_micro, o->price_output_micro, o->supports_tools,
                 o->supports_vision, o->max_context, o->max_output, o->description) != 0)
         goto out;
-    res = policy_audited(db, err, before ? "update" : "create", before,
+    res = ops_audited(db, err, before ? "update" : "create", "model_policy", before,
                          ops_policy_get(db, model, err));
 out:
     json_object_put(before);

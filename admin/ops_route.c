@@ -38,17 +38,6 @@ struct json_object *ops_route_get(sqlite3 *db, int64_t id, struct ops_error *err
     return res;
 }
 
-/* Writes res as an audit record; on failure frees res and returns NULL. */
-static struct json_object *route_audited(sqlite3 *db, struct ops_error *err, const char *action,
-                                         struct json_object *before, struct json_object *res)
-{
-    if (res && ops_audit(db, err, action, "route", before, res) != 0) {
-        json_object_put(res);
-        return NULL;
-    }
-    return res;
-}
-
 /* Negative priorities (ahead of 0) are for the operator; authz_route refuses
  * them to others before the admin CGI calls (R-ADM-2). */
 static int route_check_opts(const struct ops_route_opts *o, struct ops_error *err)
@@ -138,7 +127,7 @@ struct json_object *ops_route_add(sqlite3 *db, const char *model, const char *en
     int64_t id = sqlite3_last_insert_rowid(db);
     struct ops_i64 keep = {0, 0};
     if (route_update(db, id, o, keep, err) == 0)
-        res = route_audited(db, err, "create", NULL, ops_route_get(db, id, err));
+        res = ops_audited(db, err, "create", "route", NULL, ops_route_get(db, id, err));
 out:
     return ops_finish(db, res, err);
 }
@@ -170,7 +159,7 @@ struct json_object *ops_route_set(sqlite3 *db, int64_t id, const struct ops_rout
         eid.set = 1;
     }
     if (route_update(db, id, o, eid, err) == 0)
-        res = route_audited(db, err, "update", before, ops_route_get(db, id, err));
+        res = ops_audited(db, err, "update", "route", before, ops_route_get(db, id, err));
 out:
     json_object_put(before);
     return ops_finish(db, res, err);

@@ -182,17 +182,6 @@ struct json_object *ops_user_get(sqlite3 *db, int64_t id, struct ops_error *err)
     return res;
 }
 
-/* Writes res as an audit record of action; on failure frees res and returns NULL. */
-static struct json_object *user_audited(sqlite3 *db, struct ops_error *err, const char *action,
-                                        struct json_object *before, struct json_object *res)
-{
-    if (res && ops_audit(db, err, action, "user", before, res) != 0) {
-        json_object_put(res);
-        return NULL;
-    }
-    return res;
-}
-
 /* SPEC §0: the operator role exists only in tenant default. */
 static int user_check_role(sqlite3 *db, const char *role, int64_t tenant_id,
                            struct ops_error *err)
@@ -236,7 +225,7 @@ struct json_object *ops_user_add(sqlite3 *db, const char *name, const char *tena
     if (ops_run(db, err, "INSERT INTO users (tenant_id, name, role, password_hash)"
                 " VALUES (?1, ?2, ?3, ?4)", "ittt", tenant_id, name, role, hash) != 0)
         goto out;
-    res = user_audited(db, err, "create", NULL,
+    res = ops_audited(db, err, "create", "user", NULL,
                        ops_user_get(db, (int64_t)sqlite3_last_insert_rowid(db), err));
 out:
     res = ops_finish(db, res, err);
@@ -274,7 +263,7 @@ struct json_object *ops_user_set(sqlite3 *db, const char *name, const char *role
     /* That the password changed is recorded, never the password or its hash. */
     if (res && hash)
         json_object_object_add(res, "password_changed", json_object_new_boolean(1));
-    res = user_audited(db, err, "update", before, res);
+    res = ops_audited(db, err, "update", "user", before, res);
     if (res)
         json_object_object_del(res, "password_changed");
     /* Sessions of a user whose password or role changed end (R-ADM-2). */
@@ -345,7 +334,7 @@ struct json_object *ops_user_set_ceiling(sqlite3 *db, const char *user,
                 "ooooooi", l->qps_limit, l->concurrency_limit, l->daily_limit, l->monthly_quota,
                 l->tpm_limit, l->monthly_token_quota, id) != 0)
         goto out;
-    res = user_audited(db, err, "set_key_ceiling", before, ops_user_get(db, id, err));
+    res = ops_audited(db, err, "set_key_ceiling", "user", before, ops_user_get(db, id, err));
 out:
     json_object_put(before);
     return ops_finish(db, res, err);
