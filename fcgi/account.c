@@ -8,6 +8,21 @@
 #include <stdio.h>
 #include <string.h>
 
+int64_t account_billable_tokens(const struct request *r, int64_t *prompt, int64_t *completion)
+{
+    *prompt = r->usage.prompt_tokens;
+    *completion = r->usage.completion_tokens;
+    if (r->usage.found)
+        return *prompt + *completion;
+    if (r->client_gone && r->data_sent) {
+        *prompt = r->prompt_estimate;
+        *completion = r->content_chunks;
+        return *prompt + *completion;
+    }
+    int ok = r->status >= 200 && r->status < 300 && !r->error_code;
+    return ok ? -1 : 0;
+}
+
 void account_record(struct request *r)
 {
     /* Requests that never authenticated belong to nobody and are not billed. */
@@ -27,14 +42,7 @@ void account_record(struct request *r)
     snprintf(u->model, sizeof u->model, "%s", r->model ? r->model : "");
     snprintf(u->routed_model, sizeof u->routed_model, "%s", r->routed_model ? r->routed_model : "");
     snprintf(u->path, sizeof u->path, "%s", r->path ? r->path : "");
-    u->prompt_tokens = r->usage.prompt_tokens;
-    u->completion_tokens = r->usage.completion_tokens;
-    if (r->client_gone && !r->usage.found && r->data_sent) {
-        /* R-SSE-3: no usage chunk came; count what was produced (one token per
-         * content chunk, as engines stream) and the estimated prompt. */
-        u->prompt_tokens = r->prompt_estimate;
-        u->completion_tokens = r->content_chunks;
-    }
+    account_billable_tokens(r, &u->prompt_tokens, &u->completion_tokens);
     u->latency_ms = mono_ms() - r->start_mono;
     u->ttft_ms = r->ttft_ms;
     u->status = r->client_gone ? 499 : r->status;

@@ -1,6 +1,7 @@
 /* admit.c: idempotency and key limits before any work is done (DESIGN.md stage 3, SPEC §12-13). */
 #include "admit.h"
 
+#include "account.h"
 #include "dbpool.h"
 #include "idem.h"
 #include "keylimits.h"
@@ -73,11 +74,15 @@ static int admit_idempotency(struct request *r)
                     NULL);
         return -1;
     }
+    /* The record belongs to the credential: a member key, an endpoint (by id),
+     * or a login session's user. */
     if (r->caller.key_id > 0)
         snprintf(r->idem_scope, sizeof r->idem_scope, "k:%lld", (long long)r->caller.key_id);
+    else if (r->caller.endpoint >= 0)
+        snprintf(r->idem_scope, sizeof r->idem_scope, "e:%lld",
+                 (long long)r->snap->endpoints[r->caller.endpoint].id);
     else
-        snprintf(r->idem_scope, sizeof r->idem_scope, "e:%d:%lld", r->caller.endpoint,
-                 (long long)r->caller.tenant_id);
+        snprintf(r->idem_scope, sizeof r->idem_scope, "u:%lld", (long long)r->caller.user_id);
     /* R-IDEM-1: fingerprint = SHA-256(method + path + raw body). */
     struct buf fp_in;
     buf_init(&fp_in, 0);
@@ -195,8 +200,9 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
     const struct snap_key *k = r->key;
     int64_t now = now_ms(), cur = 0, retry_ms = 0;
     int tokens = r->kind != REQ_MODELS;   /* a models listing spends calls, not tokens */
+    int tpm = tokens && k->tpm_limit && k->slot >= 0;
     if (!k->daily_limit && !k->monthly_quota && (!k->monthly_token_quota || !tokens)) {
-        if (tokens && k->tpm_limit && !take_tpm(r, want, &retry_ms, &cur)) {
+        if (tpm && !take_tpm(r, want, &retry_ms, &cur)) {
             give_back(r, qps_taken);
             refuse(r, "TPM_EXCEEDED", k->tpm_limit, cur, retry_ms, 0);
             return -1;
@@ -218,7 +224,7 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
         refused = "DAILY_LIMIT_EXCEEDED", limit = k->daily_limit, reset_s = limits_next_day(now / 1000);
     } else if (k->monthly_quota && (q = quota_take_call(c, k->id, month, k->monthly_quota, &cur)) != QUOTA_OK) {
         refused = "MONTHLY_QUOTA_EXCEEDED", limit = k->monthly_quota, reset_s = limits_next_month(now / 1000);
-    } else if (tokens && k->tpm_limit && !take_tpm(r, want, &retry_ms, &cur)) {
+    } else if (tpm && !take_tpm(r, want, &retry_ms, &cur)) {
         refused = "TPM_EXCEEDED", limit = k->tpm_limit;
     } else if (tokens && k->monthly_token_quota &&
                (q = quota_take_tokens(c, k->id, month, want, k->monthly_token_quota, &cur)) != QUOTA_OK) {
@@ -246,10 +252,10 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
     return 0;
 db_failed:
     /* R-KEY-4: the database must never take the inference path down. */
-    dbpool_exec(c, "ROLLBACK");
-    dbpool_put(c);
     log_warn("request %s: quota database unavailable (%s); admitting without call quotas",
              r->request_id, sqlite3_errmsg(c->db));
+    dbpool_exec(c, "ROLLBACK");
+    dbpool_put(c);
     return 0;
 }
 
@@ -258,7 +264,8 @@ static int admit_limits(struct request *r)
     const struct snap_key *k = r->key;
     int64_t now = now_ms(), retry_ms = 0, cur = 0;
     int qps_taken = 0;
-    if (k->qps_limit) {
+    int shared = k->slot >= 0 && r->shm->row >= 0;   /* see admit_request */
+    if (shared && k->qps_limit) {
         struct shm_key *sk = key_lock(r);
         if (sk) {
             /* The time is read under the lock, so the ring stays in time order. */
@@ -273,20 +280,28 @@ static int admit_limits(struct request *r)
             }
         }
     }
-    if (k->concurrency_limit) {
+    if (shared && k->concurrency_limit) {
         /* R-KEY-3: count in this process's row, then read the pool's sum; a
          * crashed holder's row is reaped, so nothing leaks. */
         _Atomic int32_t *mine = &r->shm->r->procs[r->shm->row].key_active[k->slot];
-        atomic_fetch_add(mine, 1);
-        r->key_slot_held = 1;
         int64_t sum = 0;
+        /* Sum and take under the key's lock, so two requests racing for the
+         * last slot cannot both be refused (or both admitted). */
+        struct shm_key *sk = key_lock(r);
         int hi = atomic_load(&r->shm->r->rows_hi);
         for (int i = 0; i < hi && i < SHM_MAX_PROCS; i++)
             if (atomic_load(&r->shm->r->procs[i].pid))
                 sum += atomic_load(&r->shm->r->procs[i].key_active[k->slot]);
-        if (sum > k->concurrency_limit) {
+        int admitted = sum < k->concurrency_limit;
+        if (admitted) {
+            atomic_fetch_add(mine, 1);
+            r->key_slot_held = 1;
+        }
+        if (sk)
+            pthread_mutex_unlock(&sk->lock);
+        if (!admitted) {
             give_back(r, qps_taken);
-            refuse(r, "CONCURRENCY_EXCEEDED", k->concurrency_limit, sum - 1, 1000, 0);
+            refuse(r, "CONCURRENCY_EXCEEDED", k->concurrency_limit, sum, 1000, 0);
             return -1;
         }
     }
@@ -301,9 +316,18 @@ int admit_request(struct request *r)
         return -1;
     const struct snap_key *k = r->caller.key;
     /* R-KEY-1: a key without limits does no limit work at all. */
-    if (!k || !k->has_limits || k->slot < 0 || r->shm->row < 0)
+    if (!k || !k->has_limits)
         return 0;
     r->key = k;
+    if (k->slot < 0 || r->shm->row < 0) {
+        /* The shared state has no room for this key: its call quotas (SQLite)
+         * still hold; QPS, concurrency and TPM cannot be counted. */
+        static _Atomic int64_t warned_ms;
+        int64_t now = now_ms(), last = atomic_load(&warned_ms);
+        if (now - last > 60000 && atomic_compare_exchange_strong(&warned_ms, &last, now))
+            log_error("key %lld: no shared-state slot (SHM_MAX_KEYS keys with limits); QPS, concurrency "
+                      "and TPM are not enforced for it", (long long)k->id);
+    }
     if (admit_limits(r) != 0) {
         r->key = NULL;
         return -1;
@@ -314,9 +338,8 @@ int admit_request(struct request *r)
 void admit_finish(struct request *r)
 {
     if (r->key) {
-        int ok = r->status >= 200 && r->status < 300 && !r->client_gone;
-        int64_t actual = r->usage.found ? r->usage.prompt_tokens + r->usage.completion_tokens
-                         : ok ? -1 : 0;      /* -1: unknown, keep the estimate */
+        int64_t prompt, completion;
+        int64_t actual = account_billable_tokens(r, &prompt, &completion);   /* -1: keep the estimate */
         if (r->key_slot_held) {
             atomic_fetch_sub(&r->shm->r->procs[r->shm->row].key_active[r->key->slot], 1);
             r->key_slot_held = 0;
@@ -339,10 +362,14 @@ void admit_finish(struct request *r)
         if (ok) {
             int keep = !r->capture_overflow && !atomic_load(&over_budget);
             if (idem_done(c, r->idem_scope, r->idem_key, r->status, r->response_content_type,
-                          keep ? r->capture->data : NULL, keep ? r->capture->len : 0) != 0)
-                log_warn("request %s: could not store the idempotent response", r->request_id);
-        } else {
-            idem_release(c, r->idem_scope, r->idem_key);
+                          keep ? r->capture->data : NULL, keep ? r->capture->len : 0) != 0) {
+                /* Better a retry that runs again than one stuck at 409 for the TTL. */
+                log_warn("request %s: could not store the idempotent response; releasing the key", r->request_id);
+                if (idem_release(c, r->idem_scope, r->idem_key) != 0)
+                    log_error("request %s: idempotency key left in progress until it expires", r->request_id);
+            }
+        } else if (idem_release(c, r->idem_scope, r->idem_key) != 0) {
+            log_error("request %s: idempotency key left in progress until it expires", r->request_id);
         }
         dbpool_put(c);
         buf_free(r->capture);

@@ -8,6 +8,7 @@ const struct error_def error_table[] = {
     {"invalid_json", 400, "invalid_request_error", 1, 0, "the request body is not valid JSON"},
     {"missing_field", 400, "invalid_request_error", 1, 0, "a required field is absent (param names it)"},
     {"invalid_type", 400, "invalid_request_error", 1, 0, "a field has the wrong type (param names it)"},
+    {"invalid_body", 400, "invalid_request_error", 1, 0, "the body ended before its Content-Length"},
     {"invalid_header", 400, "invalid_request_error", 1, 0, "a header value contains CR/LF or is too long"},
     {"invalid_path", 400, "invalid_request_error", 1, 0, "the pass-through path is not allowed"},
     {"invalid_api_key", 401, "invalid_request_error", 1, 0, "no key, unknown key or revoked key"},

@@ -154,7 +154,9 @@ static enum outcome forward_transfer(struct request *r, struct relay *x)
             if (left <= 0) { out = OUT_IDLE; break; }
             wait = min64(wait, left);
         }
-        if (r->stream) {
+        /* R-SSE-2: comments only on a stream (or before the upstream said what
+         * it sends); a buffered answer (an upstream error) must keep its head. */
+        if (r->stream && x->mode != RELAY_BUFFER) {
             int64_t left = x->last_client_ms + r->conf->keepalive_ms - now;
             if (left <= 0) {
                 if (relay_keepalive(x) != 0) { out = OUT_CLIENT_GONE; break; }

@@ -1,6 +1,7 @@
 /* guard.c: request validation and rewriting before routing (DESIGN.md stage 4). */
 #include "guard.h"
 
+#include "pathcheck.h"
 #include "reply.h"
 
 #include <string.h>
@@ -71,41 +72,35 @@ static int guard_types(struct request *r, struct json_object *body)
     return 0;
 }
 
-int guard_check(struct request *r)
+/* Parses the body as one JSON object (trailing whitespace allowed); NULL if not. */
+static struct json_object *guard_parse(const struct request *r)
 {
-    if (r->kind == REQ_PROXY) {
-        r->fwd_body = r->body;
-        r->fwd_len = r->body_len;
-        return 0;
-    }
     struct json_tokener *tok = json_tokener_new();
     struct json_object *body = json_tokener_parse_ex(tok, r->body, (int)r->body_len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t used = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
-    /* Trailing bytes after the object (other than whitespace) are invalid JSON too. */
     while (used < r->body_len && strchr(" \t\r\n", r->body[used]))
         used++;
     if (!body || jerr != json_tokener_success || used != r->body_len) {
         json_object_put(body);
-        return guard_fail(r, "invalid_json", "We could not parse the JSON body of your request.", NULL);
+        return NULL;
     }
-    r->json = body;
-    if (json_object_get_type(body) != json_type_object)
-        return guard_fail(r, "invalid_type", "the request body must be a JSON object", NULL);
-    if (guard_types(r, body) != 0)
-        return -1;
-    r->prompt_estimate = (int64_t)(r->body_len / 4) + 1;
+    return body;
+}
 
+/* Internal fields out (R-API-5), include_usage in (R-USE-1); sets the body to send. */
+static void guard_rewrite(struct request *r, struct json_object *body, enum req_kind kind)
+{
     int changed = 0;
-    /* R-API-5: internal fields never reach the upstream. */
+    r->prompt_estimate = (int64_t)(r->body_len / 4) + 1;
     for (int i = 0; i < r->snap->n_internal_fields; i++)
         if (json_object_object_get_ex(body, r->snap->internal_fields[i], NULL)) {
             json_object_object_del(body, r->snap->internal_fields[i]);
             changed = 1;
         }
     /* R-USE-1: ask for the usage chunk unless the client chose stream_options itself. */
-    if (r->stream && !r->client_usage && r->kind != REQ_EMBEDDINGS) {
+    if (r->stream && !r->client_usage && kind != REQ_EMBEDDINGS) {
         struct json_object *so = json_object_new_object();
         json_object_object_add(so, "include_usage", json_object_new_boolean(1));
         json_object_object_add(body, "stream_options", so);
@@ -113,7 +108,8 @@ int guard_check(struct request *r)
         changed = 1;
     }
     /* model points into the parsed object; keep a copy that outlives edits. */
-    r->model = arena_strdup(r->arena, r->model);
+    if (r->model)
+        r->model = arena_strdup(r->arena, r->model);
     if (changed) {
         const char *s = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
         r->fwd_body = arena_strdup(r->arena, s);
@@ -122,6 +118,68 @@ int guard_check(struct request *r)
         r->fwd_body = r->body;
         r->fwd_len = r->body_len;
     }
+}
+
+/* The OpenAI operation a pass-through path names, or REQ_UNKNOWN. */
+static enum req_kind guard_proxy_kind(const struct request *r)
+{
+    char name[129];
+    const char *rest;
+    if (strcmp(r->method, "POST") != 0 || pathcheck_proxy(r->uri, name, sizeof name, &rest) != PATH_OK)
+        return REQ_UNKNOWN;
+    size_t n = strcspn(rest, "?");
+    static const struct { const char *path; enum req_kind kind; } ops[] = {
+        {"/v1/chat/completions", REQ_CHAT}, {"/v1/completions", REQ_COMPLETIONS}, {"/v1/embeddings", REQ_EMBEDDINGS},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        if (strlen(ops[i].path) == n && strncmp(rest, ops[i].path, n) == 0)
+            return ops[i].kind;
+    return REQ_UNKNOWN;
+}
+
+/* R-KEY-0, R-USE-1: the pass-through to an inference path is counted like the
+ * /v1 routes (stream, max_tokens, usage) but never refused for its body: the
+ * upstream judges it. Anything else passes byte for byte. */
+static void guard_proxy(struct request *r)
+{
+    r->fwd_body = r->body;
+    r->fwd_len = r->body_len;
+    enum req_kind kind = guard_proxy_kind(r);
+    struct json_object *body = kind != REQ_UNKNOWN ? guard_parse(r) : NULL, *v;
+    if (!body || !json_object_is_type(body, json_type_object)) {
+        json_object_put(body);
+        return;
+    }
+    r->json = body;
+    if (json_object_object_get_ex(body, "model", &v) && json_object_is_type(v, json_type_string))
+        r->model = json_object_get_string(v);
+    if (json_object_object_get_ex(body, "stream", &v) && json_object_is_type(v, json_type_boolean))
+        r->stream = json_object_get_boolean(v);
+    if (json_object_object_get_ex(body, "stream_options", &v) && !json_object_is_type(v, json_type_null))
+        r->client_usage = 1;
+    const char *max_names[] = {"max_completion_tokens", "max_tokens"};
+    for (int i = 0; i < 2 && !r->max_tokens; i++)
+        if (json_object_object_get_ex(body, max_names[i], &v) && json_object_is_type(v, json_type_int) &&
+            json_object_get_int64(v) > 0)
+            r->max_tokens = json_object_get_int64(v);
+    guard_rewrite(r, body, kind);
+}
+
+int guard_check(struct request *r)
+{
+    if (r->kind == REQ_PROXY) {
+        guard_proxy(r);
+        return 0;
+    }
+    struct json_object *body = guard_parse(r);
+    if (!body)
+        return guard_fail(r, "invalid_json", "We could not parse the JSON body of your request.", NULL);
+    r->json = body;
+    if (json_object_get_type(body) != json_type_object)
+        return guard_fail(r, "invalid_type", "the request body must be a JSON object", NULL);
+    if (guard_types(r, body) != 0)
+        return -1;
+    guard_rewrite(r, body, r->kind);
     return 0;
 }
 

@@ -21,7 +21,8 @@ static const char SQL_DONE[] =
     " owner_pid = NULL WHERE scope = ?1 AND idem_key = ?2";
 static const char SQL_DEL[] = "DELETE FROM idempotency WHERE scope = ?1 AND idem_key = ?2";
 static const char SQL_EXPIRE[] =
-    "DELETE FROM idempotency WHERE rowid IN (SELECT rowid FROM idempotency WHERE expires_at < ?1 LIMIT ?2)";
+    "DELETE FROM idempotency WHERE (scope, idem_key) IN (SELECT scope, idem_key FROM idempotency"
+    " WHERE expires_at < ?1 AND state = 'done' LIMIT ?2)";
 static const char SQL_BUDGET[] = "SELECT count(*), total(body_bytes) FROM idempotency";
 
 int idem_parse_key(const char *h, char out[129])
@@ -93,7 +94,12 @@ enum idem_begin idem_begin(struct dbconn *c, const char *scope, const char *key,
     sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE || (rc == SQLITE_ROW && sqlite3_column_int64(st, 7) < now)) {
+    /* An expired record may be replaced, unless its request is still running
+     * (a stream longer than the TTL must not run twice). */
+    int expired = rc == SQLITE_ROW && sqlite3_column_int64(st, 7) < now &&
+                  !(sqlite3_column_text(st, 1) && strcmp((const char *)sqlite3_column_text(st, 1), "in_progress") == 0 &&
+                    shm_proc_alive(sqlite3_column_int(st, 2), (uint64_t)sqlite3_column_int64(st, 3)));
+    if (rc == SQLITE_DONE || expired) {
         sqlite3_reset(st);
         res = idem_insert(c, scope, key, fp, now, ttl_ms);
         goto out;
@@ -136,8 +142,12 @@ enum idem_begin idem_begin(struct dbconn *c, const char *scope, const char *key,
 out_reset:
     sqlite3_reset(st);
 out:
-    if (dbpool_exec(c, res == IDEM_DB_ERROR ? "ROLLBACK" : "COMMIT") != 0)
+    if (res == IDEM_DB_ERROR || dbpool_exec(c, "COMMIT") != 0) {
+        /* A failed COMMIT can leave the transaction open: never hand the
+         * connection back holding the write lock. */
+        dbpool_exec(c, "ROLLBACK");
         res = IDEM_DB_ERROR;
+    }
     return res;
 }
 

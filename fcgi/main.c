@@ -104,6 +104,8 @@ static int handle(struct worker *w)
     arena_clear(&w->arena);
     if (w->resp.cap > (1u << 20))
         buf_free(&w->resp);    /* do not keep a huge buffer per idle thread */
+    if (w->out.cap > (1u << 20))
+        buf_free(&w->out);
     return r.body_complete;
 }
 

@@ -120,8 +120,10 @@ int relay_stream_head(struct relay *x)
     struct request *r = x->r;
     if (r->headers_sent)
         return r->client_gone ? -1 : 0;
-    const char *ct = x->content_type[0] ? x->content_type : "text/event-stream";
-    int rc = reply_head(r, x->status >= 200 ? (int)x->status : 200, ct, relay_extra_headers(x, 1));
+    /* Before the upstream answered, a keep-alive commits a plain 200 stream. */
+    int sse = x->mode == RELAY_SSE;
+    const char *ct = sse && x->content_type[0] ? x->content_type : "text/event-stream";
+    int rc = reply_head(r, sse && x->status >= 200 ? (int)x->status : 200, ct, relay_extra_headers(x, 1));
     x->last_client_ms = mono_ms();
     return rc;
 }
@@ -131,7 +133,7 @@ int relay_stream_head(struct relay *x)
 static const char *relay_rewrite(struct relay *x, const char *p, size_t len, size_t *out_len)
 {
     struct request *r = x->r;
-    int strip = r->injected_usage && memmem(p, len, ",\"usage\":null", 13);
+    int strip = r->injected_usage && memmem(p, len, "\"usage\"", 7);
     const char *at = NULL;
     size_t from_len = 0;
     if (x->model_from) {
@@ -207,7 +209,7 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
     enum chunk_kind kind;
     struct usage u = {0};
     /* Parsing JSON costs; only chunks that can matter are parsed. */
-    if (x->holding || memmem(ev->data, ev->data_len, "\"usage\":{", 9))
+    if (x->holding || usage_has_object(ev->data, ev->data_len))
         kind = usage_classify_chunk(ev->data, ev->data_len, &u);
     else
         kind = ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0 ? CHUNK_DONE : CHUNK_CONTENT;
@@ -301,9 +303,25 @@ void relay_send_buffered(struct relay *x)
     size_t n = b->len;
     const char *body = b->len ? relay_rewrite(x, b->data, b->len, &n) : "";
     if (r->headers_sent) {
-        /* A keep-alive already committed a 200 stream: the answer becomes an event. */
+        /* A keep-alive already committed a 200 stream: the answer becomes an
+         * event, the upstream's own error object when it sent one (R-SSE-4),
+         * and the record keeps the upstream's status (R-USE-4). */
         if (x->status >= 400) {
-            reply_error(r, "upstream_error", arena_printf(r->arena, "upstream answered %ld", x->status), NULL);
+            struct json_object *obj = json_tokener_parse(b->data ? b->data : "");
+            struct json_object *err = NULL;
+            if (obj && json_object_object_get_ex(obj, "error", &err) && json_object_is_type(err, json_type_object)) {
+                struct buf ev;
+                buf_init(&ev, 0);
+                buf_printf(&ev, "data: {\"error\":%s}\n\n",
+                           json_object_to_json_string_ext(err, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+                reply_body(r, ev.data, ev.len, 1);
+                buf_free(&ev);
+                r->error_code = "upstream_error";
+            } else {
+                reply_error(r, "upstream_error", arena_printf(r->arena, "upstream answered %ld", x->status), NULL);
+            }
+            json_object_put(obj);
+            r->status = (int)x->status;
             return;
         }
         reply_body(r, body, n, 1);

@@ -62,18 +62,20 @@ static int request_read_body(struct request *r)
         reply_error(r, "request_too_large", NULL, NULL);
         return -1;
     }
-    size_t cap = want >= 0 ? (size_t)want : 65536;
+    /* Without Content-Length the buffer may grow to max + 1: one byte over the
+     * limit is how an oversized body is recognised. */
+    size_t cap = want >= 0 ? (size_t)want : (65536 < max + 1 ? 65536 : (size_t)max + 1);
     char *body = arena_alloc(r->arena, cap + 1);
     size_t len = 0;
     for (;;) {
         if (want >= 0 && len == (size_t)want)
             break;
         if (len == cap) {
-            if ((int64_t)cap >= max) {
+            if ((int64_t)cap > max) {
                 reply_error(r, "request_too_large", NULL, NULL);
                 return -1;
             }
-            size_t ncap = cap * 2 > (size_t)max ? (size_t)max : cap * 2;
+            size_t ncap = cap * 2 > (size_t)max + 1 ? (size_t)max + 1 : cap * 2;
             char *nb = arena_alloc(r->arena, ncap + 1);
             memcpy(nb, body, len);
             body = nb;
@@ -83,6 +85,15 @@ static int request_read_body(struct request *r)
         if (n <= 0)
             break;
         len += (size_t)n;
+    }
+    if ((int64_t)len > max) {
+        reply_error(r, "request_too_large", NULL, NULL);
+        return -1;
+    }
+    if (want >= 0 && len < (size_t)want) {
+        /* The body ended before its Content-Length: never forward half of it. */
+        reply_error(r, "invalid_body", "the request body ended before its Content-Length", NULL);
+        return -1;
     }
     if (want >= 0) {
         /* Consume the empty stdin record that ends the body, so the FastCGI

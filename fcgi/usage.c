@@ -135,15 +135,47 @@ out:
     return kind;
 }
 
+static size_t skip_ws(const char *d, size_t i, size_t len)
+{
+    while (i < len && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r'))
+        i++;
+    return i;
+}
+
+/* If a `"usage"` key starts at i, the index just after its colon (and spaces). */
+static size_t usage_key_end(const char *d, size_t i, size_t len)
+{
+    if (len - i < 7 || memcmp(d + i, "\"usage\"", 7) != 0)
+        return 0;
+    size_t j = skip_ws(d, i + 7, len);
+    if (j >= len || d[j] != ':')
+        return 0;
+    return skip_ws(d, j + 1, len);
+}
+
+int usage_has_object(const char *data, size_t len)
+{
+    const char *p = data, *end = data + len;
+    while (p < end && (p = memmem(p, (size_t)(end - p), "\"usage\"", 7))) {
+        size_t v = usage_key_end(data, (size_t)(p - data), len);
+        if (v && v < len && data[v] == '{')
+            return 1;
+        p += 7;
+    }
+    return 0;
+}
+
 size_t usage_strip_null(char *data, size_t len)
 {
-    static const char pat[] = ",\"usage\":null";
-    const size_t pn = sizeof pat - 1;
     size_t w = 0, r = 0;
     while (r < len) {
-        if (len - r >= pn && memcmp(data + r, pat, pn) == 0) {
-            r += pn;
-            continue;
+        if (data[r] == ',') {
+            size_t k = skip_ws(data, r + 1, len);
+            size_t v = usage_key_end(data, k, len);
+            if (v && len - v >= 4 && memcmp(data + v, "null", 4) == 0) {
+                r = v + 4;          /* drop `, "usage" : null` */
+                continue;
+            }
         }
         data[w++] = data[r++];
     }

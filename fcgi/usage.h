@@ -25,8 +25,12 @@ enum chunk_kind {
 /* Classifies one event's data and, when it carries a usage object, fills u. */
 enum chunk_kind usage_classify_chunk(const char *data, size_t len, struct usage *u);
 
-/* Removes every `,"usage":null` from data in place (chunks gain it only because
- * sluice asked for include_usage); returns the new length. */
+/* Removes every `,"usage":null` (whitespace allowed around the colon and comma)
+ * from data in place (chunks gain it only because sluice asked for
+ * include_usage); returns the new length. */
 size_t usage_strip_null(char *data, size_t len);
+
+/* Does data hold a `"usage"` key whose value is an object (any spacing)? */
+int usage_has_object(const char *data, size_t len);
 
 #endif

@@ -144,7 +144,8 @@ static int write_batch(struct usage_record *list)
     for (int k = 0; k < nsums; k++)
         if (write_daily(&sums[k]) != 0)
             goto fail;
-    return db_exec(q_db, "COMMIT");
+    if (db_exec(q_db, "COMMIT") == 0)
+        return 0;
 fail:
     log_error("usage write failed: %s", sqlite3_errmsg(q_db));
     db_exec(q_db, "ROLLBACK");

@@ -158,5 +158,18 @@ def test_usage_rows(c):
     assert daily[0] >= 3 and daily[1] >= 1, daily
 
 
+def test_passthrough_inference_is_counted_R_KEY_0_R_USE_1(c):
+    """The pass-through to /v1/chat/completions asks for usage and records it like /v1 (R-USE-1/2)."""
+    body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "via proxy"}]}
+    r = c.gw.request("POST", "/api/v1/proxy/ep1/v1/chat/completions", body, key=c.key,
+                     headers={"X-Request-Id": "proxy-usage-1", "X-Fake-Behavior": "completion_tokens=7"})
+    assert r.status == 200, r
+    sent = json.loads(c.fake.stats()["last"]["body"])
+    assert sent["stream_options"] == {"include_usage": True}, sent
+    assert b'"usage"' not in r.body, r.body
+    row = wait_for(lambda: c.gw.usage_events("request_id = 'proxy-usage-1'"), 5, what="usage row")[0]
+    assert row["completion_tokens"] == 7 and row["model"] == "m" and row["stream"] == 1, row
+
+
 if __name__ == "__main__":
     run_tests(globals(), setup, teardown)

@@ -184,6 +184,30 @@ def test_monthly_tokens_settled_to_actual_R_KEY_5(c):
     wait_for(settled, 3, what="monthly tokens equal to the real usage")
 
 
+def test_client_leaving_mid_stream_is_charged_R_KEY_5(c):
+    """What was produced before the client left is charged, not refunded (R-KEY-5, R-SSE-3)."""
+    import http.client
+    key, kid, _ = new_key(c, "--monthly-tokens", 1000000)
+    time.sleep(0.6)                     # the liveness probe's settlement
+    tokens = lambda: c.gw.sql("SELECT tokens FROM quota_counters WHERE key_id = ? AND period LIKE 'm:%'", kid)[0][0]
+    before = tokens()
+    conn = http.client.HTTPConnection("127.0.0.1", c.gw.port, timeout=10)
+    conn.request("POST", "/v1/chat/completions",
+                 body=json.dumps({"model": "m", "stream": True, "max_tokens": 500,
+                                  "messages": [{"role": "user", "content": "long answer"}]}),
+                 headers={"Authorization": "Bearer " + key, "Content-Type": "application/json",
+                          "X-Request-Id": "leave-1", "X-Fake-Behavior": "chunks=60;gap_ms=40"})
+    resp = conn.getresponse()
+    got = b""
+    while got.count(b"data: ") < 10:
+        got += resp.read1(4096)
+    conn.close()
+    row = wait_for(lambda: c.gw.usage_events("request_id = 'leave-1'"), 8, what="disconnect row")[0]
+    assert row["status"] == 499 and row["completion_tokens"] >= 9, row
+    charged = row["prompt_tokens"] + row["completion_tokens"]
+    wait_for(lambda: tokens() - before == charged, 3, what="monthly tokens charged %d" % charged)
+
+
 def test_paired_refund_R_KEY_5(c):
     """A TPM refusal after the daily count rolls the daily count back."""
     key, kid, _ = new_key(c, "--daily", 100, "--tpm", 150)

@@ -126,8 +126,10 @@ static const struct {
     {",\"usage\":null,\"usage\":nul", ",\"usage\":nul"},
     /* nothing else */
     {"{\"usage\":null,\"a\":1}", "{\"usage\":null,\"a\":1}"},
-    {"{\"a\":1, \"usage\":null}", "{\"a\":1, \"usage\":null}"},
-    {"{\"a\":1,\"usage\": null}", "{\"a\":1,\"usage\": null}"},
+    /* Spaced JSON (Python servers) is stripped too. */
+    {"{\"a\":1, \"usage\":null}", "{\"a\":1}"},
+    {"{\"a\":1,\"usage\": null}", "{\"a\":1}"},
+    {"{\"a\": 1, \"usage\" : null, \"b\": 2}", "{\"a\": 1, \"b\": 2}"},
     {"{\"a\":1,\"usage\":{\"prompt_tokens\":1}}", "{\"a\":1,\"usage\":{\"prompt_tokens\":1}}"},
     {"{\"a\":1,\"Usage\":null}", "{\"a\":1,\"Usage\":null}"},
     {"{\"c\":\"say ,\\\"usage\\\":null\"}", "{\"c\":\"say ,\\\"usage\\\":null\"}"},
@@ -136,8 +138,22 @@ static const struct {
     {"[DONE]", "[DONE]"},
 };
 
+/* Spaced and compact usage objects are both seen (R-USE-1 with Python-style JSON). */
+static void test_has_object(void)
+{
+    static const struct { const char *in; int want; } cases[] = {
+        {"{\"usage\":{\"prompt_tokens\":1}}", 1}, {"{\"usage\": {\"prompt_tokens\":1}}", 1},
+        {"{\"usage\" :\n {}}", 1}, {"{\"usage\":null}", 0}, {"{\"usage\": null}", 0},
+        {"{\"content\":\"\\\"usage\\\":{\"}", 0}, {"no usage here", 0}, {"\"usage\"", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK(usage_has_object(cases[i].in, strlen(cases[i].in)) == cases[i].want, "has_object %zu: %s", i,
+              cases[i].in);
+}
+
 int main(void)
 {
+    test_has_object();
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         struct usage u;
         memset(&u, 0x5a, sizeof u);     /* usage_from_body must clear it */
