@@ -40,6 +40,8 @@ def new_key(c, *limits):
     listed = [x for x in c.gw.ctl("list", "keys")["keys"] if x["id"] == k["id"]][0]
     # The key must be usable (config applied) before a test relies on it.
     wait_for(lambda: c.gw.chat(k["key"], headers={"X-Fake-Behavior": "chunks=1"}).status != 401, 3, what="key live")
+    # One responder has the new snapshot; give every other one its poll interval too (R-CFG-1).
+    time.sleep(0.6)
     return k["key"], k["id"], listed
 
 

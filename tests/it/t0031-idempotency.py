@@ -27,6 +27,7 @@ def setup():
     c.key, c.kid = k["key"], k["id"]
     c.gw.start()
     wait_for(lambda: c.gw.chat(c.key).status == 200, 3, what="key live")
+    time.sleep(0.6)     # every responder's poll interval, not just the first one's
     return c
 
 
