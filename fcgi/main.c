@@ -141,11 +141,16 @@ static void *worker_main(void *arg)
 static void *config_main(void *arg)
 {
     sqlite3 *db = arg;
-    int64_t seen = snapshot_db_version(db), last_reap = 0;
+    int64_t seen = snapshot_db_version(db), last_reap = 0, last_warn = 0;
     while (!atomic_load(&stopping)) {
         struct timespec pause = {conf.config_poll_ms / 1000, (conf.config_poll_ms % 1000) * 1000000L};
         nanosleep(&pause, NULL);
+        int64_t t0 = mono_ms();
         int64_t v = snapshot_db_version(db);
+        if (v < 0 && t0 - last_warn >= 10000) {
+            log_warn("configuration version unreadable (%s); retrying every poll", sqlite3_errmsg(db));
+            last_warn = t0;
+        }
         if (v >= 0 && v != seen) {
             struct snapshot *s = snapshot_load(db, &shm);
             if (s) {
@@ -154,6 +159,9 @@ static void *config_main(void *arg)
                 log_info("configuration version %lld loaded", (long long)v);
             }
         }
+        /* R-CFG-1 promises 2 s: say so when a poll alone takes a second. */
+        if (mono_ms() - t0 >= 1000)
+            log_warn("configuration poll took %lld ms", (long long)(mono_ms() - t0));
         if (mono_ms() - last_reap >= 1000) {
             shm_reap(&shm);
             last_reap = mono_ms();
@@ -255,6 +263,9 @@ int main(int argc, char **argv)
     sqlite3 *cfg_db = db_open(conf.database, 0);
     if (!cfg_db)
         return 1;
+    /* A busy database must not stall the config poll for seconds: give up
+     * quickly and try again at the next poll (R-CFG-1). */
+    sqlite3_busy_timeout(cfg_db, conf.config_poll_ms);
     struct snapshot *s = snapshot_load(cfg_db, &shm);
     if (!s)
         return 1;
