@@ -114,6 +114,6 @@ void api_nodes_temperature(struct api_ctx *c)
     if (!n)
         return;
     api_result(c, ops_node_temperature(c->db, api_json_str(n, "name"), (int64_t)llround(t * 10),
-                                       &err), &err);
+                                       c->conf->state_file, &err), &err);
     json_object_put(n);
 }

@@ -67,6 +67,7 @@ struct json_object *cmd_config_set(sqlite3 *db, const struct cli *c, struct ops_
 struct json_object *cmd_node_add(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_node_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_node_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
+const char *cli_state_path(const struct cli *c, char *path, size_t n);
 struct json_object *cmd_node_temperature(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_alert_resolve(sqlite3 *db, const struct cli *c, struct ops_error *err);
 /* Reads --upstream-auth-stdin into o (heap; free with cli_free_password). -1 on error. */

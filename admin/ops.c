@@ -2,6 +2,8 @@
  * bound statements, transactions) plus init and settings (SPEC §20). */
 #include "ops_internal.h"
 
+#include "settings.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -574,17 +576,34 @@ static int ops_settings_audit(sqlite3 *db, struct ops_error *err, const char *ac
     return rc;
 }
 
+/* Known keys only, and a value their schema row (lib/settings.c) takes; it is stored in
+ * its canonical form (on -> true, 85.50 -> 85.5), as config set stores it. */
 struct json_object *ops_settings_set(sqlite3 *db, const char *key, const char *value,
                                      struct ops_error *err)
 {
+    char msg[512], canon[OPS_VALUE_MAX + 1];
+    struct settings_value v;
     if (ops_check_name("key", key, err) != 0)
         return NULL;
+    const struct settings_def *d = settings_find(key);
+    if (!d) {
+        char names[400];
+        settings_names(names, sizeof names);
+        ops_fail(err, OPS_ERR_INVALID, "key", "unknown setting (known: %s)", names);
+        return NULL;
+    }
     if (!value) {
         ops_fail(err, OPS_ERR_INVALID, "value", "value is required");
         return NULL;
     }
     if (*value && ops_check_text("value", value, OPS_VALUE_MAX, err) != 0)
         return NULL;
+    if (settings_parse(d, value, &v, msg, sizeof msg) != 0) {
+        ops_fail(err, OPS_ERR_INVALID, "value", "%s", msg);
+        return NULL;
+    }
+    settings_format(d, &v, canon, sizeof canon);
+    value = canon;
     if (ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL, *before = ops_query_one(

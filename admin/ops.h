@@ -96,7 +96,9 @@ struct json_object *ops_alert_resolve(sqlite3 *db, int64_t id, struct ops_error 
 /* Ensures tenant "default" exists. {"ok":true,"database":path,"schema_version":N} */
 struct json_object *ops_init(sqlite3 *db, const char *path, struct ops_error *err);
 
-/* {"key":...,"value":...}; list: {"settings":[{"key","value"}...]} */
+/* {"key":...,"value":...}; list: {"settings":[{"key","value"}...]}. set takes the
+ * settings of lib/settings.c only (unknown key: INVALID "key"; a value the schema refuses:
+ * INVALID "value", naming the range or values) and stores the canonical text. */
 struct json_object *ops_settings_set(sqlite3 *db, const char *key, const char *value,
                                      struct ops_error *err);
 struct json_object *ops_settings_get(sqlite3 *db, const char *key, struct ops_error *err);
@@ -146,12 +148,15 @@ struct ops_endpoint_opts {
     struct ops_i64 failure_threshold;     /* R-HC-2 */
     struct ops_i64 start_period_seconds;  /* R-HC-3 */
     struct ops_i64 business_probe_rounds; /* R-HC-1, 0 = off */
+    const char *anthropic_version;        /* R-ANT: anthropic-version sent upstream */
+    struct ops_i64 default_max_tokens;    /* R-ANT-3: max_tokens when the caller gives none */
 };
 
 /* Endpoint: {"id","name","tenant","tenant_id","algorithm","protocol","affinity",
  * "stream_guard","health_path","connect_timeout_ms","first_byte_timeout_ms",
  * "idle_timeout_ms","key_prefix","upstream_auth_set","health_check","failure_threshold",
- * "start_period_seconds","business_probe_rounds","wake_url","replicas","created_at"};
+ * "start_period_seconds","business_probe_rounds","wake_url","anthropic_version",
+ * "default_max_tokens","replicas","created_at"};
  * add and rotate_key add "key" (sk- + 48 characters), shown this once. */
 struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *tenant,
                                      const struct ops_endpoint_opts *o, struct ops_error *err);
@@ -268,9 +273,8 @@ struct json_object *ops_policy_list(sqlite3 *db, const struct ops_list *l, struc
 
 /* ---- run-time settings with a schema (ops_config.c) --------------------------- */
 
-/* The known settings (auto_routing_enabled, auto_routing_strategy,
- * gpu_temperature_threshold, internal_fields, response_model, ...) with their
- * values or defaults: {"<name>":value,...}. */
+/* Every setting of lib/settings.c with its value or default: {"<name>":value,...};
+ * BOOL true|false, INT and whole NUMBERs integers, other NUMBERs doubles, else strings. */
 struct json_object *ops_config_get(sqlite3 *db, struct ops_error *err);
 /* Validates every member of changes against the schema (unknown names INVALID);
  * null resets a setting to its default. Returns the whole config. */
@@ -288,9 +292,10 @@ struct json_object *ops_node_set(sqlite3 *db, const char *name, const char *stat
 struct json_object *ops_node_rm(sqlite3 *db, const char *name, struct ops_error *err);
 struct json_object *ops_node_get(sqlite3 *db, int64_t id, struct ops_error *err);
 struct json_object *ops_node_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
-/* R-HC-7: a pushed GPU temperature in tenths of a degree (a reading, not audited). */
+/* R-HC-7: a pushed GPU temperature in tenths of a degree (a reading, not audited),
+ * also written to the shared state at state_path (if it exists) for the serving view. */
 struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t deci_celsius,
-                                         struct ops_error *err);
+                                         const char *state_path, struct ops_error *err);
 
 /* ---- usage (ops_usage.c) ------------------------------------------------- */
 

@@ -1,107 +1,84 @@
-/* ops_config.c: the run-time settings with a schema, GET/PUT /api/v1/system/inference-config
- * (SPEC §0 settings, R-AUTO-1, R-LB-6, R-API-5, R-RT-5). Values live as text in settings. */
+/* ops_config.c: the run-time settings as typed JSON, GET/PUT /api/v1/system/inference-config
+ * (SPEC §0 settings, R-AUTO-1, R-LB-6, R-API-5, R-RT-5). The schema is lib/settings.c;
+ * values live as text in table settings. */
 #include "ops_internal.h"
 
-#include "util.h"
+#include "settings.h"
 
 #include <stdio.h>
 #include <string.h>
 
-enum config_kind { CONFIG_BOOL, CONFIG_ENUM, CONFIG_INT, CONFIG_TEXT };
-
-/* One known setting: its name, kind, allowed values (ENUM) or range (INT), and the
- * default used while no row is stored. The data plane reads the same names. */
-static const struct config_def {
-    const char *name;
-    enum config_kind kind;
-    const char *const *values;
-    int64_t min, max;
-    const char *def;
-} config_defs[] = {
-    {"auto_routing_enabled", CONFIG_BOOL, NULL, 0, 1, "false"},
-    {"auto_routing_strategy", CONFIG_ENUM,
-     (const char *const[]){"balanced", "cost", "latency", "semantic", NULL}, 0, 0, "balanced"},
-    {"auto_routing_weight_quality", CONFIG_INT, NULL, 0, 100, "50"},
-    {"auto_routing_weight_price", CONFIG_INT, NULL, 0, 100, "30"},
-    {"auto_routing_weight_latency", CONFIG_INT, NULL, 0, 100, "20"},
-    {"gpu_temperature_threshold", CONFIG_INT, NULL, 0, 150, "85"},
-    {"internal_fields", CONFIG_TEXT, NULL, 0, 4096, ""},
-    {"response_model", CONFIG_ENUM, (const char *const[]){"client", "upstream", NULL}, 0, 0,
-     "client"},
-    {"usage_retention_days", CONFIG_INT, NULL, 1, 36500, "90"},
-};
-#define CONFIG_NDEFS (sizeof config_defs / sizeof config_defs[0])
-
-static const struct config_def *config_find(const char *name)
+/* A stored text as the setting's JSON value; the default when none is stored or it no
+ * longer parses. NUMBER: an integer when whole (85), else a double written as stored (85.5). */
+static struct json_object *config_value(const struct settings_def *d, const char *text)
 {
-    for (size_t i = 0; i < CONFIG_NDEFS; i++)
-        if (strcmp(config_defs[i].name, name) == 0)
-            return &config_defs[i];
-    return NULL;
-}
-
-/* A stored text as the setting's JSON value; the default when it no longer parses. */
-static struct json_object *config_value(const struct config_def *d, const char *text)
-{
-    int64_t v;
-    if (!text)
-        text = d->def;
-    switch (d->kind) {
-    case CONFIG_BOOL:
-        return json_object_new_boolean(strcmp(text, "true") == 0 || strcmp(text, "1") == 0 ||
-                                       strcmp(text, "on") == 0);
-    case CONFIG_INT:
-        if (parse_i64(text, d->min, d->max, &v) != 0 && parse_i64(d->def, d->min, d->max, &v) != 0)
-            v = d->min;
-        return json_object_new_int64(v);
-    case CONFIG_ENUM:
-    case CONFIG_TEXT:
+    struct settings_value v;
+    char canon[32];
+    settings_read(d, text, &v);
+    switch (d->type) {
+    case SETTINGS_BOOL:
+        return json_object_new_boolean((json_bool)v.i);
+    case SETTINGS_INT:
+        return json_object_new_int64(v.i);
+    case SETTINGS_NUMBER:
+        settings_format(d, &v, canon, sizeof canon);
+        if (!strchr(canon, '.'))
+            return json_object_new_int64((int64_t)v.num);
+        return json_object_new_double_s(v.num, canon);
+    case SETTINGS_ENUM:
+    case SETTINGS_TEXT:
         break;
     }
-    return json_object_new_string(text);
+    return json_object_new_string(v.text ? v.text : "");
 }
 
-/* A JSON value as the text to store; -1 with err set when it does not fit the schema. */
-static int config_text(const struct config_def *d, struct json_object *v, char *out, size_t n,
+/* A JSON value as the canonical text to store; -1 with err set when it does not fit the
+ * schema (lib/settings.c). out holds at least 4097 bytes. */
+static int config_text(const struct settings_def *d, struct json_object *j, char *out, size_t n,
                        struct ops_error *err)
 {
-    switch (d->kind) {
-    case CONFIG_BOOL:
-        if (!json_object_is_type(v, json_type_boolean))
+    char raw[64], msg[512];
+    const char *text = raw;
+    switch (d->type) {
+    case SETTINGS_BOOL:
+        if (!json_object_is_type(j, json_type_boolean))
+            goto wrong_type;
+        snprintf(raw, sizeof raw, "%s", json_object_get_boolean(j) ? "true" : "false");
+        break;
+    case SETTINGS_NUMBER:   /* a double or, below, an integer */
+        if (json_object_is_type(j, json_type_double)) {
+            /* 17 digits give the double back exactly; the schema rounds to its decimals. */
+            snprintf(raw, sizeof raw, "%.17g", json_object_get_double(j));
             break;
-        snprintf(out, n, "%s", json_object_get_boolean(v) ? "true" : "false");
-        return 0;
-    case CONFIG_INT:
-        if (!json_object_is_type(v, json_type_int))
-            break;
-        int64_t i = json_object_get_int64(v);
-        if (i < d->min || i > d->max) {
-            ops_fail(err, OPS_ERR_INVALID, d->name, "%s must be between %lld and %lld", d->name,
-                     (long long)d->min, (long long)d->max);
-            return -1;
         }
-        snprintf(out, n, "%lld", (long long)i);
-        return 0;
-    case CONFIG_ENUM:
-        if (!json_object_is_type(v, json_type_string))
-            break;
-        if (ops_check_enum(d->name, json_object_get_string(v), d->values, err) != 0)
+        /* fall through */
+    case SETTINGS_INT:
+        if (!json_object_is_type(j, json_type_int))
+            goto wrong_type;
+        snprintf(raw, sizeof raw, "%lld", (long long)json_object_get_int64(j));
+        break;
+    case SETTINGS_ENUM:
+    case SETTINGS_TEXT:
+        if (!json_object_is_type(j, json_type_string))
+            goto wrong_type;
+        text = json_object_get_string(j);
+        if (d->type == SETTINGS_TEXT && *text &&
+            ops_check_text(d->name, text, (size_t)d->max, err) != 0)
             return -1;
-        snprintf(out, n, "%s", json_object_get_string(v));
-        return 0;
-    case CONFIG_TEXT:
-        if (!json_object_is_type(v, json_type_string))
-            break;
-        const char *s = json_object_get_string(v);
-        if (*s && ops_check_text(d->name, s, (size_t)d->max, err) != 0)
-            return -1;
-        if (strlen(s) >= n) {
+        if (strlen(text) >= n) {
             ops_fail(err, OPS_ERR_INVALID, d->name, "%s is too long", d->name);
             return -1;
         }
-        snprintf(out, n, "%s", s);
-        return 0;
+        break;
     }
+    struct settings_value v;
+    if (settings_parse(d, text, &v, msg, sizeof msg) != 0) {
+        ops_fail(err, OPS_ERR_INVALID, d->name, "%s", msg);
+        return -1;
+    }
+    settings_format(d, &v, out, n);
+    return 0;
+wrong_type:
     ops_fail(err, OPS_ERR_INVALID, d->name, "%s has the wrong type", d->name);
     return -1;
 }
@@ -109,8 +86,8 @@ static int config_text(const struct config_def *d, struct json_object *v, char *
 struct json_object *ops_config_get(sqlite3 *db, struct ops_error *err)
 {
     struct json_object *res = json_object_new_object();
-    for (size_t i = 0; i < CONFIG_NDEFS; i++) {
-        const struct config_def *d = &config_defs[i];
+    for (size_t i = 0; i < settings_count; i++) {
+        const struct settings_def *d = &settings_defs[i];
         sqlite3_stmt *st = ops_prepare(db, err, "SELECT value FROM settings WHERE key = ?1", "t",
                                        d->name);
         if (!st) {
@@ -149,11 +126,11 @@ struct json_object *ops_config_set(sqlite3 *db, struct json_object *changes, str
     }
     /* Validate everything before writing anything. */
     json_object_object_foreach(changes, name, value) {
-        const struct config_def *d = config_find(name);
+        const struct settings_def *d = settings_find(name);
         if (!d) {
-            ops_fail(err, OPS_ERR_INVALID, NULL, "unknown setting (known: auto_routing_enabled,"
-                     " auto_routing_strategy, auto_routing_weight_*, gpu_temperature_threshold,"
-                     " internal_fields, response_model, usage_retention_days)");
+            char names[400];
+            settings_names(names, sizeof names);
+            ops_fail(err, OPS_ERR_INVALID, NULL, "unknown setting (known: %s)", names);
             return NULL;
         }
         if (value && config_text(d, value, text, sizeof text, err) != 0)
@@ -165,7 +142,7 @@ struct json_object *ops_config_set(sqlite3 *db, struct json_object *changes, str
     if (!before)
         goto out;
     json_object_object_foreach(changes, name2, value2) {
-        const struct config_def *d = config_find(name2);
+        const struct settings_def *d = settings_find(name2);
         int rc = value2 ? (config_text(d, value2, text, sizeof text, err) == 0 ? ops_run(
                                db, err, "INSERT INTO settings (key, value) VALUES (?1, ?2)"
                                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",

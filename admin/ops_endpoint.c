@@ -28,7 +28,8 @@ static const char *const replica_states[] = {"running", "sleeping", "disabled", 
     " e.key_prefix, e.upstream_auth IS NOT NULL," \
     " (SELECT COUNT(*) FROM replicas r WHERE r.endpoint_id = e.id), e.created_at," \
     " e.health_check, e.failure_threshold, e.start_period_seconds, e.business_probe_rounds," \
-    " e.wake_url FROM endpoints e JOIN tenants t ON t.id = e.tenant_id"
+    " e.wake_url, e.anthropic_version, e.default_max_tokens" \
+    " FROM endpoints e JOIN tenants t ON t.id = e.tenant_id"
 
 static struct json_object *endpoint_row(sqlite3_stmt *st)
 {
@@ -52,6 +53,8 @@ static struct json_object *endpoint_row(sqlite3_stmt *st)
     ops_json_int(o, "start_period_seconds", st, 18);
     ops_json_int(o, "business_probe_rounds", st, 19);
     ops_json_text(o, "wake_url", st, 20);
+    ops_json_text(o, "anthropic_version", st, 21);
+    ops_json_int(o, "default_max_tokens", st, 22);
     ops_json_int(o, "replicas", st, 14);
     ops_json_int(o, "created_at", st, 15);
     return o;
@@ -117,6 +120,20 @@ static int endpoint_check_opts(const struct ops_endpoint_opts *o, struct ops_err
         snprintf(err->param, sizeof err->param, "wake_url");
         return -1;
     }
+    /* An anthropic-version is a date-like token sent as a header value. */
+    if (o->anthropic_version) {
+        const char *v = o->anthropic_version;
+        size_t n = strlen(v), ok = n > 0 && n <= 64;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = isalnum((unsigned char)v[i]) || v[i] == '-' || v[i] == '.' || v[i] == '_';
+        if (!ok) {
+            ops_fail(err, OPS_ERR_INVALID, "anthropic_version",
+                     "anthropic_version must be 1-64 letters, digits, '-', '.' or '_' (e.g. 2023-06-01)");
+            return -1;
+        }
+    }
+    if (ops_check_range("default_max_tokens", o->default_max_tokens, 1, 1000000, err) != 0)
+        return -1;
     if (ops_check_range("health_check", o->health_check, 0, 1, err) != 0 ||
         ops_check_range("failure_threshold", o->failure_threshold, 1, 1000, err) != 0 ||
         ops_check_range("start_period_seconds", o->start_period_seconds, 0, 86400, err) != 0 ||
@@ -143,9 +160,12 @@ static int endpoint_update(sqlite3 *db, int64_t id, const struct ops_endpoint_op
                 " health_check = COALESCE(?3, health_check),"
                 " failure_threshold = COALESCE(?4, failure_threshold),"
                 " start_period_seconds = COALESCE(?5, start_period_seconds),"
-                " business_probe_rounds = COALESCE(?6, business_probe_rounds) WHERE id = ?7",
-                "ttooooi", o->upstream_auth, o->wake_url, o->health_check, o->failure_threshold,
-                o->start_period_seconds, o->business_probe_rounds, id) != 0)
+                " business_probe_rounds = COALESCE(?6, business_probe_rounds),"
+                " anthropic_version = COALESCE(?7, anthropic_version),"
+                " default_max_tokens = COALESCE(?8, default_max_tokens) WHERE id = ?9",
+                "ttooootoi", o->upstream_auth, o->wake_url, o->health_check, o->failure_threshold,
+                o->start_period_seconds, o->business_probe_rounds, o->anthropic_version,
+                o->default_max_tokens, id) != 0)
         return -1;
     return ops_run(db, err,
                    "UPDATE endpoints SET algorithm = COALESCE(?1, algorithm),"

@@ -1,8 +1,12 @@
 /* ops_node.c: GPU hosts replicas run on, and pushed temperatures (SPEC §0, R-HC-7, R-LB-6). */
 #include "ops_internal.h"
 
+#include "shm.h"
+#include "util.h"
+
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const node_statuses[] = {"online", "offline", "borrowed", NULL};
 
@@ -123,11 +127,27 @@ struct json_object *ops_node_list(sqlite3 *db, const struct ops_list *l, struct 
     return ops_query_page(db, err, "nodes", node_row, l, NODE_SELECT " ORDER BY n.id", "");
 }
 
+/* The reading into the pool's shared state, where the serving view reads it
+ * (R-LB-6 within R-CFG-1's 2 s, not at healthd's next round). A state file
+ * that does not exist yet is left alone: no responder runs to read it. */
+static void node_temperature_to_state(int64_t id, int64_t deci_celsius, const char *state_path)
+{
+    struct shm shm;
+    if (!state_path || access(state_path, R_OK | W_OK) != 0 || shm_attach(&shm, state_path) != 0)
+        return;
+    int slot = shm_node_slot(&shm, id);
+    if (slot >= 0) {
+        atomic_store(&shm.r->nodes[slot].temp_decicelsius, (int32_t)deci_celsius);
+        atomic_store(&shm.r->nodes[slot].temp_ms, now_ms());
+    }
+    /* The mapping ends with this short-lived process (sluicectl, one CGI request). */
+}
+
 /* A reading is telemetry, not a configuration change: it is not audited (an
  * exporter pushing every few seconds would bury the real changes), and the
  * nodes_upd trigger ignores these columns so responders do not reload for it. */
 struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t deci_celsius,
-                                         struct ops_error *err)
+                                         const char *state_path, struct ops_error *err)
 {
     int64_t id;
     if (deci_celsius < -500 || deci_celsius > 2000) {
@@ -139,5 +159,6 @@ struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t 
                 " temperature_at = CAST(strftime('%s','now') AS INTEGER) WHERE id = ?2", "ii",
                 deci_celsius, id) != 0)
         return NULL;
+    node_temperature_to_state(id, deci_celsius, state_path);
     return ops_node_get(db, id, err);
 }

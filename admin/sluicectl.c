@@ -376,18 +376,22 @@ static struct json_object *cmd_settings_list(sqlite3 *db, const struct cli *c,
     return ops_settings_list(db, err);
 }
 
-/* The pool's shared state: by default sluice.state beside the database. */
-static struct json_object *cmd_stats(sqlite3 *db, const struct cli *c, struct ops_error *err)
+/* The pool's shared state: --state, else sluice.state beside the database. */
+const char *cli_state_path(const struct cli *c, char *path, size_t n)
 {
     const char *state = cli_opt(c, "state");
+    if (state)
+        return state;
+    const char *slash = strrchr(c->db_path, '/');
+    int dir = slash ? (int)(slash - c->db_path) : 1;
+    snprintf(path, n, "%.*s/sluice.state", dir, slash ? c->db_path : ".");
+    return path;
+}
+
+static struct json_object *cmd_stats(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
     char path[1024];
-    if (!state) {
-        const char *slash = strrchr(c->db_path, '/');
-        int dir = slash ? (int)(slash - c->db_path) : 1;
-        snprintf(path, sizeof path, "%.*s/sluice.state", dir, slash ? c->db_path : ".");
-        state = path;
-    }
-    struct json_object *res = stats_json(db, state);
+    struct json_object *res = stats_json(db, cli_state_path(c, path, sizeof path));
     if (!res) {
         err->kind = OPS_ERR_NOT_FOUND;
         snprintf(err->param, sizeof err->param, "state");
@@ -399,7 +403,7 @@ static struct json_object *cmd_stats(sqlite3 *db, const struct cli *c, struct op
 #define ENDPOINT_OPTS "algorithm= protocol= affinity= stream-guard= health-path=" \
     " connect-timeout-ms= first-byte-timeout-ms= idle-timeout-ms= upstream-auth-stdin" \
     " clear-upstream-auth wake-url= health-check= failure-threshold= start-period-seconds=" \
-    " business-probe-rounds="
+    " business-probe-rounds= anthropic-version= default-max-tokens="
 #define KEY_LIMIT_OPTS "qps-limit= concurrency-limit= daily-limit= monthly-quota=" \
     " tpm-limit= monthly-token-quota= qps= concurrency= daily= monthly= tpm= monthly-tokens="
 
@@ -460,7 +464,7 @@ static const struct cli_cmd {
     {"node", "add", "NAME", "status= metrics-url=", "", 0, cmd_node_add},
     {"node", "set", "NAME", "status= metrics-url=", "", 0, cmd_node_set},
     {"node", "rm", "NAME", "", "", 0, cmd_node_rm},
-    {"node", "temperature", "NAME DEGREES", "", "", 0, cmd_node_temperature},
+    {"node", "temperature", "NAME DEGREES", "state=", "", 0, cmd_node_temperature},
     {"alert", "resolve", "ID", "", "", 0, cmd_alert_resolve},
     {"usage", "prune", "", "days=", "", 0, cmd_usage_prune},
     {"usage", NULL, "", CLI_LIST_OPTS " group-by= from= to=", "", 0, cmd_usage},

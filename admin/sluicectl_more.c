@@ -3,6 +3,7 @@
  * audit, alerts, usage. Each calls one ops_* operation, as the admin CGI does. */
 #include "cli.h"
 
+#include "settings.h"
 #include "util.h"
 
 #include <math.h>
@@ -66,7 +67,14 @@ struct json_object *cmd_usage_prune(sqlite3 *db, const struct cli *c, struct ops
     struct ops_i64 days;
     if (cli_num(c, "days", &days, err) != 0)
         return NULL;
-    return ops_usage_prune(db, days.set ? days.v : 90, err);
+    if (!days.set) {   /* R-USE-7: the retention is the setting usage_retention_days */
+        struct json_object *cfg = ops_config_get(db, err);
+        if (!cfg)
+            return NULL;
+        days.v = json_object_get_int64(json_object_object_get(cfg, "usage_retention_days"));
+        json_object_put(cfg);
+    }
+    return ops_usage_prune(db, days.v, err);
 }
 
 /* show KIND ID: one object by id, as GET /api/v1/<kind>/{id}. */
@@ -121,7 +129,9 @@ int cli_endpoint_secret(const struct cli *c, struct ops_endpoint_opts *o, char *
         o->upstream_auth = "";
     }
     o->wake_url = cli_opt(c, "wake-url");
+    o->anthropic_version = cli_opt(c, "anthropic-version");
     if (cli_onoff(c, "health-check", &o->health_check, err) != 0 ||
+        cli_num(c, "default-max-tokens", &o->default_max_tokens, err) != 0 ||
         cli_num(c, "failure-threshold", &o->failure_threshold, err) != 0 ||
         cli_num(c, "start-period-seconds", &o->start_period_seconds, err) != 0 ||
         cli_num(c, "business-probe-rounds", &o->business_probe_rounds, err) != 0) {
@@ -226,13 +236,15 @@ struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_
     return ops_config_get(db, err);
 }
 
-/* config set NAME VALUE: VALUE is read as JSON when it is (true, 85, null), else as text. */
+/* config set NAME VALUE: VALUE is read as JSON when it is (true, 85, 85.5, null), else as
+ * text; a decimal only for a number setting (gpu_temperature_threshold). */
 struct json_object *cmd_config_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
+    const struct settings_def *d = settings_find(c->pos[0]);
     struct json_object *v = json_tokener_parse(c->pos[1]);
     if (!v && strcmp(c->pos[1], "null") != 0)
         v = json_object_new_string(c->pos[1]);
-    if (v && json_object_is_type(v, json_type_double)) {
+    if (v && json_object_is_type(v, json_type_double) && (!d || d->type != SETTINGS_NUMBER)) {
         json_object_put(v);
         return more_fail(err, c->pos[0], "expected an integer, a boolean, a word or null");
     }
@@ -265,7 +277,8 @@ struct json_object *cmd_node_temperature(sqlite3 *db, const struct cli *c, struc
     double t = strtod(c->pos[1], &end);
     if (!end || *end || end == c->pos[1] || !(t >= -50 && t <= 200))
         return more_fail(err, "degrees", "DEGREES must be a number from -50 to 200");
-    return ops_node_temperature(db, c->pos[0], (int64_t)llround(t * 10), err);
+    char path[1024];
+    return ops_node_temperature(db, c->pos[0], (int64_t)llround(t * 10), cli_state_path(c, path, sizeof path), err);
 }
 
 struct json_object *cmd_alert_resolve(sqlite3 *db, const struct cli *c, struct ops_error *err)

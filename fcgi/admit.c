@@ -70,7 +70,7 @@ static int admit_idempotency(struct request *r)
     if (!h)
         return 0;
     if (idem_parse_key(h, r->idem_key) != 0) {
-        reply_error(r, "invalid_header", "Idempotency-Key must be 1-128 printable characters, quoted or a token",
+        reply_error(r, ERR_INVALID_HEADER, "Idempotency-Key must be 1-128 printable characters, quoted or a token",
                     NULL);
         return -1;
     }
@@ -106,17 +106,17 @@ static int admit_idempotency(struct request *r)
         buf_init(r->capture, (size_t)admit_conf->idem_max_record_bytes);
         return 0;
     case IDEM_IN_PROGRESS:
-        reply_error(r, "IDEMPOTENCY_REQUEST_IN_PROGRESS",
+        reply_error(r, ERR_IDEMPOTENCY_REQUEST_IN_PROGRESS,
                     "A request with this Idempotency-Key is still in progress; retry later.", NULL);
         r->replayed = 1;
         return -1;
     case IDEM_MISMATCH:
-        reply_error(r, "IDEMPOTENCY_KEY_BODY_MISMATCH",
+        reply_error(r, ERR_IDEMPOTENCY_KEY_BODY_MISMATCH,
                     "This Idempotency-Key was used with a different request body.", NULL);
         r->replayed = 1;
         return -1;
     case IDEM_NOT_STORED:
-        reply_error(r, "IDEMPOTENCY_RESULT_NOT_STORED",
+        reply_error(r, ERR_IDEMPOTENCY_RESULT_NOT_STORED,
                     "This Idempotency-Key already succeeded; its response was not kept (storage budget).", NULL);
         r->replayed = 1;
         return -1;
@@ -132,7 +132,7 @@ static int admit_idempotency(struct request *r)
 
 /* ---- key limits (R-KEY-1..5) ---------------------------------------------- */
 
-static void refuse(struct request *r, const char *code, int64_t limit, int64_t current, int64_t retry_ms,
+static void refuse(struct request *r, enum error_code code, int64_t limit, int64_t current, int64_t retry_ms,
                    int64_t quota_reset_s)
 {
     struct limit_info li = {0};
@@ -204,7 +204,7 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
     if (!k->daily_limit && !k->monthly_quota && (!k->monthly_token_quota || !tokens)) {
         if (tpm && !take_tpm(r, want, &retry_ms, &cur)) {
             give_back(r, qps_taken);
-            refuse(r, "TPM_EXCEEDED", k->tpm_limit, cur, retry_ms, 0);
+            refuse(r, ERR_TPM_EXCEEDED, k->tpm_limit, cur, retry_ms, 0);
             return -1;
         }
         return 0;
@@ -213,7 +213,7 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
     quota_day_period(now, day);
     quota_month_period(now, month);
     struct dbconn *c = dbpool_get();
-    const char *refused = NULL;
+    enum error_code refused = ERR_NONE;
     int64_t limit = 0, reset_s = 0;
     enum quota_result q = QUOTA_OK;
     if (dbpool_exec(c, "BEGIN IMMEDIATE") != 0) {
@@ -221,19 +221,19 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
         goto db_failed;
     }
     if (k->daily_limit && (q = quota_take_call(c, k->id, day, k->daily_limit, &cur)) != QUOTA_OK) {
-        refused = "DAILY_LIMIT_EXCEEDED", limit = k->daily_limit, reset_s = limits_next_day(now / 1000);
+        refused = ERR_DAILY_LIMIT_EXCEEDED, limit = k->daily_limit, reset_s = limits_next_day(now / 1000);
     } else if (k->monthly_quota && (q = quota_take_call(c, k->id, month, k->monthly_quota, &cur)) != QUOTA_OK) {
-        refused = "MONTHLY_QUOTA_EXCEEDED", limit = k->monthly_quota, reset_s = limits_next_month(now / 1000);
+        refused = ERR_MONTHLY_QUOTA_EXCEEDED, limit = k->monthly_quota, reset_s = limits_next_month(now / 1000);
     } else if (tpm && !take_tpm(r, want, &retry_ms, &cur)) {
-        refused = "TPM_EXCEEDED", limit = k->tpm_limit;
+        refused = ERR_TPM_EXCEEDED, limit = k->tpm_limit;
     } else if (tokens && k->monthly_token_quota &&
                (q = quota_take_tokens(c, k->id, month, want, k->monthly_token_quota, &cur)) != QUOTA_OK) {
-        refused = "MONTHLY_TOKEN_QUOTA_EXCEEDED", limit = k->monthly_token_quota;
+        refused = ERR_MONTHLY_TOKEN_QUOTA_EXCEEDED, limit = k->monthly_token_quota;
         reset_s = limits_next_month(now / 1000);
     }
     if (q == QUOTA_DB_ERROR)
         goto db_failed;
-    if (refused) {
+    if (refused != ERR_NONE) {
         dbpool_exec(c, "ROLLBACK");
         dbpool_put(c);
         give_back(r, qps_taken);
@@ -275,7 +275,7 @@ static int admit_limits(struct request *r)
                                         &retry_ms, &cur);
             pthread_mutex_unlock(&sk->lock);
             if (!qps_taken) {
-                refuse(r, "QPS_EXCEEDED", k->qps_limit, cur, retry_ms, 0);
+                refuse(r, ERR_QPS_EXCEEDED, k->qps_limit, cur, retry_ms, 0);
                 return -1;
             }
         }
@@ -301,7 +301,7 @@ static int admit_limits(struct request *r)
             pthread_mutex_unlock(&sk->lock);
         if (!admitted) {
             give_back(r, qps_taken);
-            refuse(r, "CONCURRENCY_EXCEEDED", k->concurrency_limit, sum, 1000, 0);
+            refuse(r, ERR_CONCURRENCY_EXCEEDED, k->concurrency_limit, sum, 1000, 0);
             return -1;
         }
     }
@@ -419,7 +419,7 @@ int admit_auth_blocked(struct request *r)
     int64_t wait = (start + admit_conf->auth_fail_window_ms - now + 999) / 1000;
     char extra[64];
     snprintf(extra, sizeof extra, "Retry-After: %lld\r\n", (long long)(wait > 0 ? wait : 1));
-    reply_error_extra(r, "too_many_auth_failures", NULL, extra);
+    reply_error_extra(r, ERR_TOO_MANY_AUTH_FAILURES, NULL, extra);
     return 1;
 }
 

@@ -30,12 +30,12 @@ static int auth_tenant_override(struct request *r)
     const char *as = request_header(r, "X-Sluice-Tenant");
     if (as && *as) {
         if (c->role != ROLE_OPERATOR) {
-            reply_error(r, "permission_denied", "X-Sluice-Tenant is for operators only.", NULL);
+            reply_error(r, ERR_PERMISSION_DENIED, "X-Sluice-Tenant is for operators only.", NULL);
             return -1;
         }
         const struct snap_tenant *t = snapshot_tenant_by_name(r->snap, as);
         if (!t) {
-            reply_error(r, "permission_denied", "X-Sluice-Tenant names no tenant.", NULL);
+            reply_error(r, ERR_PERMISSION_DENIED, "X-Sluice-Tenant names no tenant.", NULL);
             return -1;
         }
         c->tenant_id = t->id;
@@ -71,7 +71,7 @@ static int auth_session(struct request *r, const char *token)
     dbpool_put(c);
     if (!ok) {
         admit_auth_failed(r);
-        reply_error(r, "invalid_api_key", "The session is unknown or has expired.", NULL);
+        reply_error(r, ERR_INVALID_API_KEY, "The session is unknown or has expired.", NULL);
         return -1;
     }
     r->caller.endpoint = -1;
@@ -88,7 +88,7 @@ int auth_caller(struct request *r)
         return auth_session(r, key);
     if (!key || strncmp(key, "sk-", 3) != 0 || strlen(key) > 256) {
         admit_auth_failed(r);
-        reply_error(r, "invalid_api_key", key ? "Incorrect API key provided." :
+        reply_error(r, ERR_INVALID_API_KEY, key ? "Incorrect API key provided." :
                     "You didn't provide an API key. Use Authorization: Bearer <key>.", NULL);
         return -1;
     }
@@ -99,7 +99,7 @@ int auth_caller(struct request *r)
     const struct snap_key *k = snapshot_find_key(r->snap, hash);
     if (!k || !ct_equal(k->hash, hash, 64)) {
         admit_auth_failed(r);
-        reply_error(r, "invalid_api_key", "Incorrect API key provided.", NULL);
+        reply_error(r, ERR_INVALID_API_KEY, "Incorrect API key provided.", NULL);
         return -1;
     }
     struct caller *c = &r->caller;

@@ -2,7 +2,7 @@
 #include "auto.h"
 
 #include "reply.h"
-#include "route.h"
+#include "serving.h"
 #include "util.h"
 
 #include <string.h>
@@ -60,23 +60,24 @@ static void count(struct request *r, int outcome, enum auto_strategy s)
     atomic_fetch_add(&r->shm->r->routing.auto_outcomes[outcome][s], 1);
 }
 
-int auto_plan_request(struct request *r)
+int auto_plan_request(struct request *r, struct auto_plan **out)
 {
     enum auto_strategy strategy;
     if (!auto_enabled_for(r, &strategy)) {
-        reply_error(r, "model_not_found", "The model `auto` does not exist or you do not have access to it.", "model");
+        reply_error(r, ERR_MODEL_NOT_FOUND, "The model `auto` does not exist or you do not have access to it.", "model");
         return -1;
     }
     /* R-AUTO-2: every model the caller's tenant routes, one candidate per model. */
     struct auto_cand cands[AUTO_MAX_CANDIDATES];
     int n = 0;
+    int64_t now = now_ms();
     const struct snapshot *s = r->snap;
     for (int i = 0; i < s->n_routes && n < AUTO_MAX_CANDIDATES; i++) {
         const struct snap_route *rt = &s->routes[i];
         if (rt->tenant_id != r->caller.tenant_id || rt->endpoint < 0 ||
             (r->caller.endpoint >= 0 && rt->endpoint != r->caller.endpoint))
             continue;
-        int usable = route_endpoint_serving(r, &s->endpoints[rt->endpoint]);
+        int usable = serving_endpoint_up(r, &s->endpoints[rt->endpoint], now);
         if (n > 0 && strcmp(cands[n - 1].model, rt->model) == 0) {
             cands[n - 1].available |= usable;       /* routes of one model are adjacent */
             continue;
@@ -105,7 +106,7 @@ int auto_plan_request(struct request *r)
     struct auto_weights w = {s->auto_w_quality / 100.0, s->auto_w_price / 100.0, s->auto_w_latency / 100.0};
     struct auto_result res;
     auto_choose(cands, n, &rq, strategy, &w, &res);
-    if (res.error) {
+    if (res.error != ERR_NONE) {
         count(r, 3, strategy);
         reply_error(r, res.error, NULL, NULL);
         return -1;
@@ -115,19 +116,7 @@ int auto_plan_request(struct request *r)
     plan->purpose_fallback = res.purpose_fallback;
     for (int i = 0; i < res.n; i++)
         plan->models[plan->n++] = cands[res.order[i]].model;
-    r->auto_plan = plan;
-    r->model = plan->models[0];
-    return 0;
-}
-
-int auto_next(struct request *r)
-{
-    struct auto_plan *p = r->auto_plan;
-    if (!p || p->pos + 1 >= p->n)
-        return -1;
-    p->pos++;
-    r->model = p->models[p->pos];
-    r->n_excluded = 0;          /* another model: its replicas are all fresh */
+    *out = plan;
     return 0;
 }
 
@@ -145,5 +134,5 @@ void auto_finish(struct request *r)
     if (!p)
         return;
     int ok = r->status >= 200 && r->status < 400 && !r->error_code;
-    count(r, ok ? (p->pos > 0 ? 1 : 0) : 2, p->strategy);
+    count(r, ok ? (r->plan.pos > 0 ? 1 : 0) : 2, p->strategy);
 }

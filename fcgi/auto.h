@@ -1,15 +1,16 @@
-/* auto.h: model "auto" in the route and forward stages (SPEC §6): the plan of up
- * to three candidate models and the walk along it when one fails. */
+/* auto.h: model "auto" in the route stage (SPEC §6): up to three candidate
+ * models for the plan, and the outcome counters at the end. */
 #ifndef SLUICE_AUTO_H
 #define SLUICE_AUTO_H
 
 #include "autoroute.h"
 #include "request.h"
 
-/* The candidates of one "auto" request; arena memory of the request. */
+/* The candidates of one "auto" request; arena memory of the request. The
+ * route stage copies them into the request's plan, which the driver walks. */
 struct auto_plan {
     const char *models[AUTO_MAX_TRIES];
-    int n, pos;                   /* pos: the candidate being tried (its degradation level) */
+    int n;
     enum auto_strategy strategy;
     int purpose_fallback;         /* X-Routing-Purpose-Fallback: unlabeled */
 };
@@ -17,14 +18,10 @@ struct auto_plan {
 /* R-AUTO-1: per-key policy > global settings > off. 1 when on (strategy set). */
 int auto_enabled_for(const struct request *r, enum auto_strategy *strategy);
 
-/* For a request whose model is "auto": plans the candidates and points r->model
- * at the first. Returns 0; or -1 after replying (404 when off, 503 without
+/* For a request whose model is "auto": the candidate models, best first.
+ * Returns 0 with *out set; or -1 after replying (404 when off, 503 without
  * candidates). */
-int auto_plan_request(struct request *r);
-
-/* R-AUTO-5: the next candidate (body model rewritten by the forward stage), 0;
- * or -1 when the plan is exhausted. */
-int auto_next(struct request *r);
+int auto_plan_request(struct request *r, struct auto_plan **out);
 
 /* Outcome counters (R-AUTO-6) and the latency EWMA (R-AUTO-4), at the end. */
 void auto_finish(struct request *r);

@@ -84,6 +84,7 @@ void auto_choose(const struct auto_cand *c, int n, const struct auto_request *rq
                  const struct auto_weights *w, struct auto_result *out)
 {
     memset(out, 0, sizeof *out);
+    out->error = ERR_NONE;
     struct scored *list = calloc((size_t)(n > 0 ? n : 1), sizeof *list);
     int live = 0, labelled = 0, unlabelled = 0, m = 0;
     for (int i = 0; i < n; i++) {
@@ -96,13 +97,13 @@ void auto_choose(const struct auto_cand *c, int n, const struct auto_request *rq
             unlabelled++;
     }
     if (live == 0) {
-        out->error = "no_auto_candidates";
+        out->error = ERR_NO_AUTO_CANDIDATES;
         goto done;
     }
     /* R-AUTO-2: labelled matches first; unlabelled only when none; never another purpose. */
     enum auto_purpose want = labelled ? rq->purpose : PURPOSE_UNSET;
     if (!labelled && !unlabelled) {
-        out->error = "no_auto_candidates_for_purpose";
+        out->error = ERR_NO_AUTO_CANDIDATES_FOR_PURPOSE;
         goto done;
     }
     out->purpose_fallback = !labelled;
@@ -120,7 +121,7 @@ void auto_choose(const struct auto_cand *c, int n, const struct auto_request *rq
         m++;
     }
     if (m == 0) {
-        out->error = "no_auto_candidates";
+        out->error = ERR_NO_AUTO_CANDIDATES;
         goto done;
     }
     for (int k = 0; k < m; k++) {

@@ -4,6 +4,8 @@
 #ifndef SLUICE_AUTOROUTE_H
 #define SLUICE_AUTOROUTE_H
 
+#include "errors.h"
+
 #include <stdint.h>
 
 enum auto_purpose { PURPOSE_UNSET, PURPOSE_CHAT, PURPOSE_COMPLETION, PURPOSE_EMBEDDING };
@@ -38,7 +40,7 @@ struct auto_result {
     int order[AUTO_MAX_TRIES];    /* indexes into the candidates, best first */
     int n;
     int purpose_fallback;         /* only unlabelled models matched (X-Routing-Purpose-Fallback) */
-    const char *error;            /* NULL, "no_auto_candidates", "no_auto_candidates_for_purpose" */
+    enum error_code error;        /* ERR_NONE, ERR_NO_AUTO_CANDIDATES, ERR_NO_AUTO_CANDIDATES_FOR_PURPOSE */
 };
 
 enum auto_strategy auto_strategy_parse(const char *s, enum auto_strategy dflt);

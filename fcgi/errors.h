@@ -4,7 +4,17 @@
 
 #include "buf.h"
 
-/* One row per code; the README's error table is this table. */
+/* One enumerator per row of errors.def: reply_error(r, ERR_NO_BACKENDS_AVAILABLE, ...)
+ * does not compile with a misspelt code. */
+enum error_code {
+#define ERROR_ROW(id, code, status, type, no_retry, retry_after, meaning) ERR_##id,
+#include "errors.def"
+#undef ERROR_ROW
+    ERR_COUNT
+};
+/* "no error" where a decision returns one or none. */
+#define ERR_NONE ERR_COUNT
+
 struct error_def {
     const char *code;
     int status;
@@ -14,10 +24,17 @@ struct error_def {
     const char *meaning;
 };
 
-extern const struct error_def error_table[];
+/* Indexed by enum error_code. */
+extern const struct error_def error_table[ERR_COUNT];
 extern const int error_table_len;
 
-/* The row for code, or the internal_error row when unknown. */
+static inline const struct error_def *errors_get(enum error_code c)
+{
+    return &error_table[(unsigned)c < ERR_COUNT ? c : ERR_INTERNAL_ERROR];
+}
+
+/* The row whose code is the string, or the internal_error row when unknown
+ * (for codes read back from outside, e.g. tests and records). */
 const struct error_def *errors_find(const char *code);
 
 /* {"error":{"message":..,"type":..,"param":..|null,"code":..}} appended to out. */

@@ -17,7 +17,7 @@ static const char *guard_required_field(enum req_kind k)
     }
 }
 
-static int guard_fail(struct request *r, const char *code, const char *msg, const char *param)
+static int guard_fail(struct request *r, enum error_code code, const char *msg, const char *param)
 {
     reply_error(r, code, msg, param);
     return -1;
@@ -27,24 +27,24 @@ static int guard_types(struct request *r, struct json_object *body)
 {
     struct json_object *v;
     if (!json_object_object_get_ex(body, "model", &v) || json_object_get_type(v) == json_type_null)
-        return guard_fail(r, "missing_field", "you must provide a model parameter", "model");
+        return guard_fail(r, ERR_MISSING_FIELD, "you must provide a model parameter", "model");
     if (json_object_get_type(v) != json_type_string || json_object_get_string_len(v) == 0 ||
         json_object_get_string_len(v) > 256)
-        return guard_fail(r, "invalid_type", "model must be a non-empty string", "model");
+        return guard_fail(r, ERR_INVALID_TYPE, "model must be a non-empty string", "model");
     r->model = json_object_get_string(v);
 
     const char *field = guard_required_field(r->kind);
     if (!json_object_object_get_ex(body, field, &v) || json_object_get_type(v) == json_type_null)
-        return guard_fail(r, "missing_field", arena_printf(r->arena, "'%s' is a required property", field), field);
+        return guard_fail(r, ERR_MISSING_FIELD, arena_printf(r->arena, "'%s' is a required property", field), field);
     enum json_type t = json_object_get_type(v);
     if (r->kind == REQ_CHAT && (t != json_type_array || json_object_array_length(v) == 0))
-        return guard_fail(r, "invalid_type", "messages must be a non-empty array", "messages");
+        return guard_fail(r, ERR_INVALID_TYPE, "messages must be a non-empty array", "messages");
     if (r->kind != REQ_CHAT && t != json_type_string && t != json_type_array)
-        return guard_fail(r, "invalid_type", arena_printf(r->arena, "%s must be a string or an array", field), field);
+        return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be a string or an array", field), field);
 
     if (json_object_object_get_ex(body, "stream", &v) && json_object_get_type(v) != json_type_null) {
         if (json_object_get_type(v) != json_type_boolean)
-            return guard_fail(r, "invalid_type", "stream must be a boolean", "stream");
+            return guard_fail(r, ERR_INVALID_TYPE, "stream must be a boolean", "stream");
         r->stream = json_object_get_boolean(v);
     }
     /* R-KEY-5: what the request may produce, for the token pre-deduction. */
@@ -52,22 +52,23 @@ static int guard_types(struct request *r, struct json_object *body)
     for (int i = 0; i < 2; i++)
         if (json_object_object_get_ex(body, max_names[i], &v) && json_object_get_type(v) != json_type_null) {
             if (json_object_get_type(v) != json_type_int || json_object_get_int64(v) < 0)
-                return guard_fail(r, "invalid_type", arena_printf(r->arena, "%s must be a non-negative integer",
+                return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be a non-negative integer",
                                                                   max_names[i]), max_names[i]);
             if (!r->max_tokens)
                 r->max_tokens = json_object_get_int64(v);
         }
     if (r->kind == REQ_EMBEDDINGS && r->stream)
-        return guard_fail(r, "invalid_type", "embeddings cannot be streamed", "stream");
+        return guard_fail(r, ERR_INVALID_TYPE, "embeddings cannot be streamed", "stream");
     if (json_object_object_get_ex(body, "stream_options", &v) && json_object_get_type(v) != json_type_null) {
         if (json_object_get_type(v) != json_type_object)
-            return guard_fail(r, "invalid_type", "stream_options must be an object", "stream_options");
-        struct json_object *inc;
+            return guard_fail(r, ERR_INVALID_TYPE, "stream_options must be an object", "stream_options");
+        struct json_object *inc = NULL;
         r->client_usage = 1;
         if (json_object_object_get_ex(v, "include_usage", &inc) &&
             json_object_get_type(inc) != json_type_boolean)
-            return guard_fail(r, "invalid_type", "include_usage must be a boolean",
+            return guard_fail(r, ERR_INVALID_TYPE, "include_usage must be a boolean",
                               "stream_options.include_usage");
+        r->want_usage_chunk = inc && json_object_get_type(inc) == json_type_boolean && json_object_get_boolean(inc);
     }
     return 0;
 }
@@ -155,8 +156,12 @@ static void guard_proxy(struct request *r)
         r->model = json_object_get_string(v);
     if (json_object_object_get_ex(body, "stream", &v) && json_object_is_type(v, json_type_boolean))
         r->stream = json_object_get_boolean(v);
-    if (json_object_object_get_ex(body, "stream_options", &v) && !json_object_is_type(v, json_type_null))
+    if (json_object_object_get_ex(body, "stream_options", &v) && !json_object_is_type(v, json_type_null)) {
+        struct json_object *inc = NULL;
         r->client_usage = 1;
+        r->want_usage_chunk = json_object_object_get_ex(v, "include_usage", &inc) &&
+                              json_object_is_type(inc, json_type_boolean) && json_object_get_boolean(inc);
+    }
     const char *max_names[] = {"max_completion_tokens", "max_tokens"};
     for (int i = 0; i < 2 && !r->max_tokens; i++)
         if (json_object_object_get_ex(body, max_names[i], &v) && json_object_is_type(v, json_type_int) &&
@@ -173,27 +178,12 @@ int guard_check(struct request *r)
     }
     struct json_object *body = guard_parse(r);
     if (!body)
-        return guard_fail(r, "invalid_json", "We could not parse the JSON body of your request.", NULL);
+        return guard_fail(r, ERR_INVALID_JSON, "We could not parse the JSON body of your request.", NULL);
     r->json = body;
     if (json_object_get_type(body) != json_type_object)
-        return guard_fail(r, "invalid_type", "the request body must be a JSON object", NULL);
+        return guard_fail(r, ERR_INVALID_TYPE, "the request body must be a JSON object", NULL);
     if (guard_types(r, body) != 0)
         return -1;
     guard_rewrite(r, body, r->kind);
     return 0;
-}
-
-void guard_forward_body(struct request *r)
-{
-    if (!r->json || !r->routed_model)
-        return;
-    struct json_object *v;
-    if (json_object_object_get_ex(r->json, "model", &v) &&
-        strcmp(json_object_get_string(v), r->routed_model) == 0)
-        return;             /* the body already names what this attempt's backend knows */
-    /* R-RT-5: the backend gets the name it knows. */
-    json_object_object_add(r->json, "model", json_object_new_string(r->routed_model));
-    const char *s = json_object_to_json_string_ext(r->json, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-    r->fwd_body = arena_strdup(r->arena, s);
-    r->fwd_len = strlen(r->fwd_body);
 }

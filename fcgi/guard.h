@@ -8,8 +8,4 @@
 /* Returns 0, or -1 after replying 400. */
 int guard_check(struct request *r);
 
-/* The body to send for one attempt, with "model" set to routed_model when it
- * differs from the client's (R-RT-5). Sets r->fwd_body / r->fwd_len. */
-void guard_forward_body(struct request *r);
-
 #endif

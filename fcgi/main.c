@@ -6,6 +6,7 @@
 #include "auth.h"
 #include "conf.h"
 #include "db.h"
+#include "drive.h"
 #include "forward.h"
 #include "guard.h"
 #include "log.h"
@@ -33,47 +34,74 @@ static struct shm shm;                 /* this process's mapping of the state fi
 static atomic_int stopping;
 static atomic_int inflight;
 
-/* The data-plane routes (R-API-1). Anything else is 404 before authentication
- * (R-SEC-8: the responder checks its own path and method). */
-static const struct {
+/* GET /v1/models, /v1/models/{id}: a data-plane call too (R-KEY-0), no tokens. */
+static void serve_models(struct request *r)
+{
+    if (admit_request(r) == 0)
+        models_reply(r);
+}
+
+/* Inference: guard, admit, route (the plan), drive. guard runs before admit
+ * (the token pre-deduction needs the parsed max_tokens, and a request that is
+ * invalid anyway spends no quota). */
+static void serve_inference(struct request *r)
+{
+    if (guard_check(r) != 0 || admit_request(r) != 0 || route_plan(r) != 0)
+        return;
+    drive_run(r);
+}
+
+/* The data-plane route table (R-API-1, DESIGN.md stage 0): one row per path.
+ * Anything else is 404 before authentication, a known path with another
+ * method 405 (R-SEC-8: the responder checks its own path and method).
+ *   method   NULL: any method
+ *   path     exact, or a prefix when it ends in '/'
+ *   kind     what the later stages see in r->kind
+ *   ingress  the protocol the caller speaks there
+ *   serve    the stages after auth */
+static const struct path_row {
+    const char *method;
+    const char *path;
     enum req_kind kind;
-    const char *method;    /* NULL: any method */
-    int needs_body;        /* JSON body checked by the guard stage */
-} route_table[] = {
-    {REQ_CHAT, "POST", 1},          /* /v1/chat/completions */
-    {REQ_COMPLETIONS, "POST", 1},   /* /v1/completions */
-    {REQ_EMBEDDINGS, "POST", 1},    /* /v1/embeddings */
-    {REQ_MODELS, "GET", 0},         /* /v1/models, /v1/models/{id} */
-    {REQ_PROXY, NULL, 0},           /* /api/v1/proxy/{endpoint}/{path...} */
+    enum ingress ingress;
+    void (*serve)(struct request *r);
+} path_table[] = {
+    {"POST", "/v1/chat/completions", REQ_CHAT, INGRESS_OPENAI, serve_inference},
+    {"POST", "/v1/completions", REQ_COMPLETIONS, INGRESS_OPENAI, serve_inference},
+    {"POST", "/v1/embeddings", REQ_EMBEDDINGS, INGRESS_OPENAI, serve_inference},
+    {"GET", "/v1/models", REQ_MODELS, INGRESS_OPENAI, serve_models},
+    {"GET", "/v1/models/", REQ_MODELS, INGRESS_OPENAI, serve_models},
+    {NULL, "/api/v1/proxy/", REQ_PROXY, INGRESS_NONE, serve_inference},
 };
+
+static int path_matches(const struct path_row *row, const char *path)
+{
+    size_t n = strlen(row->path);
+    return row->path[n - 1] == '/' ? strncmp(path, row->path, n) == 0 : strcmp(path, row->path) == 0;
+}
 
 static void dispatch(struct request *r)
 {
-    size_t i = 0;
-    while (i < sizeof route_table / sizeof route_table[0] && route_table[i].kind != r->kind)
-        i++;
-    if (i == sizeof route_table / sizeof route_table[0]) {
-        reply_error(r, "not_found", arena_printf(r->arena, "Unknown path %s", r->path), NULL);
+    const struct path_row *row = NULL;
+    r->kind = REQ_UNKNOWN;
+    for (size_t i = 0; i < sizeof path_table / sizeof path_table[0] && !row; i++) {
+        if (!path_matches(&path_table[i], r->path))
+            continue;
+        r->kind = path_table[i].kind;
+        if (!path_table[i].method || strcmp(path_table[i].method, r->method) == 0)
+            row = &path_table[i];
+    }
+    if (!row) {
+        if (r->kind != REQ_UNKNOWN)
+            reply_error(r, ERR_METHOD_NOT_ALLOWED, NULL, NULL);
+        else
+            reply_error(r, ERR_NOT_FOUND, arena_printf(r->arena, "Unknown path %s", r->path), NULL);
         return;
     }
-    if (route_table[i].method && strcmp(route_table[i].method, r->method) != 0) {
-        reply_error(r, "method_not_allowed", NULL, NULL);
-        return;
-    }
+    r->ingress = row->ingress;
     if (auth_caller(r) != 0)
         return;
-    if (r->kind == REQ_MODELS) {
-        /* R-KEY-0: listing models is a data-plane call too (no tokens). */
-        if (admit_request(r) == 0)
-            models_reply(r);
-        return;
-    }
-    /* guard runs before admit (DESIGN.md lists them the other way round): the
-     * token pre-deduction needs the parsed max_tokens, and a request that is
-     * invalid anyway should spend no quota. */
-    if (guard_check(r) != 0 || admit_request(r) != 0 || route_choose(r, 1) != 0)
-        return;
-    forward_run(r);
+    row->serve(r);
 }
 
 /* Returns 1 when the request's input was read to its end. */
@@ -91,7 +119,7 @@ static int handle(struct worker *w)
     r.snap = snapshot_acquire();
     if (request_read(&r) == 0) {
         if (atomic_load(&stopping))
-            reply_error(&r, "shutting_down", NULL, NULL);
+            reply_error(&r, ERR_SHUTTING_DOWN, NULL, NULL);
         else
             dispatch(&r);
     }

@@ -55,7 +55,7 @@ static void models_of_tenant(struct request *r, struct buf *b, int64_t tenant, i
 void models_reply(struct request *r)
 {
     if (strcmp(r->method, "GET") != 0) {
-        reply_error(r, "method_not_allowed", NULL, NULL);
+        reply_error(r, ERR_METHOD_NOT_ALLOWED, NULL, NULL);
         return;
     }
     const char *only = strncmp(r->path, "/v1/models/", 11) == 0 ? r->path + 11 : NULL;
@@ -77,7 +77,7 @@ void models_reply(struct request *r)
     models_of_tenant(r, b, r->caller.tenant_id, cross ? def : 0, only, &count);
     if (only) {
         if (count == 0) {
-            reply_error(r, "model_not_found",
+            reply_error(r, ERR_MODEL_NOT_FOUND,
                         arena_printf(r->arena, "The model `%s` does not exist or you do not have access to it.", only),
                         "model");
             return;

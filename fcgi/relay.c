@@ -2,6 +2,7 @@
 #include "relay.h"
 
 #include "auto.h"
+#include "proto.h"
 #include "reply.h"
 #include "util.h"
 
@@ -105,7 +106,7 @@ static const char *relay_extra_headers(struct relay *x, int stream)
     const char *noaccel = stream && !strcasestr(up, "x-accel-buffering:") ? "X-Accel-Buffering: no\r\n" : "";
     const struct auto_plan *ap = r->auto_plan;
     const char *fallback = !ap ? "" : arena_printf(r->arena, "%s%s",
-        ap->pos > 0 ? arena_printf(r->arena, "X-Fallback: true\r\nX-Degradation-Level: %d\r\n", ap->pos) : "",
+        r->plan.pos > 0 ? arena_printf(r->arena, "X-Fallback: true\r\nX-Degradation-Level: %d\r\n", r->plan.pos) : "",
         ap->purpose_fallback ? "X-Routing-Purpose-Fallback: unlabeled\r\n" : "");
     const char *session = r->affinity_header[0]
         ? arena_printf(r->arena, "X-Session-Id: %s\r\nX-Session-Affinity: %s\r\n", r->session_id, r->affinity_header)
@@ -215,8 +216,12 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
         kind = ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0 ? CHUNK_DONE : CHUNK_CONTENT;
     if (u.found)
         r->usage = u;
-    if (kind == CHUNK_USAGE_ONLY && r->injected_usage)
+    if (kind == CHUNK_USAGE_ONLY && !r->want_usage_chunk)
         return 0;                       /* R-USE-2: the client did not ask for it */
+    if (x->holding && kind == CHUNK_ERROR && !r->data_sent) {
+        x->abort = ABORT_FAILED_EARLY;  /* R-SSE-5: nothing went out; the driver may fail over */
+        return -1;
+    }
     if (x->holding) {
         if (kind == CHUNK_ROLE_ONLY) {  /* R-SSE-5: hold until real content */
             size_t n;                   /* rewritten one event at a time (R-RT-5) */
@@ -233,6 +238,12 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
         relay_note_finish(r, ev->data, ev->data_len);
     }
     return relay_send_event(x, ev->raw, ev->raw_len, 1);
+}
+
+/* The adapter's events in the caller's protocol enter the same path. */
+static int relay_emit(void *ctx, const struct sse_event *ev)
+{
+    return relay_event(ctx, ev);
 }
 
 size_t relay_write_cb(char *p, size_t size, size_t n, void *ud)
@@ -261,11 +272,16 @@ size_t relay_write_cb(char *p, size_t size, size_t n, void *ud)
     }
     struct sse_event ev;
     int got;
-    while ((got = sse_next(&x->sse, &ev)) == 1)
-        if (relay_event(x, &ev) != 0) {
-            x->abort = r->client_gone ? ABORT_CLIENT_GONE : ABORT_TOO_LARGE;
+    while ((got = sse_next(&x->sse, &ev)) == 1) {
+        int rc = x->proto && x->proto->stream_event
+                     ? x->proto->stream_event(r, x->proto_state, &ev, relay_emit, x)
+                     : relay_event(x, &ev);
+        if (rc != 0) {
+            if (x->abort == ABORT_NONE)
+                x->abort = r->client_gone ? ABORT_CLIENT_GONE : ABORT_TOO_LARGE;
             return 0;
         }
+    }
     if (got < 0) {
         x->abort = ABORT_TOO_LARGE;
         return 0;
@@ -289,7 +305,8 @@ void relay_finish_sse(struct relay *x)
         relay_send_raw(x, x->held.data, x->held.len, 1);
     buf_reset(&x->held);
     x->holding = 0;
-    if (sse_finish(&x->sse, &ev))
+    /* Unterminated trailing bytes go on only when they are the caller's protocol. */
+    if (sse_finish(&x->sse, &ev) && !(x->proto && x->proto->stream_event))
         relay_send_event(x, ev.raw, ev.raw_len, 1);
     relay_stream_head(x);
 }
@@ -298,6 +315,17 @@ void relay_send_buffered(struct relay *x)
 {
     struct request *r = x->r;
     struct buf *b = &r->w->resp;
+    const char *ct = x->content_type[0] ? x->content_type : NULL;
+    int retry_after = 0;
+    if (x->proto && x->proto->body) {
+        /* R-ANT-1: the upstream's answer in the caller's protocol. */
+        struct buf t;
+        buf_init(&t, 0);
+        x->proto->body(r, &x->status, b->data ? b->data : "", b->len, &t, &ct, &retry_after);
+        buf_reset(b);
+        buf_append(b, t.data ? t.data : "", t.len);
+        buf_free(&t);
+    }
     if (x->status >= 200 && x->status < 300)
         usage_from_body(b->data ? b->data : "", b->len, &r->usage);
     size_t n = b->len;
@@ -318,7 +346,7 @@ void relay_send_buffered(struct relay *x)
                 buf_free(&ev);
                 r->error_code = "upstream_error";
             } else {
-                reply_error(r, "upstream_error", arena_printf(r->arena, "upstream answered %ld", x->status), NULL);
+                reply_error(r, ERR_UPSTREAM_ERROR, arena_printf(r->arena, "upstream answered %ld", x->status), NULL);
             }
             json_object_put(obj);
             r->status = (int)x->status;
@@ -327,8 +355,10 @@ void relay_send_buffered(struct relay *x)
         reply_body(r, body, n, 1);
         return;
     }
-    const char *ct = x->content_type[0] ? x->content_type : NULL;
-    const char *extra = arena_printf(r->arena, "%sContent-Length: %zu\r\n", relay_extra_headers(x, 0), n);
+    const char *extra = arena_printf(r->arena, "%s%sContent-Length: %zu\r\n", relay_extra_headers(x, 0),
+                                     retry_after && !strcasestr(x->headers.data ? x->headers.data : "", "retry-after:")
+                                         ? arena_printf(r->arena, "Retry-After: %d\r\n", r->conf->retry_after_s) : "",
+                                     n);
     if (reply_head(r, (int)x->status, ct, extra) == 0 && reply_body(r, body, n, 0) == 0) {
         r->data_sent = 1;
         r->ttft_ms = mono_ms() - r->start_mono;

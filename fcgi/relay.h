@@ -7,7 +7,11 @@
 #include "sse.h"
 
 enum relay_mode { RELAY_UNDECIDED, RELAY_BUFFER, RELAY_SSE };
-enum relay_abort { ABORT_NONE, ABORT_CLIENT_GONE, ABORT_TOO_LARGE };
+/* ABORT_FAILED_EARLY: an error event before any content while the stream-start
+ * guard still held everything back (R-SSE-5): the attempt failed invisibly. */
+enum relay_abort { ABORT_NONE, ABORT_CLIENT_GONE, ABORT_TOO_LARGE, ABORT_FAILED_EARLY };
+
+struct proto_ops;
 
 /* State of one attempt; lives on the worker's stack for that attempt. */
 struct relay {
@@ -24,6 +28,8 @@ struct relay {
     enum relay_abort abort;
     int64_t last_upstream_ms, last_client_ms;  /* monotonic */
     const char *model_from, *model_to;         /* JSON-quoted names for R-RT-5 rewrites */
+    const struct proto_ops *proto;             /* the attempt's adapter (translation hooks) */
+    void *proto_state;                         /* its stream state, request arena */
 };
 
 void relay_init(struct relay *x, struct request *r);

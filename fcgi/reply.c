@@ -56,10 +56,10 @@ int reply_body(struct request *r, const char *data, size_t len, int flush)
     return 0;
 }
 
-static void reply_error_full(struct request *r, const char *code, const char *message, const char *param,
+static void reply_error_full(struct request *r, enum error_code code, const char *message, const char *param,
                              const char *more_headers)
 {
-    const struct error_def *e = errors_find(code);
+    const struct error_def *e = errors_get(code);
     r->error_code = e->code;
     struct buf *b = &r->w->out;
     buf_reset(b);
@@ -83,12 +83,12 @@ static void reply_error_full(struct request *r, const char *code, const char *me
         reply_body(r, b->data, b->len, 0);
 }
 
-void reply_error(struct request *r, const char *code, const char *message, const char *param)
+void reply_error(struct request *r, enum error_code code, const char *message, const char *param)
 {
     reply_error_full(r, code, message, param, NULL);
 }
 
-void reply_error_extra(struct request *r, const char *code, const char *message, const char *extra_headers)
+void reply_error_extra(struct request *r, enum error_code code, const char *message, const char *extra_headers)
 {
     reply_error_full(r, code, message, NULL, extra_headers);
 }
@@ -105,18 +105,18 @@ static const char *rfc3339(struct arena *a, int64_t s)
 
 void reply_limit(struct request *r, const struct limit_info *li)
 {
-    const struct error_def *e = errors_find(li->code);
+    const struct error_def *e = errors_get(li->code);
     r->error_code = e->code;
     struct buf *b = &r->w->out;
     buf_reset(b);
     const char *reset_at = rfc3339(r->arena, li->reset_s);
     const char *msg = arena_printf(r->arena, "Rate limit reached for this API key: %s (limit %lld, current %lld).",
-                                   li->code, (long long)li->limit, (long long)li->current);
+                                   e->code, (long long)li->limit, (long long)li->current);
     buf_puts(b, "{\"error\":{\"message\":");
     buf_json_str(b, msg, strlen(msg));
     buf_printf(b, ",\"type\":\"rate_limit_error\",\"param\":null,\"code\":\"%s\",\"limit\":%lld,"
                "\"current\":%lld,\"remaining\":%lld,\"scope\":\"per_api_key\",\"reset_at\":\"%s\"}}",
-               li->code, (long long)li->limit, (long long)li->current, (long long)li->remaining, reset_at);
+               e->code, (long long)li->limit, (long long)li->current, (long long)li->remaining, reset_at);
     struct buf h;
     buf_init(&h, 1024);
     buf_printf(&h, "Retry-After: %lld\r\nX-RateLimit-Limit: %lld\r\nX-RateLimit-Remaining: %lld\r\n"

@@ -2,6 +2,7 @@
 #ifndef SLUICE_REPLY_H
 #define SLUICE_REPLY_H
 
+#include "errors.h"
 #include "request.h"
 
 /* Status line and headers; extra is "Name: value\r\n..." or NULL. 0 or -1 (client gone). */
@@ -10,13 +11,13 @@ int reply_head(struct request *r, int status, const char *content_type, const ch
 int reply_body(struct request *r, const char *data, size_t len, int flush);
 /* An error from sluice itself (R-API-2). Before the head: a JSON error reply;
  * after a stream began: a data: {"error":...} event (R-SSE-4). */
-void reply_error(struct request *r, const char *code, const char *message, const char *param);
+void reply_error(struct request *r, enum error_code code, const char *message, const char *param);
 /* The same with extra header lines ("Name: value\r\n"). */
-void reply_error_extra(struct request *r, const char *code, const char *message, const char *extra_headers);
+void reply_error_extra(struct request *r, enum error_code code, const char *message, const char *extra_headers);
 
 /* A key-limit refusal (R-KEY-2): 429 with the SPEC §12 body and headers. */
 struct limit_info {
-    const char *code;               /* QPS_EXCEEDED, ... */
+    enum error_code code;           /* ERR_QPS_EXCEEDED, ... */
     int64_t limit, current, remaining;
     int64_t reset_s;                /* epoch seconds when the window or quota resets */
     int64_t retry_after_s;

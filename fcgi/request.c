@@ -33,21 +33,6 @@ uint64_t request_random(struct request *r)
     return x * 0x2545F4914F6CDD1DULL;
 }
 
-static enum req_kind request_kind(const char *path)
-{
-    if (strcmp(path, "/v1/chat/completions") == 0)
-        return REQ_CHAT;
-    if (strcmp(path, "/v1/completions") == 0)
-        return REQ_COMPLETIONS;
-    if (strcmp(path, "/v1/embeddings") == 0)
-        return REQ_EMBEDDINGS;
-    if (strcmp(path, "/v1/models") == 0 || strncmp(path, "/v1/models/", 11) == 0)
-        return REQ_MODELS;
-    if (strncmp(path, "/api/v1/proxy/", 14) == 0)
-        return REQ_PROXY;
-    return REQ_UNKNOWN;
-}
-
 /* Reads the body: CONTENT_LENGTH when given, else to EOF (Apache may omit it
  * for chunked bodies). Over the limit -> 413 without reading the rest. */
 static int request_read_body(struct request *r)
@@ -55,11 +40,11 @@ static int request_read_body(struct request *r)
     const char *cl = request_param(r, "CONTENT_LENGTH");
     int64_t want = -1, max = r->conf->max_body_bytes;
     if (cl && *cl && parse_i64(cl, 0, INT64_MAX, &want) != 0) {
-        reply_error(r, "invalid_header", "Content-Length is not a number", NULL);
+        reply_error(r, ERR_INVALID_HEADER, "Content-Length is not a number", NULL);
         return -1;
     }
     if (want > max) {
-        reply_error(r, "request_too_large", NULL, NULL);
+        reply_error(r, ERR_REQUEST_TOO_LARGE, NULL, NULL);
         return -1;
     }
     /* Without Content-Length the buffer may grow to max + 1: one byte over the
@@ -72,7 +57,7 @@ static int request_read_body(struct request *r)
             break;
         if (len == cap) {
             if ((int64_t)cap > max) {
-                reply_error(r, "request_too_large", NULL, NULL);
+                reply_error(r, ERR_REQUEST_TOO_LARGE, NULL, NULL);
                 return -1;
             }
             size_t ncap = cap * 2 > (size_t)max + 1 ? (size_t)max + 1 : cap * 2;
@@ -87,12 +72,12 @@ static int request_read_body(struct request *r)
         len += (size_t)n;
     }
     if ((int64_t)len > max) {
-        reply_error(r, "request_too_large", NULL, NULL);
+        reply_error(r, ERR_REQUEST_TOO_LARGE, NULL, NULL);
         return -1;
     }
     if (want >= 0 && len < (size_t)want) {
         /* The body ended before its Content-Length: never forward half of it. */
-        reply_error(r, "invalid_body", "the request body ended before its Content-Length", NULL);
+        reply_error(r, ERR_INVALID_BODY, "the request body ended before its Content-Length", NULL);
         return -1;
     }
     if (want >= 0) {
@@ -120,7 +105,6 @@ int request_read(struct request *r)
     const char *q = strchr(r->uri, '?');
     r->path = q ? arena_strndup(r->arena, r->uri, (size_t)(q - r->uri)) : r->uri;
     r->query = q ? q + 1 : NULL;
-    r->kind = request_kind(r->path);
 
     /* R-API-4: keep the client's X-Request-Id when it is safe to echo, else make one. */
     const char *rid = request_header(r, "X-Request-Id");
@@ -140,7 +124,7 @@ int request_read(struct request *r)
     /* R-SEC-4: a header value with CR or LF is refused, never forwarded or echoed. */
     for (char **e = r->w->fcgi.envp; *e; e++)
         if (strncmp(*e, "HTTP_", 5) == 0 && strpbrk(*e, "\r\n")) {
-            reply_error(r, "invalid_header", "a header value contains CR or LF", NULL);
+            reply_error(r, ERR_INVALID_HEADER, "a header value contains CR or LF", NULL);
             return -1;
         }
     return request_read_body(r);

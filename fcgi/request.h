@@ -17,6 +17,26 @@
 
 enum req_kind { REQ_CHAT, REQ_COMPLETIONS, REQ_EMBEDDINGS, REQ_MODELS, REQ_PROXY, REQ_UNKNOWN };
 
+/* The protocol the caller speaks on a path (a row of the route table, main.c). */
+enum ingress { INGRESS_NONE, INGRESS_OPENAI };
+
+#define PLAN_MAX_MODELS 4           /* one model, or auto's chain (AUTO_MAX_TRIES) */
+#define PLAN_MAX_ROUTES 64
+#define PLAN_MAX_EXCLUDED 8
+
+/* The route stage's plan (DESIGN.md stage 5): ordered candidate models (one,
+ * or auto's degradation chain), the routes of the current one, and replicas
+ * already tried. The driver walks it; route.c owns its contents. */
+struct plan {
+    const char *models[PLAN_MAX_MODELS];
+    int n_models, pos;                            /* pos: the model being tried (degradation level) */
+    const struct snap_route *routes[PLAN_MAX_ROUTES];
+    int n_routes;                                 /* caller-visible routes of models[pos] */
+    const struct snap_endpoint *proxy;            /* REQ_PROXY: the named endpoint */
+    int excluded[PLAN_MAX_EXCLUDED];              /* replica indexes already tried */
+    int n_excluded;
+};
+
 /* The uniform caller (R-AUTH-1): routing and accounting see only this. */
 struct caller {
     int64_t tenant_id, user_id, key_id;
@@ -49,6 +69,7 @@ struct request {
     /* read */
     const char *method, *uri, *path, *query;
     enum req_kind kind;
+    enum ingress ingress;
     char *body;
     size_t body_len;
     int body_complete;            /* the FastCGI input was read to its end */
@@ -88,14 +109,13 @@ struct request {
     size_t fwd_len;
     int64_t prompt_estimate;      /* rough prompt tokens, for disconnect records */
 
-    /* route */
+    /* route: the plan, and the attempt being made from it (set by route, read by the rest) */
+    struct plan plan;
     const struct snap_route *route;
     const struct snap_endpoint *ep;
     const struct snap_replica *replica;
     const char *upstream_path;    /* path + query appended to the replica URL */
     const char *routed_model;     /* the model name the backend knows */
-    int excluded[4];              /* replicas already tried */
-    int n_excluded;
 
     /* forward / reply */
     int status;                   /* status sent to the client */
@@ -104,6 +124,7 @@ struct request {
     int client_gone;
     int retries;                  /* attempts after the first (one event, R-USE-4) */
     int candidate_retries;        /* replica retries of the current candidate (R-HC-8) */
+    int want_usage_chunk;         /* the client asked for stream_options.include_usage */
     int64_t ttft_ms;
 
     /* account */
@@ -113,7 +134,7 @@ struct request {
     char finish_reason[32];
 };
 
-/* Fills method, uri, path, kind, request id and the body (R-API-3 limit).
+/* Fills method, uri, path, query, request id and the body (R-API-3 limit).
  * Returns 0, or -1 after replying with an error. */
 int request_read(struct request *r);
 const char *request_param(const struct request *r, const char *name);

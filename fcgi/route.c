@@ -2,6 +2,7 @@
 #include "route.h"
 
 #include "auto.h"
+#include "serving.h"
 #include "balance.h"
 #include "sticky.h"
 #include "log.h"
@@ -13,94 +14,29 @@
 
 #include <string.h>
 
-#define MAX_CANDIDATES 64
-
-void route_passive_conf(const struct conf *c, struct passive_conf *pc)
-{
-    pc->ban_ms = c->ban_ms;
-    pc->circuit_failures = c->circuit_failures;
-    pc->circuit_open_ms = c->circuit_open_ms;
-    pc->half_open_trials = c->half_open_trials;
-}
-
-static void passive_read(const struct shm *shm, int slot, struct passive_state *p)
-{
-    memset(p, 0, sizeof *p);
-    if (slot < 0)
-        return;
-    const struct shm_replica *s = &shm->r->replicas[slot];
-    p->ban_until_ms = atomic_load(&s->ban_until_ms);
-    p->open_until_ms = atomic_load(&s->open_until_ms);
-    p->failures = atomic_load(&s->failures);
-    p->trials = atomic_load(&s->trials);
-    p->circuit = (enum circuit_state)atomic_load(&s->circuit);
-}
-
-static void passive_write(struct shm *shm, int slot, const struct passive_state *p)
-{
-    struct shm_replica *s = &shm->r->replicas[slot];
-    atomic_store(&s->ban_until_ms, p->ban_until_ms);
-    atomic_store(&s->open_until_ms, p->open_until_ms);
-    atomic_store(&s->failures, p->failures);
-    atomic_store(&s->trials, p->trials);
-    atomic_store(&s->circuit, (int)p->circuit);
-}
+#define MAX_CANDIDATES PLAN_MAX_ROUTES
 
 static int excluded(const struct request *r, int replica_index)
 {
-    for (int i = 0; i < r->n_excluded; i++)
-        if (r->excluded[i] == replica_index)
+    for (int i = 0; i < r->plan.n_excluded; i++)
+        if (r->plan.excluded[i] == replica_index)
             return 1;
     return 0;
 }
 
-/* R-LB-6: the node's last GPU temperature, if fresh, is over the threshold. */
-static int node_hot(const struct request *r, const struct snap_node *nd, int64_t now)
+static void exclude(struct request *r, int replica_index)
 {
-    if (nd->slot < 0)
-        return 0;
-    const struct shm_node *s = &r->shm->r->nodes[nd->slot];
-    int64_t at = atomic_load(&s->temp_ms);
-    if (at <= 0 || now - at > r->conf->temperature_stale_ms)
-        return 0;
-    return atomic_load(&s->temp_decicelsius) > r->snap->gpu_temp_threshold_deci;
-}
-
-int route_replica_serving(const struct request *r, const struct snap_replica *rep, int64_t now)
-{
-    const struct shm_replica *s = rep->slot >= 0 ? &r->shm->r->replicas[rep->slot] : NULL;
-    if (rep->state == REPLICA_DISABLED)
-        return 0;
-    /* R-WAKE-1: a sleeping replica serves once a wake saw it ready. */
-    if (rep->state == REPLICA_SLEEPING && !(s && atomic_load(&s->awake)))
-        return 0;
-    /* R-HC-2: sluice-healthd's word in the shared state is newer than the
-     * snapshot's; with none (a fresh state file) the database's decides (R-HC-4). */
-    int rm = s ? atomic_load(&s->removed) : SHM_RM_UNKNOWN;
-    if (rm == SHM_RM_REMOVED || (rm == SHM_RM_UNKNOWN && !rep->healthy))
-        return 0;
-    if (rep->node >= 0) {
-        const struct snap_node *nd = &r->snap->nodes[rep->node];
-        /* An offline node is down; a borrowed one lends its GPUs elsewhere. */
-        if (nd->status != NODE_ONLINE || node_hot(r, nd, now))
-            return 0;
-    }
-    return 1;
+    if (r->plan.n_excluded < PLAN_MAX_EXCLUDED)
+        r->plan.excluded[r->plan.n_excluded++] = replica_index;
 }
 
 /* May this replica take the request? strict also honours bans and circuits. */
 static int replica_usable(const struct request *r, int idx, int strict, int64_t now)
 {
     const struct snap_replica *rep = &r->snap->replicas[idx];
-    if (excluded(r, idx) || !route_replica_serving(r, rep, now))
+    if (excluded(r, idx) || !serving_replica_up(r, rep, now))
         return 0;
-    if (!strict)
-        return 1;
-    struct passive_state ps;
-    struct passive_conf pc;
-    passive_read(r->shm, rep->slot, &ps);
-    route_passive_conf(r->conf, &pc);
-    return passive_available(&ps, &pc, now);
+    return !strict || serving_replica_open(r, rep, now);
 }
 
 static int endpoint_usable(const struct request *r, const struct snap_endpoint *e, int strict, int64_t now)
@@ -109,11 +45,6 @@ static int endpoint_usable(const struct request *r, const struct snap_endpoint *
         if (replica_usable(r, e->first_replica + i, strict, now))
             return 1;
     return 0;
-}
-
-int route_endpoint_serving(const struct request *r, const struct snap_endpoint *e)
-{
-    return endpoint_usable(r, e, 0, now_ms());
 }
 
 /* R-LB-1 over the endpoint's usable replicas; -1 if none. */
@@ -184,38 +115,23 @@ static int hand_out(struct request *r, int replica_index, int strict)
 {
     const struct snap_replica *rep = &r->snap->replicas[replica_index];
     r->replica = rep;
-    if (rep->slot < 0)
+    if (serving_take(r, rep) == 0)
         return 0;
-    struct passive_state ps;
-    struct passive_conf pc;
-    passive_read(r->shm, rep->slot, &ps);
-    if (ps.circuit == CIRCUIT_CLOSED)
-        return 0;
-    /* Half-open trials are counted under the pool lock so at most N go out. */
-    route_passive_conf(r->conf, &pc);
-    int rc = 0;
-    if (shm_lock(r->shm) == 0) {
-        passive_read(r->shm, rep->slot, &ps);
-        rc = passive_on_pick(&ps, &pc, now_ms());
-        if (rc > 0)
-            passive_write(r->shm, rep->slot, &ps);
-        shm_unlock(r->shm);
-    }
-    if (rc < 0 && strict && r->n_excluded < (int)(sizeof r->excluded / sizeof r->excluded[0])) {
-        r->excluded[r->n_excluded++] = replica_index;
+    if (strict && r->plan.n_excluded < PLAN_MAX_EXCLUDED) {
+        exclude(r, replica_index);
         return -1;
     }
     return 0;
 }
 
-static int route_proxy(struct request *r, int reply_on_fail)
+/* The pass-through's endpoint, visible to the caller (R-AUTH-5). */
+static int plan_proxy(struct request *r)
 {
     char name[129];
     const char *rest;
     enum pathcheck_result pr = pathcheck_proxy(r->uri, name, sizeof name, &rest);
     if (pr != PATH_OK) {
-        if (reply_on_fail)
-            reply_error(r, pr == PATH_NO_ENDPOINT ? "endpoint_not_found" : "invalid_path", NULL, NULL);
+        reply_error(r, pr == PATH_NO_ENDPOINT ? ERR_ENDPOINT_NOT_FOUND : ERR_INVALID_PATH, NULL, NULL);
         return -1;
     }
     const struct snap_endpoint *e = snapshot_endpoint_by_name(r->snap, name);
@@ -223,14 +139,35 @@ static int route_proxy(struct request *r, int reply_on_fail)
                                                 : e->tenant_id == r->caller.tenant_id ||
                                                       r->caller.role == ROLE_OPERATOR);
     if (!visible) {
-        if (reply_on_fail)
-            reply_error(r, "endpoint_not_found", arena_printf(r->arena, "no endpoint named %s", name), NULL);
+        reply_error(r, ERR_ENDPOINT_NOT_FOUND, arena_printf(r->arena, "no endpoint named %s", name), NULL);
         return -1;
     }
-    int idx, strict, woke = 0;
+    r->plan.proxy = e;
     r->upstream_path = rest;            /* affinity looks at the pass-through path */
-again:;
+    return 0;
+}
+
+/* The current model's routes the caller may use (R-AUTH-3..5). */
+static void plan_routes(struct request *r)
+{
+    const struct snap_route *first;
+    r->model = r->plan.models[r->plan.pos];
+    int n = scoped_routes(r, &first);
+    r->plan.n_routes = 0;
+    for (int i = 0; i < n && r->plan.n_routes < PLAN_MAX_ROUTES; i++) {
+        /* R-AUTH-5: an endpoint key reaches only its own endpoint's routes. */
+        if (first[i].endpoint < 0 || (r->caller.endpoint >= 0 && first[i].endpoint != r->caller.endpoint))
+            continue;
+        r->plan.routes[r->plan.n_routes++] = &first[i];
+    }
+}
+
+/* The pass-through's next attempt: a replica of its endpoint. */
+static int choose_proxy(struct request *r)
+{
+    const struct snap_endpoint *e = r->plan.proxy;
     int64_t now = now_ms();
+    int idx, strict;
     do {
         strict = 1;
         idx = choose_replica(r, e, 1, now);
@@ -239,53 +176,23 @@ again:;
             idx = choose_replica(r, e, 0, now);
         }
     } while (idx >= 0 && hand_out(r, idx, strict) != 0);
-    /* R-WAKE-1: nothing serves but replicas sleep: wake them and choose again. */
-    if (idx < 0 && reply_on_fail && !woke && wake_needed(r, e)) {
-        if (wake_endpoint(r, e) != 0)
-            return -1;
-        woke = 1;
-        goto again;
-    }
-    if (idx < 0) {
-        if (reply_on_fail)
-            reply_error(r, "no_backends_available", NULL, NULL);
+    if (idx < 0)
         return -1;
-    }
     r->ep = e;
     if (r->sticky)
         sticky_commit(r, e, idx, r->sticky);
     return 0;
 }
 
-int route_choose(struct request *r, int reply_on_fail)
+/* The current model's next attempt: a route by priority and weight among
+ * endpoints with a usable replica, then a replica by the endpoint's algorithm.
+ * The first pass honours bans and circuits; if that leaves nothing, use them
+ * anyway rather than fail (R-HC-5). */
+static int choose_routed(struct request *r)
 {
-    if (r->kind == REQ_PROXY)
-        return route_proxy(r, reply_on_fail);
-    /* R-AUTO: "auto" becomes the plan's first candidate model here. */
-    if (!r->auto_plan && strcmp(r->model, "auto") == 0 && auto_plan_request(r) != 0)
-        return -1;
-    const struct snap_route *first;
-    int n = scoped_routes(r, &first);
-    const struct snap_route *cands[MAX_CANDIDATES];
-    int nc = 0;
-    for (int i = 0; i < n && nc < MAX_CANDIDATES; i++) {
-        /* R-AUTH-5: an endpoint key reaches only its own endpoint's routes. */
-        if (first[i].endpoint < 0 || (r->caller.endpoint >= 0 && first[i].endpoint != r->caller.endpoint))
-            continue;
-        cands[nc++] = &first[i];
-    }
-    if (nc == 0) {
-        if (reply_on_fail)
-            reply_error(r, "model_not_found",
-                        arena_printf(r->arena, "The model `%s` does not exist or you do not have access to it.", r->model),
-                        "model");
-        return -1;
-    }
-    int woke = 0;
-again:;
+    int nc = r->plan.n_routes;
+    const struct snap_route *const *cands = r->plan.routes;
     int64_t now = now_ms();
-    /* First pass honours bans and circuits; if that leaves nothing, use them
-     * anyway rather than fail (R-HC-5). */
     for (int strict = 1; strict >= 0; strict--) {
         struct pick_route pr[MAX_CANDIDATES];
         for (int i = 0; i < nc; i++) {
@@ -316,53 +223,94 @@ again:;
             sticky_commit(r, e, idx, r->sticky);
         return 0;
     }
-    /* R-WAKE-1: a route exists but its replicas sleep: wake the first such
-     * endpoint in route order (one wake for the pool, R-WAKE-3), then choose
-     * again. A retry (reply_on_fail 0) never waits for a wake. */
-    for (int i = 0; reply_on_fail && !woke && i < nc; i++) {
-        const struct snap_endpoint *e = &r->snap->endpoints[cands[i]->endpoint];
-        if (!wake_needed(r, e))
-            continue;
-        if (wake_endpoint(r, e) != 0)
-            return -1;
-        woke = 1;
-        goto again;
+    return -1;
+}
+
+static int choose(struct request *r)
+{
+    return r->plan.proxy ? choose_proxy(r) : choose_routed(r);
+}
+
+/* R-WAKE-1: nothing serves but replicas sleep: wake the first such endpoint in
+ * route order (one wake for the pool, R-WAKE-3). 1: woken, choose again; 0:
+ * nothing to wake; -1: replied (the wake's own 503). */
+static int plan_wake(struct request *r)
+{
+    if (r->plan.proxy)
+        return wake_needed(r, r->plan.proxy) ? (wake_endpoint(r, r->plan.proxy) == 0 ? 1 : -1) : 0;
+    for (int i = 0; i < r->plan.n_routes; i++) {
+        const struct snap_endpoint *e = &r->snap->endpoints[r->plan.routes[i]->endpoint];
+        if (wake_needed(r, e))
+            return wake_endpoint(r, e) == 0 ? 1 : -1;
     }
-    if (reply_on_fail)
-        reply_error(r, "no_backends_available",
+    return 0;
+}
+
+int route_plan(struct request *r)
+{
+    if (r->kind == REQ_PROXY) {
+        if (plan_proxy(r) != 0)
+            return -1;
+    } else {
+        /* R-AUTO: "auto" becomes the plan's chain of candidate models. */
+        struct auto_plan *ap = NULL;
+        if (strcmp(r->model, "auto") == 0) {
+            if (auto_plan_request(r, &ap) != 0)
+                return -1;
+            for (int i = 0; i < ap->n && i < PLAN_MAX_MODELS; i++)
+                r->plan.models[r->plan.n_models++] = ap->models[i];
+            r->auto_plan = ap;
+        } else {
+            r->plan.models[r->plan.n_models++] = r->model;
+        }
+        plan_routes(r);
+        if (r->plan.n_routes == 0) {
+            reply_error(r, ERR_MODEL_NOT_FOUND,
+                        arena_printf(r->arena, "The model `%s` does not exist or you do not have access to it.",
+                                     r->model), "model");
+            return -1;
+        }
+    }
+    if (choose(r) == 0 || route_next_model(r) == 0)
+        return 0;
+    if (!r->plan.proxy && r->plan.pos != 0) {
+        r->plan.pos = 0;            /* a wake is for the first candidate */
+        plan_routes(r);
+    }
+    int woke = plan_wake(r);
+    if (woke < 0)
+        return -1;
+    if (woke > 0 && choose(r) == 0)
+        return 0;
+    if (r->plan.proxy)
+        reply_error(r, ERR_NO_BACKENDS_AVAILABLE, NULL, NULL);
+    else
+        reply_error(r, ERR_NO_BACKENDS_AVAILABLE,
                     arena_printf(r->arena, "No healthy backend is available for model `%s`.", r->model), NULL);
     return -1;
 }
 
-void route_report(struct request *r, const struct snap_replica *rep, int ok)
+int route_next_replica(struct request *r)
 {
-    if (!rep || rep->slot < 0)
-        return;
-    /* R-HC-2: a real success on a replica sluice-healthd removed brings it
-     * back at once; healthd records the recovery (database, alert, audit) on
-     * its next round. */
-    _Atomic int *removed = &r->shm->r->replicas[rep->slot].removed;
-    int expect = SHM_RM_REMOVED;
-    if (ok && atomic_load(removed) == SHM_RM_REMOVED &&
-        atomic_compare_exchange_strong(removed, &expect, SHM_RM_DATA_OK))
-        log_info("request %s: replica %lld answered while removed; back in service",
-                 r->request_id, (long long)rep->id);
-    struct passive_state ps;
-    struct passive_conf pc;
-    passive_read(r->shm, rep->slot, &ps);
-    if (ok && ps.circuit == CIRCUIT_CLOSED && ps.failures == 0)
-        return;                 /* the common case touches no lock */
-    route_passive_conf(r->conf, &pc);
-    if (shm_lock(r->shm) != 0)
-        return;
-    passive_read(r->shm, rep->slot, &ps);
-    if (ok)
-        passive_on_success(&ps);
-    else
-        passive_on_failure(&ps, &pc, now_ms());
-    passive_write(r->shm, rep->slot, &ps);
-    shm_unlock(r->shm);
-    if (!ok)
-        log_warn("request %s: replica %lld failed (%d in a row)%s", r->request_id, (long long)rep->id,
-                 ps.failures, ps.circuit == CIRCUIT_OPEN ? "; circuit open" : "");
+    const struct snap_replica *keep = r->replica;
+    if (r->plan.n_excluded >= PLAN_MAX_EXCLUDED)
+        return -1;
+    exclude(r, (int)(r->replica - r->snap->replicas));
+    if (choose(r) == 0)
+        return 0;
+    r->replica = keep;
+    return -1;
+}
+
+int route_next_model(struct request *r)
+{
+    /* A retry never waits for a wake: a candidate that sleeps is skipped. */
+    while (!r->plan.proxy && r->plan.pos + 1 < r->plan.n_models) {
+        r->plan.pos++;
+        r->plan.n_excluded = 0;     /* another model: its replicas are all fresh */
+        plan_routes(r);
+        if (choose(r) == 0)
+            return 0;
+    }
+    return -1;
 }

@@ -12,7 +12,7 @@
 #include "errors.h"
 #include "log.h"
 #include "reply.h"
-#include "route.h"
+#include "serving.h"
 #include "util.h"
 
 #include <curl/curl.h>
@@ -70,9 +70,9 @@ static void wake_collect(const struct request *r, const struct snap_endpoint *e,
 }
 
 /* R-WAKE-2: 503 with the wake codes' own Retry-After (not errors.retry_after_s). */
-static void wake_reply(struct request *r, const char *code, int retry_after_s, const char *message)
+static void wake_reply(struct request *r, enum error_code code, int retry_after_s, const char *message)
 {
-    const struct error_def *e = errors_find(code);
+    const struct error_def *e = errors_get(code);
     r->error_code = e->code;
     struct buf *b = &r->w->out;
     buf_reset(b);
@@ -233,7 +233,7 @@ static void wake_set_state(struct request *r, const struct snap_endpoint *e, enu
 static int wake_any_serving(const struct request *r, const struct snap_endpoint *e, int64_t now)
 {
     for (int i = 0; i < e->n_replicas; i++)
-        if (route_replica_serving(r, &r->snap->replicas[e->first_replica + i], now))
+        if (serving_replica_up(r, &r->snap->replicas[e->first_replica + i], now))
             return 1;
     return 0;
 }
@@ -248,7 +248,7 @@ int wake_endpoint(struct request *r, const struct snap_endpoint *e)
         int borrowed = ws.borrowed > 0;
         log_info("request %s: endpoint %s sleeps on %s nodes only", r->request_id, e->name,
                  borrowed ? "borrowed" : "offline");
-        wake_reply(r, borrowed ? "wake_queued_gpu_borrowed" : "wake_failed_node_offline",
+        wake_reply(r, borrowed ? ERR_WAKE_QUEUED_GPU_BORROWED : ERR_WAKE_FAILED_NODE_OFFLINE,
                    cf->wake_node_retry_after_s,
                    borrowed ? "The model's GPUs are lent out; the wake-up is queued until they return."
                             : "The model's node is offline.");
@@ -269,7 +269,7 @@ int wake_endpoint(struct request *r, const struct snap_endpoint *e)
         }
         int st = e->slot >= 0 ? atomic_load(&r->shm->r->endpoints[e->slot].wake_state) : SHM_WAKE_IDLE;
         if (!owner && round > 0 && st == SHM_WAKE_FAILED) {
-            wake_reply(r, "wake_failed_node_offline", cf->wake_node_retry_after_s,
+            wake_reply(r, ERR_WAKE_FAILED_NODE_OFFLINE, cf->wake_node_retry_after_s,
                        "The wake-up call could not reach the model's node.");
             break;
         }
@@ -282,7 +282,7 @@ int wake_endpoint(struct request *r, const struct snap_endpoint *e)
                      r->request_id, e->name, ws.n, (long long)bound);
             if (wake_call(r, c, e, &ws, deadline) != 0) {
                 wake_set_state(r, e, SHM_WAKE_FAILED);
-                wake_reply(r, "wake_failed_node_offline", cf->wake_node_retry_after_s,
+                wake_reply(r, ERR_WAKE_FAILED_NODE_OFFLINE, cf->wake_node_retry_after_s,
                            "The wake-up call could not reach the model's node.");
                 break;
             }
@@ -297,7 +297,7 @@ int wake_endpoint(struct request *r, const struct snap_endpoint *e)
         now = now_ms();
         if (now >= deadline) {
             /* The lease runs out with this wait; a later request takes it over. */
-            wake_reply(r, "service_waking", cf->wake_retry_after_s,
+            wake_reply(r, ERR_SERVICE_WAKING, cf->wake_retry_after_s,
                        "The model is waking up; retry in a moment.");
             break;
         }

@@ -3,6 +3,7 @@
 
 #include "db.h"
 #include "log.h"
+#include "settings.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -125,6 +126,12 @@ static void endpoint_row(struct snapshot *s, sqlite3_stmt *st, int i)
     e->start_period_seconds = sqlite3_column_int(st, 13);
     const char *wake = col_str(&s->mem, st, 14);
     e->wake_url = wake && *wake ? wake : NULL;
+    e->anthropic_version = col_str(&s->mem, st, 15);
+    if (!e->anthropic_version || !*e->anthropic_version)
+        e->anthropic_version = "2023-06-01";
+    e->default_max_tokens = sqlite3_column_int64(st, 16);
+    if (e->default_max_tokens <= 0)
+        e->default_max_tokens = 4096;
 }
 
 static int node_index(const struct snapshot *s, int64_t id)
@@ -263,50 +270,61 @@ static int key_cmp(const void *a, const void *b)
     return strcmp(((const struct snap_key *)a)->hash, ((const struct snap_key *)b)->hash);
 }
 
-static void setting_row(struct snapshot *s, sqlite3_stmt *st, int i)
+/* One setting's value into the snapshot; types, ranges and defaults are lib/settings.c's. */
+static void setting_apply(struct snapshot *s, const struct settings_def *d,
+                          const struct settings_value *v)
 {
-    const char *k = (const char *)sqlite3_column_text(st, 0);
-    const char *v = (const char *)sqlite3_column_text(st, 1);
-    if (!k || !v)
-        return;
+    const char *k = d->name;
     if (strcmp(k, "internal_fields") == 0) {
         /* Comma-separated body field names stripped before forwarding (R-API-5). */
-        char *copy = arena_strdup(&s->mem, v), *save = NULL;
+        char *copy = arena_strdup(&s->mem, v->text), *save = NULL;
         int cap = 1;
-        for (const char *p = v; *p; p++)
+        for (const char *p = v->text; *p; p++)
             cap += *p == ',' || *p == ' ';   /* strtok_r splits on both */
         s->internal_fields = arena_alloc(&s->mem, sizeof(char *) * (size_t)cap);
+        s->n_internal_fields = 0;
         for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
             s->internal_fields[s->n_internal_fields++] = t;
     } else if (strcmp(k, "auto_routing_enabled") == 0) {
-        s->auto_enabled = strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "on") == 0;
+        s->auto_enabled = (int)v->i;
     } else if (strcmp(k, "auto_routing_strategy") == 0) {
-        s->auto_strategy = arena_strdup(&s->mem, v);
-    } else if (strncmp(k, "auto_routing_weight_", 20) == 0) {
-        int w = (int)strtol(v, NULL, 10);
-        int *dst = strcmp(k + 20, "quality") == 0 ? &s->auto_w_quality
-                   : strcmp(k + 20, "price") == 0 ? &s->auto_w_price
-                   : strcmp(k + 20, "latency") == 0 ? &s->auto_w_latency : NULL;
-        if (dst && w >= 0 && w <= 100)
-            *dst = w;
+        s->auto_strategy = v->text;   /* a word of the table: lives as long as the program */
+    } else if (strcmp(k, "auto_routing_weight_quality") == 0) {
+        s->auto_w_quality = (int)v->i;
+    } else if (strcmp(k, "auto_routing_weight_price") == 0) {
+        s->auto_w_price = (int)v->i;
+    } else if (strcmp(k, "auto_routing_weight_latency") == 0) {
+        s->auto_w_latency = (int)v->i;
     } else if (strcmp(k, "response_model") == 0) {
-        s->rewrite_response_model = strcmp(v, "upstream") != 0;
+        s->rewrite_response_model = strcmp(v->text, "upstream") != 0;
     } else if (strcmp(k, "gpu_temperature_threshold") == 0) {
-        /* R-LB-6: degrees Celsius, decimals allowed; unparsable keeps the default. */
-        char *end = NULL;
-        double c = strtod(v, &end);
-        if (end != v && *end == '\0' && c > 0 && c < 1000)
-            s->gpu_temp_threshold_deci = (int)(c * 10 + 0.5);
+        /* R-LB-6: degrees Celsius with one decimal, kept in tenths. */
+        s->gpu_temp_threshold_deci = (int)(v->num * 10 + (v->num < 0 ? -0.5 : 0.5));
     }
+}
+
+/* A stored setting read through the schema: unknown keys are ignored, and a text that no
+ * longer parses keeps the default (logged once per process, naming the key). */
+static void setting_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    const struct settings_def *d = settings_find((const char *)sqlite3_column_text(st, 0));
+    const char *text = (const char *)sqlite3_column_text(st, 1);
+    struct settings_value v;   /* may point into text: applied (copied) before the next step */
+    if (!d || !text)
+        return;
+    settings_read_warn(d, text, &v);
+    setting_apply(s, d, &v);
 }
 
 struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
 {
     struct snapshot *s = xcalloc(1, sizeof *s);
     arena_init(&s->mem);
-    s->rewrite_response_model = 1;
-    s->gpu_temp_threshold_deci = 850;
-    s->auto_w_quality = 50, s->auto_w_price = 30, s->auto_w_latency = 20;
+    for (size_t k = 0; k < settings_count; k++) {   /* the defaults; stored rows override */
+        struct settings_value v;
+        settings_default(&settings_defs[k], &v);
+        setting_apply(s, &settings_defs[k], &v);
+    }
     int n;
     if (db_begin_read(db) != 0) {
         log_error("snapshot: cannot begin a read: %s", sqlite3_errmsg(db));
@@ -336,7 +354,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
         each_row(db,
                  "SELECT id, tenant_id, name, algorithm, protocol, affinity, connect_timeout_ms,"
                  " first_byte_timeout_ms, idle_timeout_ms, stream_guard, upstream_auth,"
-                 " health_path, health_check, start_period_seconds, wake_url"
+                 " health_path, health_check, start_period_seconds, wake_url,"
+                 " anthropic_version, default_max_tokens"
                  " FROM endpoints ORDER BY id", endpoint_row, s, &s->n_endpoints) ||
         each_row(db, "SELECT id, name, status FROM nodes ORDER BY id", node_row, s, &s->n_nodes) ||
         each_row(db,

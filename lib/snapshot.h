@@ -59,6 +59,8 @@ struct snap_endpoint {
     int health_check;             /* 0: not probed (R-WAKE-1 waits 30 s then) */
     int start_period_seconds;     /* R-HC-3 start grace, R-WAKE-1 wait bound */
     const char *wake_url;         /* R-WAKE-1: POSTed instead of each replica's /wake_up; NULL = none */
+    const char *anthropic_version;/* R-ANT: the anthropic-version header sent (2023-06-01) */
+    int64_t default_max_tokens;   /* R-ANT-3: max_tokens when the caller gives none (4096) */
 };
 
 struct snap_route {

@@ -103,6 +103,9 @@ struct behavior {
     int prefix_cache;      /* chat: simulate a prefix cache (see fake_prefix.c) */
     int prefix_miss_ms;    /* prefix_cache: first-byte delay when the prefix is new here */
     int prefix_hit_ms;     /* prefix_cache: first-byte delay when it was seen */
+    int error_after;       /* >= 0, Anthropic stream: an overloaded error event after this many content deltas */
+    int cache_read_tokens; /* Anthropic usage: cache_read_input_tokens */
+    int cache_write_tokens;/* Anthropic usage: cache_creation_input_tokens */
 };
 
 extern const struct behavior BEHAVIOR_DEFAULT;
@@ -187,6 +190,8 @@ struct conn {
     bool owed;                     /* that answer was a data request whose stats await the flush */
     bool keep_after;               /* that answer allowed keep-alive */
     struct buf pending;            /* bytes the loop could not send */
+    char xhead[256];               /* extra response header lines for the next reply_head(), which empties it */
+    size_t xhead_len;
 };
 
 const struct hdr *http_header(const struct request *r, const char *name);
@@ -225,6 +230,8 @@ void reply_head(struct conn *c, const struct behavior *b, int status, const char
 enum outcome reply_send(struct conn *c, const struct behavior *b, int status, const char *ctype);
 enum outcome reply_error(struct conn *c, const struct behavior *b, int status, const char *msg);
 enum outcome reply_ok(struct conn *c);
+int reply_chunk(struct conn *c, const char *p, size_t n);
+int reply_chunk_end(struct conn *c);
 
 /* ---- fake_json.c: JSON string output and a minimal scanner ---- */
 
@@ -251,6 +258,7 @@ struct jval {
     bool num_elems;                /* an array of numbers: token ids, i.e. one input */
 };
 
+long js_words(const char *s, size_t n);
 void js_ws(struct jscan *j);
 bool js_string(struct jscan *j, struct jval *v);
 int js_next(struct jscan *j, char close);
@@ -268,6 +276,35 @@ enum outcome openai_chat(struct conn *c, const struct behavior *b);
 enum outcome openai_text(struct conn *c, const struct behavior *b);
 enum outcome openai_embeddings(struct conn *c, const struct behavior *b);
 enum outcome openai_models(struct conn *c, const struct behavior *b);
+
+/* fake_anthropic_req.c: a Messages request, read as strictly as the real API; strings are raw views into the body */
+enum { ANT_IDS_MAX = 16, ANT_STOPS_MAX = 8 };
+
+struct anthropic_req {
+    struct jval model;
+    long max_tokens;
+    bool has_max, has_messages, stream, count_only;
+    long words;
+    int ntools, choice;              /* choice: 0 auto, 1 a call is forced, -1 none */
+    struct jval tool;                /* name the call uses: tool_choice's, else the first tool's */
+    struct jval stops[ANT_STOPS_MAX];
+    int nstops;
+    bool user_turn, asks;            /* the last user turn (consecutive user messages), and its trigger */
+    int nres, nuse;
+    struct jval res_id[ANT_IDS_MAX], res[ANT_IDS_MAX];   /* its tool_result ids and contents (string or raw list) */
+    struct jval use_id[ANT_IDS_MAX];   /* tool_use ids of the last assistant message */
+    char err[256];
+};
+
+int anthropic_req_parse(struct anthropic_req *q, const char *body, size_t n);
+void anthropic_req_result(struct buf *o, const struct jval *content);
+
+/* fake_anthropic.c */
+bool anthropic_wanted(const struct request *r);
+enum outcome anthropic_error(struct conn *c, const struct behavior *b, int status, const char *msg);
+enum outcome anthropic_messages(struct conn *c, const struct behavior *b);
+enum outcome anthropic_count_tokens(struct conn *c, const struct behavior *b);
+enum outcome anthropic_models(struct conn *c, const struct behavior *b);
 
 /* fake_prefix.c */
 int prefix_prefill(struct conn *c, const struct behavior *b);

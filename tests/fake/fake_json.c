@@ -92,7 +92,7 @@ void js_ws(struct jscan *j)
 }
 
 /* Whitespace-separated words of a raw JSON string; \n \t \r escapes separate too. */
-static long js_words(const char *s, size_t n)
+long js_words(const char *s, size_t n)
 {
     long w = 0;
     bool in = false;

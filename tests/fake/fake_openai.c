@@ -111,14 +111,7 @@ static int stream_send(struct stream *st, const char *p, size_t n)
     if (st->started && st->b->gap_ms > 0 && conn_wait(c, st->b->gap_ms) < 0)
         return -1;
     st->started = true;
-    struct buf *o = &c->out;
-    o->len = 0;
-    if (c->req.minor >= 1)
-        buf_printf(o, "%zx\r\n", n);
-    buf_add(o, p, n);
-    if (c->req.minor >= 1)
-        buf_add(o, "\r\n", 2);
-    return conn_send(c, o->p, o->len);
+    return reply_chunk(c, p, n);
 }
 
 static int stream_event(struct stream *st, enum event ev, int k)
@@ -136,7 +129,7 @@ static int stream_tail(struct stream *st)
         return -1;
     if (stream_send(st, DONE, sizeof DONE - 1) < 0)
         return -1;
-    return st->c->req.minor >= 1 ? conn_send(st->c, "0\r\n\r\n", 5) : 0;
+    return reply_chunk_end(st->c);
 }
 
 static enum outcome stream_run(struct conn *c, const struct behavior *b, const struct gen *g)

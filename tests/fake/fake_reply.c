@@ -49,6 +49,8 @@ void reply_head(struct conn *c, const struct behavior *b, int status, const char
         buf_printf(o, "Retry-After: %d\r\n", b->retry_after);
     if (b->cors)
         buf_adds(o, "Access-Control-Allow-Origin: *\r\nAccess-Control-Allow-Credentials: true\r\n");
+    buf_add(o, c->xhead, c->xhead_len);
+    c->xhead_len = 0;
     if (!c->req.keep_alive)
         buf_adds(o, "Connection: close\r\n");
     else if (c->req.minor == 0)
@@ -87,6 +89,24 @@ enum outcome reply_error(struct conn *c, const struct behavior *b, int status, c
     buf_printf(o, ",\"type\":\"%s\",\"param\":null,\"code\":null}}",
                status >= 400 && status < 500 ? "invalid_request_error" : "server_error");
     return reply_send(c, b, status, CT_JSON);
+}
+
+/* Writes p as one HTTP chunk of a stream (raw on HTTP/1.0, where the close ends the body). */
+int reply_chunk(struct conn *c, const char *p, size_t n)
+{
+    struct buf *o = &c->out;
+    o->len = 0;
+    if (c->req.minor >= 1)
+        buf_printf(o, "%zx\r\n", n);
+    buf_add(o, p, n);
+    if (c->req.minor >= 1)
+        buf_add(o, "\r\n", 2);
+    return conn_send(c, o->p, o->len);
+}
+
+int reply_chunk_end(struct conn *c)
+{
+    return c->req.minor >= 1 ? conn_send(c, "0\r\n\r\n", 5) : 0;
 }
 
 enum outcome reply_ok(struct conn *c)

@@ -10,6 +10,18 @@ static enum outcome route_echo(struct conn *c, const struct behavior *b)
     return reply_send(c, b, 200, CT_JSON);
 }
 
+/* GET /v1/models is asked in both protocols; an anthropic-version header says which. */
+static enum outcome route_models(struct conn *c, const struct behavior *b)
+{
+    return http_header(&c->req, "anthropic-version") ? anthropic_models(c, b) : openai_models(c, b);
+}
+
+/* Errors answered before a route runs take the shape of the protocol the client speaks. */
+static enum outcome route_error(struct conn *c, const struct behavior *b, int status, const char *msg)
+{
+    return anthropic_wanted(&c->req) ? anthropic_error(c, b, status, msg) : reply_error(c, b, status, msg);
+}
+
 enum route_kind { ROUTE_DATA, ROUTE_PROBE, ROUTE_CONTROL };
 
 typedef enum outcome (*route_fn)(struct conn *, const struct behavior *);
@@ -29,7 +41,9 @@ static const struct route {
     { "/v1/chat/completions", false, "POST", ROUTE_DATA, openai_chat },
     { "/v1/completions", false, "POST", ROUTE_DATA, openai_text },
     { "/v1/embeddings", false, "POST", ROUTE_DATA, openai_embeddings },
-    { "/v1/models", false, "GET", ROUTE_DATA, openai_models },
+    { "/v1/models", false, "GET", ROUTE_DATA, route_models },
+    { "/v1/messages", false, "POST", ROUTE_DATA, anthropic_messages },
+    { "/v1/messages/count_tokens", false, "POST", ROUTE_DATA, anthropic_count_tokens },
     { "/echo", true, NULL, ROUTE_DATA, route_echo },
     { "/health", false, "GET", ROUTE_PROBE, vllm_health },
     { "/metrics", false, "GET", ROUTE_PROBE, vllm_metrics },
@@ -73,15 +87,15 @@ static enum outcome data_run(struct conn *c, const struct route *rt, bool method
     if (b->ttfb_ms > 0 && conn_wait(c, b->ttfb_ms) < 0)
         return OUT_ABORTED;
     if (b->status && b->status != 200)
-        return reply_error(c, b, b->status, NULL);
+        return route_error(c, b, b->status, NULL);
     if (vllm_sleeping())
-        return reply_error(c, b, 503, "the model is sleeping (POST /wake_up)");
+        return route_error(c, b, 503, "the model is sleeping (POST /wake_up)");
     if (!rt || !method_ok) {
         char msg[300];
         snprintf(msg, sizeof msg, "%s: %.*s %.*s", rt ? "method not allowed" : "no such route",
                  (int)(c->req.mlen > 16 ? 16 : c->req.mlen), c->req.method,
                  (int)(c->req.plen > 200 ? 200 : c->req.plen), c->req.path);
-        return reply_error(c, b, rt ? 405 : 404, msg);
+        return route_error(c, b, rt ? 405 : 404, msg);
     }
     return rt->fn(c, b);
 }
@@ -121,7 +135,8 @@ static bool fast_enough(const struct request *r, const struct route *rt, bool me
     if (b->die_before || b->hang || b->info100 || b->ttfb_ms > 0 || b->die_after >= 0 || b->hang_after >= 0
         || b->prefix_cache)
         return false;
-    if (!rt || !method_ok || (b->status && b->status != 200) || (rt->fn != openai_chat && rt->fn != openai_text))
+    bool may_stream = rt && (rt->fn == openai_chat || rt->fn == openai_text || rt->fn == anthropic_messages);
+    if (!may_stream || !method_ok || (b->status && b->status != 200))
         return true;
     struct jscan j;
     json_scan(&j, r->body, r->blen);

@@ -26,6 +26,17 @@
  * new user message hits (as does one that appends only a user message). A first
  * turn always misses. Stats: prefix_hits, prefix_misses; /_fake/reset empties it.
  *
+ * Anthropic (fake_anthropic.c): POST /v1/messages and /v1/messages/count_tokens,
+ * and GET /v1/models when anthropic-version is sent. They need x-api-key and
+ * anthropic-version, refuse an Authorization header (a credential leak), and
+ * validate the body as the real API does (unknown members, roles, tool ids, ranges).
+ * The directives apply as to chat, in Anthropic terms: status=N answers with
+ * that status's Anthropic error (429 with retry-after, 529 with x-should-retry);
+ * role_chunks=N sends N pings after message_start; die_after, hang_after and
+ * bad_json count content deltas; error_after=N sends an overloaded error event;
+ * cache_read_tokens / cache_write_tokens fill the cache usage fields. The
+ * answer, its tool calls and its token counts are described in that file.
+ *
  * vLLM sleep mode (R-WAKE): POST /sleep puts the model to sleep; POST /wake_up
  * answers at once and the model is awake delay_ms later (POST /_fake/sleep-config
  * "delay_ms=N sleeping=0|1"); GET /is_sleeping says which. While asleep /health
@@ -50,7 +61,8 @@
  * event loops; fake_conn.c a connection's socket I/O and thread; fake_http.c
  * request parsing; fake_reply.c response writing; fake_route.c the route table
  * and request classes; fake_behavior.c the directives; fake_openai.c,
- * fake_vllm.c, fake_prefix.c and fake_control.c the routes; fake_json.c and
+ * fake_anthropic.c (its request reader fake_anthropic_req.c), fake_vllm.c,
+ * fake_prefix.c and fake_control.c the routes; fake_json.c and
  * fake_buf.c JSON and buffers; fake.h what they share.
  */
 #include "fake.h"

@@ -16,7 +16,7 @@ def read(path):
 def test_every_error_code_is_in_the_readme_table():
     """R-API-2: a table of every code in the README, with the status the code uses."""
     readme = read("README.md")
-    rows = re.findall(r'\{"([A-Za-z_]+)", (\d{3}), "([a-z_]+)", (\d), (\d),', read("fcgi/errors.c"))
+    rows = re.findall(r'^ERROR_ROW\([A-Z_]+, "([A-Za-z_]+)", (\d{3}), "([a-z_]+)", (\d), (\d),', read("fcgi/errors.def"), re.M)
     assert len(rows) > 10, rows
     for code, status, typ, no_retry, retry_after in rows:
         m = re.search(r"^\| `%s` \| (\d{3}) \| (\w+) \| (yes)? *\| (yes)? *\|" % code, readme, re.M)
@@ -33,6 +33,21 @@ def test_every_conf_option_is_documented():
     assert len(names) > 15, names
     for n in names:
         assert "| `%s` |" % n in readme, "README does not document %s" % n
+
+
+def test_every_setting_is_in_the_readme_table():
+    """SPEC §0 settings: the README's settings table has every row of lib/settings.c, with its
+    default and meaning, and no other."""
+    readme = read("README.md")
+    rows = re.findall(r'SETTING_[A-Z]+\("([a-z_]+)",.*?"([^"]*)",\s*"([^"]*)"\),', read("lib/settings.c"), re.S)
+    assert len(rows) >= 9, rows
+    for name, default, meaning in rows:
+        m = re.search(r"^\| `%s` \| [^|]+ \| ([^|]+) \| (.+) \|$" % name, readme, re.M)
+        assert m, "README's settings table has no row for %s" % name
+        assert m.group(1) == (default or "(empty)"), (name, default, m.group(1))
+        assert m.group(2) == meaning, (name, meaning, m.group(2))
+    table = re.findall(r"^\| `([a-z_]+)` \| [^|]+ \| [^|]+ \| R-", readme, re.M)
+    assert sorted(table) == sorted(r[0] for r in rows), (table, rows)
 
 
 if __name__ == "__main__":

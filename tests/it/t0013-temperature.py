@@ -2,6 +2,7 @@
 """t0013-temperature: GPU temperatures read by sluice-healthd from a DCGM exporter; replicas on
 a node over settings.gpu_temperature_threshold are not candidates until it cools (R-HC-7, R-LB-6)."""
 import os
+import sqlite3
 import sys
 import time
 
@@ -86,6 +87,37 @@ def test_threshold_is_a_setting(c):
     assert spread(c) == (3, 3)
 
 
+def test_threshold_decimal_and_a_bad_stored_value(c):
+    """R-LB-6 with lib/settings.c: the threshold keeps one decimal; a stored text that no longer
+    parses (written around sluicectl) is the schema's default (85), logged once per process."""
+    assert node_temp(c) == 71.0
+    c.gw.ctl("settings", "set", "gpu_temperature_threshold", "70.9")
+    time.sleep(0.5)
+    assert spread(c) == (0, 6)                         # 71.0 > 70.9
+    c.gw.ctl("settings", "set", "gpu_temperature_threshold", "71.0")
+    time.sleep(0.5)
+    assert spread(c) == (3, 3)                         # 71.0 is not over 71.0
+    c.gw.ctl("settings", "set", "gpu_temperature_threshold", "70")
+    time.sleep(0.5)
+    assert spread(c) == (0, 6)
+    con = sqlite3.connect(c.gw.db, timeout=10)
+    with con:
+        con.execute("UPDATE settings SET value = 'hot' WHERE key = 'gpu_temperature_threshold'")
+    con.close()
+    time.sleep(0.5)
+    assert spread(c) == (3, 3)                         # the default, not 70 and not 0
+    assert c.gw.ctl("config", "get")["gpu_temperature_threshold"] == 85
+    c.gw.ctl("settings", "set", "response_model", "client")   # another change: a new snapshot
+    time.sleep(0.5)
+    assert spread(c) == (3, 3)
+    warned = [l for l in c.gw.log_text().splitlines() if "setting gpu_temperature_threshold:" in l]
+    assert 1 <= len(warned) <= c.gw.procs and "WARN" in warned[0], warned
+    c.gw.ctl("settings", "rm", "response_model")
+    c.gw.ctl("settings", "set", "gpu_temperature_threshold", "85")
+    time.sleep(0.5)
+    assert spread(c) == (3, 3)
+
+
 def test_stale_reading_counts_as_none(c):
     """A reading older than health.temperature_stale_ms no longer keeps replicas out."""
     c.dcgm.dcgm(95)
@@ -97,6 +129,25 @@ def test_stale_reading_counts_as_none(c):
     c.dcgm.dcgm(60)
     c.hd.start()
     wait_for(lambda: node_temp(c) == 60.0, 5, what="60 C read")
+
+
+def test_pushed_reading_applies_within_two_seconds(c):
+    """R-LB-6 within R-CFG-1: a pushed reading takes effect (and clears) at once, without
+    waiting for sluice-healthd's round: healthd is stopped here, so only the push can act."""
+    c.hd.stop()
+    try:
+        t0 = time.time()
+        c.gw.ctl("node", "temperature", "gpu1", "96")
+        wait_for(lambda: spread(c, 4) == (0, 4), 2, what="the pushed 96 C applied")
+        assert time.time() - t0 < 2.0
+        t0 = time.time()
+        c.gw.ctl("node", "temperature", "gpu1", "60")
+        wait_for(lambda: spread(c, 6) == (3, 3), 2, what="the pushed 60 C cleared it")
+        assert time.time() - t0 < 2.0
+    finally:
+        c.dcgm.dcgm(60)
+        c.hd.start()
+        wait_for(lambda: node_temp(c) == 60.0, 5, what="60 C read")
 
 
 def test_every_replica_hot_is_503(c):

@@ -410,6 +410,71 @@ def test_settings_R_ADM_1(c):
     assert c.gw.sql("SELECT COUNT(*) FROM settings WHERE key = 'auto_routing_enabled'") == [(0,)]
 
 
+def ctl_fails(c, *args):
+    """sluicectl ARGS must fail; returns (stderr, the JSON error)."""
+    p = subprocess.run([CTL, "--db", c.gw.db, "--json"] + list(args), capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode != 0, ("sluicectl %s succeeded" % " ".join(args), p.stdout)
+    return p.stderr, json.loads(p.stdout)["error"]
+
+
+def test_settings_one_schema_cli_and_api(c):
+    """`sluicectl settings set`, `config get|set` and inference-config check values against one
+    schema (lib/settings.c) and agree on what is stored."""
+    stored = lambda k: c.gw.sql("SELECT value FROM settings WHERE key = ?", k)
+    before = stored("gpu_temperature_threshold")
+    audits = c.gw.sql("SELECT COUNT(*) FROM audit_log")
+    err_text, err = ctl_fails(c, "settings", "set", "gpu_temperature_threshold", "hot")
+    assert "gpu_temperature_threshold must be a number from 0 to 150 with at most 1 decimal" in err_text, err_text
+    assert err["param"] == "value" and err["code"] == "invalid_value" and "hot" not in err["message"], err
+    for bad in ("150.5", "85.55", "-1", ""):
+        ctl_fails(c, "settings", "set", "gpu_temperature_threshold", bad)
+    err_text, err = ctl_fails(c, "settings", "set", "auto_routing_strategy", "cheap")
+    assert "one of: balanced, cost, latency, semantic" in err_text and err["param"] == "value", err
+    err_text, err = ctl_fails(c, "settings", "set", "auto_routing_enabled", "maybe")
+    assert "true or false" in err_text, err_text
+    err_text, err = ctl_fails(c, "settings", "set", "no_such_setting", "1")
+    assert "unknown setting" in err_text and "gpu_temperature_threshold" in err_text and err["param"] == "key", err
+    assert stored("gpu_temperature_threshold") == before and stored("no_such_setting") == []
+    assert c.gw.sql("SELECT COUNT(*) FROM audit_log") == audits           # nothing stored, nothing audited
+
+    # A value set with `settings set` is what `config get` and the API show.
+    for text, want in (("82.5", 82.5), ("81", 81), ("80.0", 80)):
+        row = c.gw.ctl("settings", "set", "gpu_temperature_threshold", text)
+        assert row == {"key": "gpu_temperature_threshold", "value": str(want)}, row
+        got = c.gw.ctl("config", "get")["gpu_temperature_threshold"]
+        assert got == want and type(got) is type(want), (text, got)
+        assert expect(c.adm_a.get("/api/v1/system/inference-config"), 200)["gpu_temperature_threshold"] == want
+    c.gw.ctl("settings", "set", "auto_routing_enabled", "on")
+    assert stored("auto_routing_enabled") == [("true",)]
+    assert c.gw.ctl("config", "get")["auto_routing_enabled"] is True
+    c.gw.ctl("settings", "set", "internal_fields", "secret_a, secret_b")
+    assert c.gw.ctl("config", "get")["internal_fields"] == "secret_a, secret_b"
+
+    # config set and the API take a JSON number with one decimal and return it; ints still work.
+    assert c.gw.ctl("config", "set", "gpu_temperature_threshold", "72.5")["gpu_temperature_threshold"] == 72.5
+    assert stored("gpu_temperature_threshold") == [("72.5",)]
+    cfg = expect(c.root.put("/api/v1/system/inference-config", {"gpu_temperature_threshold": 71.5}), 200)
+    assert cfg["gpu_temperature_threshold"] == 71.5 and stored("gpu_temperature_threshold") == [("71.5",)]
+    assert c.gw.ctl("settings", "get", "gpu_temperature_threshold")["value"] == "71.5"
+    expect(c.root.put("/api/v1/system/inference-config", {"gpu_temperature_threshold": 71.55}), 400)
+    expect(c.root.put("/api/v1/system/inference-config", {"usage_retention_days": 30.5}), 400)
+    ctl_fails(c, "config", "set", "usage_retention_days", "30.5")
+    cfg = expect(c.root.put("/api/v1/system/inference-config", {"gpu_temperature_threshold": 84}), 200)
+    assert cfg["gpu_temperature_threshold"] == 84 and type(cfg["gpu_temperature_threshold"]) is int
+    assert stored("gpu_temperature_threshold") == [("84",)]
+
+    # A row stored around sluicectl that no longer parses reads as the default.
+    db_write(c, "UPDATE settings SET value = 'hot' WHERE key = 'gpu_temperature_threshold'")
+    assert c.gw.ctl("config", "get")["gpu_temperature_threshold"] == 85
+    # R-USE-7: `usage prune` without --days keeps usage_retention_days of events.
+    assert c.gw.ctl("usage", "prune")["days"] == 90
+    c.gw.ctl("settings", "set", "usage_retention_days", "30")
+    assert c.gw.ctl("usage", "prune")["days"] == 30 and c.gw.ctl("usage", "prune", "--days", "7")["days"] == 7
+    for k in ("gpu_temperature_threshold", "auto_routing_enabled", "internal_fields", "usage_retention_days"):
+        c.gw.ctl("settings", "rm", k)
+
+
 def test_nodes_R_HC_7(c):
     """Nodes: the operator manages them and may push temperatures; admins read."""
     n = expect(c.root.post("/api/v1/nodes", {"name": "gpu-1", "metrics_url": "http://10.1.1.1:9400/metrics"}), 200)

@@ -24,10 +24,11 @@ static void expect(const char *name, const struct auto_request *rq, enum auto_st
     struct auto_result r;
     auto_choose(c, n, rq, s, &W, &r);
     if (err) {
-        CHECK(r.error && strcmp(r.error, err) == 0, "%s: error %s", name, r.error ? r.error : "(none)");
+        const char *got = r.error != ERR_NONE ? errors_get(r.error)->code : "(none)";
+        CHECK(strcmp(got, err) == 0, "%s: error %s", name, got);
         return;
     }
-    CHECK(r.error == NULL, "%s: unexpected error %s", name, r.error ? r.error : "");
+    CHECK(r.error == ERR_NONE, "%s: unexpected error %s", name, r.error != ERR_NONE ? errors_get(r.error)->code : "");
     CHECK(r.n == want_n, "%s: %d candidates", name, r.n);
     if (r.n)
         CHECK_STR(c[r.order[0]].model, want0, name);

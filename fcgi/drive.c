@@ -1,0 +1,80 @@
+/* drive.c: the attempt loop: forward one attempt, report it to the serving
+ * view, let retry.c say what may follow, take the next attempt from the plan. */
+#include "drive.h"
+
+#include "forward.h"
+#include "log.h"
+#include "reply.h"
+#include "retry.h"
+#include "route.h"
+#include "serving.h"
+
+#include <stdio.h>
+
+static const char *outcome_name(enum attempt_outcome o, long status)
+{
+    static const char *names[] = {"answered", "connection failed", "response broken", "first-byte timeout",
+                                  "idle timeout", "client gone", "response too large", "refused"};
+    if (o == ATTEMPT_DONE && status >= 500)
+        return "server error";
+    return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "failed";
+}
+
+/* Nothing more is tried: the answer, or the error, goes to the client. */
+static void drive_finish(struct request *r, struct attempt *a, const struct retry_decision *d)
+{
+    switch (d->final) {
+    case FINAL_DELIVER:
+    case FINAL_PASS_UPSTREAM:
+        forward_deliver(r, a);
+        break;
+    case FINAL_ERROR:
+        reply_error(r, d->code, d->message, NULL);
+        break;
+    case FINAL_REFUSED:
+        reply_error(r, a->refusal.code, a->refusal.message, a->refusal.param);
+        break;
+    case FINAL_CLIENT_GONE:
+        if (a->outcome == ATTEMPT_CLIENT_GONE) {
+            r->error_code = "client_disconnected";
+            snprintf(r->finish_reason, sizeof r->finish_reason, "client_disconnected");
+            log_info("request %s: client disconnected; upstream transfer aborted", r->request_id);
+        }
+        break;
+    }
+}
+
+void drive_run(struct request *r)
+{
+    for (;;) {
+        struct attempt a;
+        const struct snap_replica *rep = r->replica;
+        forward_attempt(r, &a);
+        struct retry_facts f = {
+            .outcome = a.outcome, .status = a.status, .sse = a.sse, .data_sent = r->data_sent,
+            .headers_sent = r->headers_sent, .replica_retries = r->candidate_retries, .is_auto = r->auto_plan != NULL,
+        };
+        struct retry_decision d;
+        retry_decide(&f, &d);
+        if (a.outcome != ATTEMPT_REFUSED && a.outcome != ATTEMPT_CLIENT_GONE && a.outcome != ATTEMPT_TOO_LARGE)
+            serving_report(r, rep, !d.failed, outcome_name(a.outcome, a.status));
+        if (d.other_replica && route_next_replica(r) == 0) {
+            r->retries++;
+            r->candidate_retries++;
+            log_info("request %s: retrying on replica %lld after a failure of replica %lld (%s)", r->request_id,
+                     (long long)r->replica->id, (long long)rep->id, outcome_name(a.outcome, a.status));
+            forward_attempt_free(&a);
+            continue;
+        }
+        if (d.next_model && route_next_model(r) == 0) {
+            r->retries++;
+            r->candidate_retries = 0;
+            log_info("request %s: model auto degrades to %s (level %d)", r->request_id, r->model, r->plan.pos);
+            forward_attempt_free(&a);
+            continue;
+        }
+        drive_finish(r, &a, &d);
+        forward_attempt_free(&a);
+        return;
+    }
+}

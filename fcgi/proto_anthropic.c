@@ -1,0 +1,160 @@
+/* proto_anthropic.c: the adapter for Anthropic Messages upstreams (R-ANT-1..4):
+ * OpenAI chat in, Messages out, and the answer back in OpenAI's shape. The
+ * translation itself is pure and lives in anthropic.c. */
+#include "proto.h"
+
+#include "anthropic.h"
+#include "pathcheck.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int anthropic_build(struct request *r, struct proto_request *out, struct proto_refusal *why)
+{
+    /* R-ANT-2: only chat completions map onto Messages. */
+    if (r->kind != REQ_CHAT || !r->json) {
+        why->code = ERR_UNSUPPORTED_ENDPOINT_FOR_UPSTREAM_PROTOCOL;
+        why->message = arena_printf(r->arena, "%s cannot be served by endpoint %s: it speaks the Anthropic "
+                                    "Messages API, which maps only /v1/chat/completions", r->path, r->ep->name);
+        return -1;
+    }
+    struct buf b;
+    struct anthropic_fail f;
+    buf_init(&b, 0);
+    memset(&f, 0, sizeof f);
+    const char *model = r->routed_model ? r->routed_model : r->model;
+    if (anthropic_request(r->json, model, r->ep->default_max_tokens, r->stream, &b, &f) != 0) {
+        why->code = f.code;
+        why->param = f.param;
+        why->message = arena_strdup(r->arena, f.message[0] ? f.message : "the request cannot be translated");
+        buf_free(&b);
+        return -1;
+    }
+    out->len = b.len;
+    out->body = arena_strndup(r->arena, b.data ? b.data : "", b.len);
+    buf_free(&b);
+    out->path = "/v1/messages";
+    struct curl_slist *h = NULL;
+    h = curl_slist_append(h, "Content-Type: application/json");
+    h = curl_slist_append(h, arena_printf(r->arena, "X-Request-Id: %s", r->request_id));
+    h = curl_slist_append(h, "Expect:");
+    h = curl_slist_append(h, arena_printf(r->arena, "anthropic-version: %s", r->ep->anthropic_version));
+    /* R-ANT-4: the endpoint's own credential, never the caller's. */
+    if (r->ep->upstream_auth && *r->ep->upstream_auth)
+        h = curl_slist_append(h, arena_printf(r->arena, "x-api-key: %s", r->ep->upstream_auth));
+    const char *beta = request_header(r, "anthropic-beta");
+    if (beta && pathcheck_header_ok(beta, 1024))
+        h = curl_slist_append(h, arena_printf(r->arena, "anthropic-beta: %s", beta));
+    out->headers = h;
+    return 0;
+}
+
+/* 529 overloaded is a 503 to OpenAI's SDKs: retried before the first byte like any 503. */
+static long anthropic_status(long s)
+{
+    return s == 529 ? 503 : s;
+}
+
+struct anthropic_relay {
+    struct anthropic_stream s;
+    struct buf frame;             /* "data: ...\n\n" of the event being emitted */
+    proto_emit_fn emit;
+    void *ctx;
+};
+
+static void *anthropic_stream_new(struct request *r)
+{
+    struct anthropic_relay *st = arena_alloc(r->arena, sizeof *st);
+    memset(st, 0, sizeof *st);
+    anthropic_stream_init(&st->s, r->routed_model ? r->routed_model : r->model, r->start_ms / 1000);
+    buf_init(&st->frame, (size_t)r->conf->max_sse_event_bytes * 2);
+    return st;
+}
+
+static int frame_emit(void *ctx, const char *data, size_t len)
+{
+    struct anthropic_relay *st = ctx;
+    buf_reset(&st->frame);
+    if (buf_puts(&st->frame, "data: ") != 0 || buf_append(&st->frame, data, len) != 0 ||
+        buf_puts(&st->frame, "\n\n") != 0)
+        return -1;
+    struct sse_event ev = {
+        .raw = st->frame.data, .raw_len = st->frame.len,
+        .data = st->frame.data + 6, .data_len = len, .has_data = 1, .comment_only = 0,
+    };
+    return st->emit(st->ctx, &ev);
+}
+
+/* The event's name from its raw "event:" line ("" when it has none). */
+static size_t event_name(const struct sse_event *ev, const char **name)
+{
+    const char *p = ev->raw, *end = ev->raw + ev->raw_len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        if (le - p >= 6 && memcmp(p, "event:", 6) == 0) {
+            const char *v = p + 6;
+            if (v < le && *v == ' ')
+                v++;
+            while (le > v && le[-1] == '\r')
+                le--;
+            *name = v;
+            return (size_t)(le - v);
+        }
+        p = nl ? nl + 1 : end;
+    }
+    *name = "";
+    return 0;
+}
+
+static int anthropic_event(struct request *r, void *state, const struct sse_event *ev, proto_emit_fn emit,
+                           void *ctx)
+{
+    struct anthropic_relay *st = state;
+    if (ev->comment_only || !ev->has_data)
+        return 0;                 /* sluice sends its own keep-alives (R-SSE-2) */
+    st->emit = emit;
+    st->ctx = ctx;
+    const char *name;
+    size_t n = event_name(ev, &name);
+    struct usage u = r->usage;
+    return anthropic_stream_event(&st->s, name, n, ev->data, ev->data_len, &u, frame_emit, st);
+}
+
+static void anthropic_stream_free(void *state)
+{
+    struct anthropic_relay *st = state;
+    buf_free(&st->frame);
+}
+
+static void anthropic_body(struct request *r, long *status, const char *in, size_t len, struct buf *out,
+                           const char **content_type, int *retry_after)
+{
+    *content_type = "application/json";
+    if (*status >= 200 && *status < 300) {
+        struct usage u = {0};
+        char finish[32];
+        if (anthropic_response(in, len, r->routed_model ? r->routed_model : r->model, now_ms() / 1000, out, &u,
+                               finish, sizeof finish) == 0) {
+            snprintf(r->finish_reason, sizeof r->finish_reason, "%s", finish);
+            return;
+        }
+        buf_reset(out);
+        errors_body(out, errors_get(ERR_UPSTREAM_BAD_RESPONSE), "the upstream answer is not a Messages response",
+                    NULL);
+        *status = 502;
+        return;
+    }
+    *status = anthropic_error(*status, in, len, out, retry_after);
+}
+
+const struct proto_ops proto_anthropic = {
+    .name = "anthropic",
+    .build = anthropic_build,
+    .status = anthropic_status,
+    .stream_new = anthropic_stream_new,
+    .stream_event = anthropic_event,
+    .stream_free = anthropic_stream_free,
+    .body = anthropic_body,
+};
