@@ -17,6 +17,7 @@ struct probe_target {
     int64_t endpoint_id, replica_id;
     char url[OPS_URL_MAX + 64];
     char protocol[16];
+    char anthropic_version[72];
     char model[OPS_NAME_MAX + 1];
     char *auth;                     /* upstream credential or NULL; wiped after use */
 };
@@ -50,7 +51,7 @@ static int probe_find(sqlite3 *db, const char *name, struct probe_target *t, str
     int64_t tenant_id;
     if (ops_endpoint_ids(db, name, &t->endpoint_id, &tenant_id, err) != 0)
         return -1;
-    sqlite3_stmt *st = ops_prepare(db, err, "SELECT protocol, upstream_auth FROM endpoints"
+    sqlite3_stmt *st = ops_prepare(db, err, "SELECT protocol, upstream_auth, anthropic_version FROM endpoints"
                                    " WHERE id = ?1", "i", t->endpoint_id);
     if (!st)
         return -1;
@@ -58,6 +59,7 @@ static int probe_find(sqlite3 *db, const char *name, struct probe_target *t, str
         probe_copy(t->protocol, sizeof t->protocol, st, 0);
         const char *a = (const char *)sqlite3_column_text(st, 1);
         t->auth = a && *a ? strdup(a) : NULL;
+        probe_copy(t->anthropic_version, sizeof t->anthropic_version, st, 2);
     }
     sqlite3_finalize(st);
     st = ops_prepare(db, err, "SELECT COALESCE(NULLIF(target_model, ''), model) FROM routes"
@@ -104,8 +106,11 @@ static void probe_run(const struct probe_target *t, int64_t timeout_ms, long *st
     json_object_object_add(req, "messages", msgs);
     json_object_object_add(req, "max_tokens", json_object_new_int(1));
     struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    if (anthropic)
-        h = curl_slist_append(h, "anthropic-version: 2023-06-01");
+    if (anthropic) {
+        snprintf(hdr, sizeof hdr, "anthropic-version: %s",
+                 t->anthropic_version[0] ? t->anthropic_version : "2023-06-01");
+        h = curl_slist_append(h, hdr);
+    }
     if (t->auth) {
         snprintf(hdr, sizeof hdr, anthropic ? "x-api-key: %s" : "Authorization: Bearer %s", t->auth);
         h = curl_slist_append(h, hdr);

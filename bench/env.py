@@ -4,7 +4,7 @@
     env.py --upstream http://127.0.0.1:PORT [--name N] [--procs P] [--threads T] [--keepalive-ms MS]
 
 Builds it with tests/it/lib/harness.py (tenant, member key, endpoint round_robin with the
-one replica, route `m`), starts it, prints one JSON line {port, key, lighttpd_pid,
+one replica, route `m`; the same upstream as an anthropic endpoint, route `ma`), starts it, prints one JSON line {port, key, lighttpd_pid,
 responders, dir}, then answers commands read from stdin, one per line:
     stats   -> one JSON line: usage_events counts and, per responder, VmHWM/VmRSS in kB
 and stops everything it started when stdin closes or on SIGTERM/SIGINT."""
@@ -12,12 +12,13 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 os.environ.setdefault("SLUICE_TEST_OUT", os.path.join(HERE, "out", "gw"))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "it", "lib"))
-from harness import Gateway, setup_tenant  # noqa: E402
+from harness import CTL, Gateway, setup_tenant  # noqa: E402
 
 
 def proc_status(pid):
@@ -52,6 +53,14 @@ def main():
         gw.ctl("endpoint", "add", "ep", "--tenant", "bench", "--algorithm", "round_robin")
         gw.ctl("replica", "add", "ep", a.upstream)
         gw.ctl("route", "add", "m", "ep", "--tenant", "bench")
+        # The same stand-in as an Anthropic Messages upstream (model "ma"): the
+        # translation's cost is the difference between the two rows.
+        gw.ctl("endpoint", "add", "ep_ant", "--tenant", "bench", "--algorithm", "round_robin",
+               "--protocol", "anthropic")
+        subprocess.run([CTL, "--db", gw.db, "endpoint", "set", "ep_ant", "--upstream-auth-stdin"],
+                       input="bench-upstream-key\n", text=True, check=True, capture_output=True)
+        gw.ctl("replica", "add", "ep_ant", a.upstream, "--engine", "anthropic")
+        gw.ctl("route", "add", "ma", "ep_ant", "--tenant", "bench", "--target-model", "claude-bench")
         gw.start()
         started = gw.responder_pids()
         print(json.dumps({"port": gw.port, "key": key, "lighttpd_pid": gw.proc.pid,

@@ -18,6 +18,7 @@
 struct hd_endpoint {
     int64_t id, tenant_id;
     const char *name, *health_path, *protocol;
+    const char *anthropic_version;   /* sent to anthropic endpoints (R-ANT-5) */
     const char *upstream_auth;    /* secret: sent upstream only, never logged */
     const char *probe_model;      /* model name for the business probe, NULL = no route */
     int health_check, failure_threshold, start_period_seconds, business_probe_rounds;

@@ -91,6 +91,7 @@ static void endpoint_row(void *arg, struct arena *a, sqlite3_stmt *st, int i)
     e->start_period_seconds = sqlite3_column_int(st, 8);
     e->business_probe_rounds = sqlite3_column_int(st, 9);
     e->probe_model = text(a, st, 10);
+    e->anthropic_version = text(a, st, 11);
     e->slot = -1;
 }
 
@@ -144,8 +145,8 @@ int record_load(sqlite3 *db, struct arena *a, struct hd_config *cfg)
                       "SELECT e.id, e.tenant_id, e.name, e.health_path, e.protocol, e.upstream_auth,"
                       " e.health_check, e.failure_threshold, e.start_period_seconds, e.business_probe_rounds,"
                       " (SELECT COALESCE(NULLIF(r.target_model, ''), r.model) FROM routes r"
-                      "   WHERE r.endpoint_id = e.id AND r.status = 'active' ORDER BY r.priority, r.id LIMIT 1)"
-                      " FROM endpoints e ORDER BY e.id", (int)ne, endpoint_row, cfg->eps, a);
+                      "   WHERE r.endpoint_id = e.id AND r.status = 'active' ORDER BY r.priority, r.id LIMIT 1),"
+                      " e.anthropic_version FROM endpoints e ORDER BY e.id", (int)ne, endpoint_row, cfg->eps, a);
     cfg->n_reps = each(db,
                        "SELECT r.id, r.endpoint_id, r.url, r.engine, r.state, r.healthy,"
                        " r.consecutive_failures, MAX(r.started_at, r.created_at),"

@@ -55,7 +55,9 @@ static void business_job(struct arena *a, struct probe_job *j, const struct hd_e
     j->headers = curl_slist_append(NULL, "Content-Type: application/json");
     int anthropic = is(e->protocol, "anthropic");
     if (anthropic)
-        j->headers = curl_slist_append(j->headers, "anthropic-version: 2023-06-01");
+        j->headers = curl_slist_append(j->headers, arena_printf(a, "anthropic-version: %s",
+                                                                e->anthropic_version && *e->anthropic_version
+                                                                    ? e->anthropic_version : "2023-06-01"));
     if (e->upstream_auth && *e->upstream_auth)
         j->headers = curl_slist_append(j->headers, arena_printf(a, anthropic ? "x-api-key: %s" : "Authorization: Bearer %s",
                                                                 e->upstream_auth));
