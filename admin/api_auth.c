@@ -82,6 +82,7 @@ void api_login(struct api_ctx *c)
                " Max-Age=%d%s", token, c->conf->admin_session_ttl_s, c->req->https ? "; Secure" : "");
     explicit_bzero(token, sizeof token);
     ops_set_actor(c->user_name);
+    ops_set_actor_rights(c->actor.role, &c->actor.ceiling);
     struct ops_error err;
     ops_error_clear(&err);
     struct json_object *who = json_object_new_object();

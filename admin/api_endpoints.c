@@ -237,7 +237,9 @@ void api_replicas_update(struct api_ctx *c)
     struct ops_replica_opts o;
     struct ops_error err;
     ops_error_clear(&err);
-    if (api_body_fields(c, REPLICA_FIELDS) != 0 || replica_opts(c, &o) != 0)
+    /* R-SEC-9: "approved" (the operator's, ops refuses anyone else) only on a change. */
+    if (api_body_fields(c, REPLICA_FIELDS " approved") != 0 || replica_opts(c, &o) != 0 ||
+        api_body_bool(c, "approved", &o.approved) != 0)
         return;
     struct json_object *e, *r = replica_target(c, AUTHZ_UPDATE, &e);
     if (!r)

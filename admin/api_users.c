@@ -84,12 +84,9 @@ void api_users_create(struct api_ctx *c)
         json_object_put(t);
         return;
     }
+    /* R-SEC-5: ops gives the user the caller's ceiling where key_ceiling leaves a member out. */
     struct json_object *res = ops_user_add(c->db, name, api_json_str(t, "name"),
-                                           role ? role : "member", password, &err);
-    if (res && ceil_obj) {
-        json_object_put(res);
-        res = ops_user_set_ceiling(c->db, name, &ceil, &err);
-    }
+                                           role ? role : "member", password, &ceil, &err);
     json_object_put(t);
     api_result(c, res, &err);
 }

@@ -198,6 +198,37 @@ void authz_limits_min(struct authz_limits *out, const struct authz_limits *a,
     }
 }
 
+int authz_ceiling_after(const struct authz_limits *cur, const struct authz_limits *given,
+                        const struct authz_limits *bound, struct authz_limits *out)
+{
+    if (given && bound) {
+        int over = authz_limits_over(given, bound, 1);
+        if (over >= 0)
+            return over;
+    }
+    struct authz_limits want;
+    for (int i = 0; i < AUTHZ_NLIMITS; i++) {
+        want.v[i] = given && given->set[i] ? given->v[i] : cur->v[i];
+        want.set[i] = 1;
+    }
+    if (bound)
+        authz_limits_min(out, &want, bound);    /* given members are within it already */
+    else
+        *out = want;
+    return -1;
+}
+
+int authz_upstream_url(enum authz_role actor, enum authz_cred cred, int known_origin, char *why,
+                       size_t n)
+{
+    if (actor == AUTHZ_OPERATOR || known_origin)
+        return 1;
+    if (cred == AUTHZ_CRED_OPERATOR)
+        return deny(why, n, "the endpoint's upstream credential was set by the operator: a URL at a"
+                    " new origin needs the operator (or replace or clear the credential first)");
+    return 0;
+}
+
 int authz_key_limits(const struct authz_actor *a, const struct authz_target *t,
                      const struct authz_limits *old, const struct authz_limits *want,
                      char *why, size_t n)

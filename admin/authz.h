@@ -94,6 +94,29 @@ struct authz_user_change {
 int authz_user(const struct authz_actor *a, const struct authz_target *t,
                const struct authz_user_change *c, char *why, size_t n);
 
+/* R-SEC-5, R-SEC-10: a user's key ceiling is never above the ceiling of whoever created
+ * or changed it. The ceiling a user has after a change by a caller whose own ceiling is
+ * bound (NULL: the operator, bounded by nothing): cur is the user's ceiling now (all 0
+ * for a new user), given the members the change sets (given->set[i]; NULL: none, as for
+ * a role change). Given members must be within bound; every other member keeps cur's
+ * value tightened to bound's, so a new user inherits its creator's limits and no change
+ * leaves a user above the one who made it. Returns the index of the first given member
+ * above bound (out untouched), else -1 with all of out set. */
+int authz_ceiling_after(const struct authz_limits *cur, const struct authz_limits *given,
+                        const struct authz_limits *bound, struct authz_limits *out);
+
+/* R-ANT-4, R-SEC-9: who set an endpoint's upstream credential. */
+enum authz_cred { AUTHZ_CRED_NONE = 0, AUTHZ_CRED_TENANT, AUTHZ_CRED_OPERATOR };
+
+/* R-SEC-9 on a URL the credential goes to (a replica's, the wake URL), registered by
+ * actor on an endpoint whose credential cred set: the operator's credential goes only to
+ * URLs an operator registered or approved, or at the origin of a replica an operator
+ * approved (known_origin). Returns 1 (the URL is approved), 0 (registered by a tenant
+ * admin: fine while no operator credential is set; the operator cannot set one while it is
+ * there) or -1 refused with the reason in why (403). */
+int authz_upstream_url(enum authz_role actor, enum authz_cred cred, int known_origin, char *why,
+                       size_t n);
+
 /* R-SEC-5 on key limits: a non-operator's new or changed key stays within the
  * caller's ceiling, and limits of the caller's own keys may only go down. old NULL
  * for a new key (then unset limits mean unlimited and are checked as 0). */

@@ -78,6 +78,8 @@ static void main_actor_name(struct api_ctx *c)
     else
         snprintf(actor, sizeof actor, "%s", c->user_name);
     ops_set_actor(actor);
+    /* R-SEC-5, R-SEC-9: the rules ops keeps for whoever acts need the caller's rights. */
+    ops_set_actor_rights(c->actor.role, &c->actor.ceiling);
 }
 
 static void main_serve(struct api_ctx *c)
@@ -99,6 +101,7 @@ static void main_serve(struct api_ctx *c)
         return;
     }
     c->default_tenant_id = main_default_tenant(c->db);
+    ops_set_actor_rights(AUTHZ_NOBODY, NULL);   /* nobody until authenticated */
     if (!(route->flags & ROUTER_PUBLIC)) {
         if (session_authenticate(c, router_is_write(c->req->method)) != 0)
             return;

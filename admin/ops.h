@@ -8,15 +8,20 @@
  * names as well as ids. Secrets are never returned, except a new key once by
  * the call that creates it (R-SEC-1).
  *
- * Authorisation is not decided here: these calls act with operator rights,
- * and the caller (the admin CGI) checks the caller's role and tenant first
- * (admin/authz.c). Every change writes an audit_log row in its own
+ * Authorisation is not decided here: the caller (the admin CGI) checks the
+ * caller's role and tenant first (admin/authz.c). The few rules that depend on
+ * who acts and hold on every path (R-SEC-5, R-SEC-9, R-SEC-10: a user's key
+ * ceiling never above its creator's, an operator's upstream credential only to
+ * URLs an operator approved) are kept here, from the rights of
+ * ops_set_actor_rights (the operator unless set). Every change writes an audit_log row in its own
  * transaction: actor (ops_set_actor), before and after, never a secret (R-ADM-5).
  *
  * Listings take a struct ops_list (filters and a page) and return
  * {"<things>":[...],"total":N,"limit":L,"offset":O}; total counts every match. */
 #ifndef SLUICE_OPS_H
 #define SLUICE_OPS_H
+
+#include "authz.h"
 
 #include <json-c/json.h>
 #include <sqlite3.h>
@@ -76,6 +81,12 @@ int ops_list_ids(sqlite3 *db, const struct ops_list *l, struct ops_i64 *tenant_i
  * "sluicectl", ... (each sluicectl run and admin CGI request is one process). */
 void ops_set_actor(const char *actor);
 const char *ops_actor(void);
+/* The rights of this thread's later changes: role, and for a non-operator its key ceiling
+ * (its user's, tightened by the member key it called with; NULL = none). Until set, a
+ * thread acts as the operator (sluicectl); the admin CGI sets AUTHZ_NOBODY before it
+ * authenticates and the caller's rights after. AUTHZ_NOBODY makes the operations that
+ * depend on who acts (users, keys, endpoints, replicas) fail with FORBIDDEN. */
+void ops_set_actor_rights(enum authz_role role, const struct authz_limits *ceiling);
 
 /* Audit record: {"id","ts","actor","tenant_id","action","object_type","object_id",
  * "before","after"} (before/after as JSON objects or null). Newest first. */
@@ -107,6 +118,8 @@ struct json_object *ops_settings_list(sqlite3 *db, struct ops_error *err);
 
 /* ---- tenants and users (ops_tenant.c) ------------------------------------ */
 
+struct ops_key_limits;      /* the six R-KEY-1 limits, below with the member keys */
+
 /* Tenant: {"id","name","created_at"}. rm refuses "default" and tenants that
  * still own users, endpoints, routes or keys. List filters: NULL = all; a named
  * filter that does not exist is NOT_FOUND (in every ops_*_list). */
@@ -119,9 +132,16 @@ struct json_object *ops_tenant_list(sqlite3 *db, const struct ops_list *l, struc
  * "created_at"}.
  * role: operator (tenant "default" only), admin, member. password may be NULL;
  * it is stored as a yescrypt hash (R-ADM-2). In ops_user_set, NULL arguments
- * leave the field unchanged. */
+ * leave the field unchanged.
+ * R-SEC-5, R-SEC-10 (authz_ceiling_after): a user's key ceiling never exceeds the
+ * ceiling of the non-operator who creates it, edits it or changes its role: limits
+ * it gives above its own are FORBIDDEN, the ones it leaves out are its own (add) or
+ * tightened to its own (ops_user_set with a role, ops_user_set_ceiling). The operator
+ * sets what it likes; a user it creates without a ceiling has none.
+ * ceiling: the new user's key ceiling, NULL (or unset members) = none given. */
 struct json_object *ops_user_add(sqlite3 *db, const char *name, const char *tenant,
-                                 const char *role, const char *password, struct ops_error *err);
+                                 const char *role, const char *password,
+                                 const struct ops_key_limits *ceiling, struct ops_error *err);
 struct json_object *ops_user_set(sqlite3 *db, const char *name, const char *role,
                                  const char *password, struct ops_error *err);
 struct json_object *ops_user_rm(sqlite3 *db, const char *name, struct ops_error *err);
@@ -156,8 +176,13 @@ struct ops_endpoint_opts {
  * "stream_guard","health_path","connect_timeout_ms","first_byte_timeout_ms",
  * "idle_timeout_ms","key_prefix","upstream_auth_set","health_check","failure_threshold",
  * "start_period_seconds","business_probe_rounds","wake_url","anthropic_version",
- * "default_max_tokens","replicas","created_at"};
- * add and rotate_key add "key" (sk- + 48 characters), shown this once. */
+ * "default_max_tokens","replicas","created_at","upstream_auth_by","wake_url_approved"};
+ * add and rotate_key add "key" (sk- + 48 characters), shown this once.
+ * R-ANT-4, R-SEC-9: upstream_auth_by is "operator" or "tenant" (who set the credential;
+ * null: none). An operator's credential goes only to URLs an operator approved: a
+ * non-operator setting a wake URL at a new origin on such an endpoint is FORBIDDEN (and
+ * the refusal audited as "refuse"); the operator setting its credential while a replica
+ * or the wake URL a tenant admin registered is not approved is a CONFLICT. */
 struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *tenant,
                                      const struct ops_endpoint_opts *o, struct ops_error *err);
 struct json_object *ops_endpoint_set(sqlite3 *db, const char *name,
@@ -179,10 +204,15 @@ struct ops_replica_opts {
     struct ops_i64 weight;
     struct ops_i64 max_concurrency;
     const char *node;           /* node name; "" clears */
+    struct ops_i64 approved;    /* set only, operator only: R-SEC-9 approval, 0 or 1 */
 };
 
 /* Replica: {"id","endpoint","endpoint_id","tenant","tenant_id","url","engine",
- * "weight","max_concurrency","state","healthy","node","node_id","created_at"}. */
+ * "weight","max_concurrency","state","healthy","node","node_id","created_at","approved"}.
+ * R-SEC-9: approved is 1 when an operator registered or approved the URL, or it has the
+ * origin of a replica an operator approved. A non-operator adding a replica at a new
+ * origin to an endpoint with the operator's credential is FORBIDDEN (audited as
+ * "refuse"); a replica URL never changes (remove it and add another). */
 struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const char *url,
                                     const struct ops_replica_opts *o, struct ops_error *err);
 struct json_object *ops_replica_set(sqlite3 *db, const char *endpoint, const char *url,

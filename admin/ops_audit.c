@@ -18,6 +18,45 @@ void ops_set_actor(const char *actor)
 
 const char *ops_actor(void) { return ops_actor_name; }
 
+/* Beside the name, same lifetime: the operator until told otherwise (sluicectl). */
+static _Thread_local enum authz_role ops_actor_role_v = AUTHZ_OPERATOR;
+static _Thread_local struct authz_limits ops_actor_ceiling;
+
+void ops_set_actor_rights(enum authz_role role, const struct authz_limits *ceiling)
+{
+    ops_actor_role_v = role;
+    memset(&ops_actor_ceiling, 0, sizeof ops_actor_ceiling);
+    if (ceiling)
+        ops_actor_ceiling = *ceiling;
+    for (int i = 0; i < AUTHZ_NLIMITS; i++)
+        ops_actor_ceiling.set[i] = 1;
+}
+
+enum authz_role ops_actor_role(void) { return ops_actor_role_v; }
+
+const struct authz_limits *ops_actor_bound(void)
+{
+    return ops_actor_role_v == AUTHZ_OPERATOR ? NULL : &ops_actor_ceiling;
+}
+
+int ops_actor_check(struct ops_error *err)
+{
+    if (ops_actor_role_v != AUTHZ_NOBODY)
+        return 0;
+    ops_fail(err, OPS_ERR_FORBIDDEN, NULL, "not authenticated");
+    return -1;
+}
+
+void ops_limits_authz(const struct ops_key_limits *l, struct authz_limits *out)
+{
+    const struct ops_i64 *src[AUTHZ_NLIMITS] = {&l->qps_limit, &l->concurrency_limit,
+        &l->daily_limit, &l->monthly_quota, &l->tpm_limit, &l->monthly_token_quota};
+    for (int i = 0; i < AUTHZ_NLIMITS; i++) {
+        out->set[i] = src[i]->set;
+        out->v[i] = src[i]->set ? src[i]->v : 0;
+    }
+}
+
 /* R-SEC-1: members that may carry a secret are left out of every audit record. */
 static int audit_secret_field(const char *name)
 {

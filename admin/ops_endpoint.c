@@ -28,7 +28,8 @@ static const char *const replica_states[] = {"running", "sleeping", "disabled", 
     " e.key_prefix, e.upstream_auth IS NOT NULL," \
     " (SELECT COUNT(*) FROM replicas r WHERE r.endpoint_id = e.id), e.created_at," \
     " e.health_check, e.failure_threshold, e.start_period_seconds, e.business_probe_rounds," \
-    " e.wake_url, e.anthropic_version, e.default_max_tokens" \
+    " e.wake_url, e.anthropic_version, e.default_max_tokens," \
+    " CASE WHEN e.upstream_auth IS NOT NULL THEN e.upstream_auth_by END, e.wake_url_approved" \
     " FROM endpoints e JOIN tenants t ON t.id = e.tenant_id"
 
 static struct json_object *endpoint_row(sqlite3_stmt *st)
@@ -55,6 +56,8 @@ static struct json_object *endpoint_row(sqlite3_stmt *st)
     ops_json_text(o, "wake_url", st, 20);
     ops_json_text(o, "anthropic_version", st, 21);
     ops_json_int(o, "default_max_tokens", st, 22);
+    ops_json_text(o, "upstream_auth_by", st, 23);         /* R-SEC-9: operator | tenant | null */
+    ops_json_bool(o, "wake_url_approved", st, 24);
     ops_json_int(o, "replicas", st, 14);
     ops_json_int(o, "created_at", st, 15);
     return o;
@@ -148,24 +151,31 @@ static int endpoint_check_opts(const struct ops_endpoint_opts *o, struct ops_err
     return 0;
 }
 
+/* wake_approved: R-SEC-9 approval of a wake URL given in o (endpoint_check_wake_url). */
 static int endpoint_update(sqlite3 *db, int64_t id, const struct ops_endpoint_opts *o,
-                           struct ops_error *err)
+                           int64_t wake_approved, struct ops_error *err)
 {
+    /* R-SEC-9: who set the credential is recorded with it. */
+    const char *by = ops_actor_role() == AUTHZ_OPERATOR ? "operator" : "tenant";
     /* Text "" clears; NULL keeps. */
     if (ops_run(db, err,
                 "UPDATE endpoints SET"
                 " upstream_auth = CASE WHEN ?1 IS NULL THEN upstream_auth WHEN ?1 = '' THEN NULL"
                 "   ELSE ?1 END,"
+                " upstream_auth_by = CASE WHEN ?1 IS NULL THEN upstream_auth_by WHEN ?1 = '' THEN NULL"
+                "   ELSE ?10 END,"
                 " wake_url = CASE WHEN ?2 IS NULL THEN wake_url WHEN ?2 = '' THEN NULL ELSE ?2 END,"
+                " wake_url_approved = CASE WHEN ?2 IS NULL THEN wake_url_approved WHEN ?2 = '' THEN 1"
+                "   ELSE ?11 END,"
                 " health_check = COALESCE(?3, health_check),"
                 " failure_threshold = COALESCE(?4, failure_threshold),"
                 " start_period_seconds = COALESCE(?5, start_period_seconds),"
                 " business_probe_rounds = COALESCE(?6, business_probe_rounds),"
                 " anthropic_version = COALESCE(?7, anthropic_version),"
                 " default_max_tokens = COALESCE(?8, default_max_tokens) WHERE id = ?9",
-                "ttooootoi", o->upstream_auth, o->wake_url, o->health_check, o->failure_threshold,
+                "ttooootoiti", o->upstream_auth, o->wake_url, o->health_check, o->failure_threshold,
                 o->start_period_seconds, o->business_probe_rounds, o->anthropic_version,
-                o->default_max_tokens, id) != 0)
+                o->default_max_tokens, id, by, wake_approved) != 0)
         return -1;
     return ops_run(db, err,
                    "UPDATE endpoints SET algorithm = COALESCE(?1, algorithm),"
@@ -177,6 +187,189 @@ static int endpoint_update(sqlite3 *db, int64_t id, const struct ops_endpoint_op
                    "tttoooooi", o->algorithm, o->protocol, o->health_path, o->affinity,
                    o->stream_guard, o->connect_timeout_ms, o->first_byte_timeout_ms,
                    o->idle_timeout_ms, id);
+}
+
+/* ---- where the upstream credential may go (R-ANT-4, R-SEC-9) --------------------
+ * An operator's credential goes only to URLs an operator registered or approved, or at
+ * the origin of a replica an operator approved (authz_upstream_url). Every write below
+ * keeps that true in the database, so the data plane and healthd send the credential to
+ * every replica as before, with no per-request check. */
+
+/* The origin of a URL that passed ops_check_replica_url: scheme://host:port, scheme and
+ * host in lower case, the port always written. */
+static void url_origin(const char *url, char *out, size_t cap)
+{
+    int https = strncasecmp(url, "https://", 8) == 0;
+    const char *p = url + (https ? 8 : 7);
+    size_t alen = strcspn(p, "/"), hlen = alen;
+    if (p[0] == '[') {
+        const char *close = memchr(p, ']', alen);
+        hlen = close ? (size_t)(close - p) + 1 : alen;
+    } else {
+        const char *colon = memchr(p, ':', alen);
+        if (colon)
+            hlen = (size_t)(colon - p);
+    }
+    int64_t port = https ? 443 : 80;
+    if (hlen < alen && p[hlen] == ':') {
+        char num[8];
+        size_t n = alen - hlen - 1;
+        if (n > 0 && n < sizeof num) {
+            memcpy(num, p + hlen + 1, n);
+            num[n] = '\0';
+            if (parse_i64(num, 1, 65535, &port) != 0)
+                port = 0;
+        }
+    }
+    char host[OPS_URL_MAX + 1];
+    size_t k;
+    for (k = 0; k < hlen && k < sizeof host - 1; k++)
+        host[k] = (char)tolower((unsigned char)p[k]);
+    host[k] = '\0';
+    snprintf(out, cap, "%s://%s:%lld", https ? "https" : "http", host, (long long)port);
+}
+
+/* 1 if url has the origin of a replica of the endpoint an operator approved, 0 if not, -1 error. */
+static int endpoint_origin_known(sqlite3 *db, int64_t endpoint_id, const char *url,
+                                 struct ops_error *err)
+{
+    char want[OPS_URL_MAX + 32], have[OPS_URL_MAX + 32];
+    url_origin(url, want, sizeof want);
+    sqlite3_stmt *st = ops_prepare(db, err, "SELECT url FROM replicas WHERE endpoint_id = ?1"
+                                   " AND approved = 1", "i", endpoint_id);
+    if (!st)
+        return -1;
+    int rc, found = 0;
+    while (!found && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *u = (const char *)sqlite3_column_text(st, 0);
+        if (u && ops_check_replica_url(u, &(struct ops_error){0}) == 0) {
+            url_origin(u, have, sizeof have);
+            found = strcmp(want, have) == 0;
+        }
+    }
+    if (!found && rc != SQLITE_DONE) {
+        sqlite3_finalize(st);
+        ops_fail_db(err, db);
+        return -1;
+    }
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* Who set the endpoint's credential, as it is stored now. */
+static int endpoint_cred(sqlite3 *db, int64_t id, enum authz_cred *cred, struct ops_error *err)
+{
+    int64_t v = 0;
+    int rc = ops_query_i64(db, err, &v,
+                           "SELECT CASE WHEN upstream_auth IS NULL THEN 0"
+                           " WHEN upstream_auth_by = 'tenant' THEN 1 ELSE 2 END"
+                           " FROM endpoints WHERE id = ?1", "i", id);
+    if (rc == 0)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "id", "endpoint not found: %lld", (long long)id);
+    *cred = v == 2 ? AUTHZ_CRED_OPERATOR : v == 1 ? AUTHZ_CRED_TENANT : AUTHZ_CRED_NONE;
+    return rc == 1 ? 0 : -1;
+}
+
+/* Whether a URL registered now on endpoint id is approved (authz_upstream_url with the
+ * credential the endpoint has, or will have when o sets one): 1 or 0 into *approved, or
+ * -1 with FORBIDDEN and the reason also in refused. */
+static int endpoint_check_url(sqlite3 *db, int64_t id, const char *url, const char *new_auth,
+                              int64_t *approved, char *refused, size_t n, struct ops_error *err)
+{
+    enum authz_cred cred;
+    if (endpoint_cred(db, id, &cred, err) != 0)
+        return -1;
+    if (new_auth)
+        cred = !*new_auth ? AUTHZ_CRED_NONE
+               : ops_actor_role() == AUTHZ_OPERATOR ? AUTHZ_CRED_OPERATOR : AUTHZ_CRED_TENANT;
+    int known = endpoint_origin_known(db, id, url, err);
+    if (known < 0)
+        return -1;
+    int rc = authz_upstream_url(ops_actor_role(), cred, known, refused, n);
+    if (rc < 0) {
+        ops_fail(err, OPS_ERR_FORBIDDEN, "url", "%s", refused);
+        return -1;
+    }
+    *approved = rc;
+    return 0;
+}
+
+static int endpoint_check_wake_url(sqlite3 *db, int64_t id, const struct ops_endpoint_opts *o,
+                                   int64_t *approved, char *refused, size_t n, struct ops_error *err)
+{
+    *approved = 1;
+    if (!o->wake_url || !*o->wake_url)
+        return 0;
+    if (endpoint_check_url(db, id, o->wake_url, o->upstream_auth, approved, refused, n, err) != 0) {
+        snprintf(err->param, sizeof err->param, "wake_url");
+        return -1;
+    }
+    return 0;
+}
+
+/* The rule's invariant after a write that sets a credential, a wake URL or an approval:
+ * an operator's credential is never stored beside a URL a tenant admin registered that no
+ * operator approved (CONFLICT for the operator, who can approve; FORBIDDEN for anyone
+ * else). New replicas keep it by endpoint_check_url. */
+static int endpoint_check_credential(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    sqlite3_stmt *st = ops_prepare(db, err,
+        "SELECT upstream_auth IS NOT NULL AND upstream_auth_by IS NOT 'tenant',"
+        " wake_url IS NOT NULL AND wake_url_approved = 0,"
+        " (SELECT COUNT(*) FROM replicas WHERE endpoint_id = ?1 AND approved = 0)"
+        " FROM endpoints WHERE id = ?1", "i", id);
+    if (!st)
+        return -1;
+    int rc = sqlite3_step(st);
+    int op = rc == SQLITE_ROW && sqlite3_column_int(st, 0);
+    int wake = rc == SQLITE_ROW && sqlite3_column_int(st, 1);
+    int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 2) : 0;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) {
+        ops_fail_db(err, db);
+        return -1;
+    }
+    if (!op || (!wake && n == 0))
+        return 0;
+    char what[96];
+    if (n > 0)
+        snprintf(what, sizeof what, "%lld replica URL%s%s", (long long)n, n == 1 ? "" : "s",
+                 wake ? " and the wake URL" : "");
+    else
+        snprintf(what, sizeof what, "the wake URL");
+    ops_fail(err, ops_actor_role() == AUTHZ_OPERATOR ? OPS_ERR_CONFLICT : OPS_ERR_FORBIDDEN,
+             "upstream_auth",
+             "the operator's upstream credential would go to %s that a tenant admin registered and"
+             " no operator approved: approve them first (sluicectl replica set ENDPOINT URL --approve,"
+             " or PUT .../replicas/{id} {\"approved\":true}; the wake URL by setting it again) or"
+             " remove them", what);
+    return -1;
+}
+
+/* Whether o sets what endpoint_check_credential is about. */
+static int endpoint_sets_urls(const struct ops_endpoint_opts *o)
+{
+    return (o->upstream_auth && *o->upstream_auth) || (o->wake_url && *o->wake_url);
+}
+
+/* R-ADM-5: a refused URL leaves an audit record of its own (the change was rolled back). */
+static void endpoint_audit_refusal(sqlite3 *db, const char *object_type, int64_t object_id,
+                                   int64_t tenant_id, const char *endpoint, const char *field,
+                                   const char *url, const char *why)
+{
+    struct ops_error e2;
+    ops_error_clear(&e2);
+    int64_t eid = 0, tid = 0;
+    if (ops_endpoint_ids(db, endpoint, &eid, &tid, &e2) != 0)
+        eid = object_id;
+    struct json_object *o = json_object_new_object();
+    ops_json_str(o, "endpoint", endpoint);
+    json_object_object_add(o, "endpoint_id", eid ? json_object_new_int64(eid) : NULL);
+    ops_json_str(o, field, url);
+    ops_json_str(o, "reason", why);
+    ops_error_clear(&e2);
+    ops_audit_event(db, "refuse", object_type, object_id, tenant_id, o, &e2);
+    json_object_put(o);
 }
 
 /* Stores a fresh endpoint key's hash and prefix; the clear key goes into res (R-SEC-1). */
@@ -202,9 +395,10 @@ static int endpoint_new_key(sqlite3 *db, int64_t id, struct json_object *res,
 struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *tenant,
                                      const struct ops_endpoint_opts *o, struct ops_error *err)
 {
-    int64_t tenant_id, id;
-    if (endpoint_check_name(name, err) != 0 || endpoint_check_opts(o, err) != 0 ||
-        ops_begin(db, err) != 0)
+    int64_t tenant_id, id = 0, wake_approved = 1;
+    char refused[256] = "";
+    if (ops_actor_check(err) != 0 || endpoint_check_name(name, err) != 0 ||
+        endpoint_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL;
     if (ops_tenant_id(db, tenant, &tenant_id, err) != 0)
@@ -218,7 +412,10 @@ struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *
                 tenant_id, name) != 0)
         goto out;
     id = sqlite3_last_insert_rowid(db);
-    if (endpoint_update(db, id, o, err) != 0 || !(res = ops_endpoint_get(db, id, err)))
+    if (endpoint_check_wake_url(db, id, o, &wake_approved, refused, sizeof refused, err) != 0 ||
+        endpoint_update(db, id, o, wake_approved, err) != 0 ||
+        (endpoint_sets_urls(o) && endpoint_check_credential(db, id, err) != 0) ||
+        !(res = ops_endpoint_get(db, id, err)))
         goto out;
     if (endpoint_new_key(db, id, res, err) != 0 ||
         ops_audit(db, err, "create", "endpoint", NULL, res) != 0) {
@@ -226,21 +423,31 @@ struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *
         res = NULL;
     }
 out:
-    return ops_finish(db, res, err);
+    res = ops_finish(db, res, err);
+    if (refused[0])
+        endpoint_audit_refusal(db, "endpoint", 0, tenant_id, name, "wake_url", o->wake_url, refused);
+    return res;
 }
 
 struct json_object *ops_endpoint_set(sqlite3 *db, const char *name,
                                      const struct ops_endpoint_opts *o, struct ops_error *err)
 {
-    int64_t id, tenant_id;
-    if (endpoint_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
+    int64_t id = 0, tenant_id = 0, wake_approved = 1;
+    char refused[256] = "";
+    if (ops_actor_check(err) != 0 || endpoint_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL, *before = NULL;
     if (ops_endpoint_ids(db, name, &id, &tenant_id, err) == 0 &&
-        (before = ops_endpoint_get(db, id, err)) && endpoint_update(db, id, o, err) == 0)
+        (before = ops_endpoint_get(db, id, err)) &&
+        endpoint_check_wake_url(db, id, o, &wake_approved, refused, sizeof refused, err) == 0 &&
+        endpoint_update(db, id, o, wake_approved, err) == 0 &&
+        (!endpoint_sets_urls(o) || endpoint_check_credential(db, id, err) == 0))
         res = ops_audited(db, err, "update", "endpoint", before, ops_endpoint_get(db, id, err));
     json_object_put(before);
-    return ops_finish(db, res, err);
+    res = ops_finish(db, res, err);
+    if (refused[0])
+        endpoint_audit_refusal(db, "endpoint", id, tenant_id, name, "wake_url", o->wake_url, refused);
+    return res;
 }
 
 struct json_object *ops_endpoint_rotate_key(sqlite3 *db, const char *name, struct ops_error *err)
@@ -409,7 +616,7 @@ int ops_check_replica_url(const char *url, struct ops_error *err)
 
 #define REPLICA_SELECT \
     "SELECT r.id, e.name, e.id, t.name, t.id, r.url, r.engine, r.weight, r.max_concurrency," \
-    " r.state, r.healthy, r.created_at, n.name, r.node_id FROM replicas r" \
+    " r.state, r.healthy, r.created_at, n.name, r.node_id, r.approved FROM replicas r" \
     " JOIN endpoints e ON e.id = r.endpoint_id JOIN tenants t ON t.id = e.tenant_id" \
     " LEFT JOIN nodes n ON n.id = r.node_id"
 
@@ -430,6 +637,7 @@ static struct json_object *replica_row(sqlite3_stmt *st)
     ops_json_text(o, "node", st, 12);
     ops_json_int(o, "node_id", st, 13);
     ops_json_int(o, "created_at", st, 11);
+    ops_json_bool(o, "approved", st, 14);                  /* R-SEC-9 */
     return o;
 }
 
@@ -451,8 +659,14 @@ static int replica_check_opts(const struct ops_replica_opts *o, struct ops_error
     if (o->node && *o->node && ops_check_name("node", o->node, err) != 0)
         return -1;
     if (ops_check_range("weight", o->weight, 0, OPS_COUNT_MAX, err) != 0 ||
-        ops_check_range("max_concurrency", o->max_concurrency, 0, OPS_COUNT_MAX, err) != 0)
+        ops_check_range("max_concurrency", o->max_concurrency, 0, OPS_COUNT_MAX, err) != 0 ||
+        ops_check_range("approved", o->approved, 0, 1, err) != 0)
         return -1;
+    /* R-SEC-9: approving a URL for the operator's credential is the operator's. */
+    if (o->approved.set && ops_actor_role() != AUTHZ_OPERATOR) {
+        ops_fail(err, OPS_ERR_FORBIDDEN, "approved", "only the operator approves replica URLs");
+        return -1;
+    }
     return 0;
 }
 
@@ -475,8 +689,9 @@ static int replica_update(sqlite3 *db, int64_t id, const struct ops_replica_opts
     return ops_run(db, err,
                    "UPDATE replicas SET engine = COALESCE(?1, engine), state = COALESCE(?2, state),"
                    " weight = COALESCE(?3, weight),"
-                   " max_concurrency = COALESCE(?4, max_concurrency) WHERE id = ?5",
-                   "ttooi", o->engine, o->state, o->weight, o->max_concurrency, id);
+                   " max_concurrency = COALESCE(?4, max_concurrency),"
+                   " approved = COALESCE(?6, approved) WHERE id = ?5",
+                   "ttooio", o->engine, o->state, o->weight, o->max_concurrency, id, o->approved);
 }
 
 /* The replica of endpoint with this URL. Looking up needs no URL validation
@@ -503,12 +718,14 @@ static int replica_find(sqlite3 *db, const char *endpoint, const char *url, int6
 struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const char *url,
                                     const struct ops_replica_opts *o, struct ops_error *err)
 {
-    int64_t eid, tid, id;
-    if (ops_check_replica_url(url, err) != 0 || replica_check_opts(o, err) != 0 ||
-        ops_begin(db, err) != 0)
+    int64_t eid = 0, tid = 0, id, approved = 1;
+    char refused[256] = "";
+    if (ops_actor_check(err) != 0 || ops_check_replica_url(url, err) != 0 ||
+        replica_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL;
-    if (ops_endpoint_ids(db, endpoint, &eid, &tid, err) != 0)
+    if (ops_endpoint_ids(db, endpoint, &eid, &tid, err) != 0 ||
+        endpoint_check_url(db, eid, url, NULL, &approved, refused, sizeof refused, err) != 0)
         goto out;
     int rc = ops_query_i64(db, err, &id,
                            "SELECT id FROM replicas WHERE endpoint_id = ?1 AND url = ?2",
@@ -518,25 +735,31 @@ struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const cha
                  endpoint);
     if (rc != 0)
         goto out;
-    if (ops_run(db, err, "INSERT INTO replicas (endpoint_id, url) VALUES (?1, ?2)", "it",
-                eid, url) != 0)
+    if (ops_run(db, err, "INSERT INTO replicas (endpoint_id, url, approved) VALUES (?1, ?2, ?3)",
+                "iti", eid, url, approved) != 0)
         goto out;
     id = sqlite3_last_insert_rowid(db);
     if (replica_update(db, id, o, err) == 0)
         res = ops_audited(db, err, "create", "replica", NULL, ops_replica_get(db, id, err));
 out:
-    return ops_finish(db, res, err);
+    res = ops_finish(db, res, err);
+    if (refused[0])
+        endpoint_audit_refusal(db, "replica", 0, tid, endpoint, "url", url, refused);
+    return res;
 }
 
 struct json_object *ops_replica_set(sqlite3 *db, const char *endpoint, const char *url,
                                     const struct ops_replica_opts *o, struct ops_error *err)
 {
     int64_t id;
-    if (replica_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
+    if (ops_actor_check(err) != 0 || replica_check_opts(o, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL, *before = NULL;
     if (replica_find(db, endpoint, url, &id, err) == 0 && (before = ops_replica_get(db, id, err)) &&
-        replica_update(db, id, o, err) == 0)
+        replica_update(db, id, o, err) == 0 &&
+        (!o->approved.set ||
+         endpoint_check_credential(db, json_object_get_int64(json_object_object_get(before, "endpoint_id")),
+                                   err) == 0))
         res = ops_audited(db, err, "update", "replica", before, ops_replica_get(db, id, err));
     json_object_put(before);
     return ops_finish(db, res, err);

@@ -82,6 +82,15 @@ int ops_begin(sqlite3 *db, struct ops_error *err);   /* BEGIN IMMEDIATE */
  * rolls back, frees res and returns NULL. */
 struct json_object *ops_finish(sqlite3 *db, struct json_object *res, struct ops_error *err);
 
+/* ---- who acts (ops_audit.c; see ops_set_actor_rights) ---------------------------- */
+enum authz_role ops_actor_role(void);
+/* The actor's key ceiling, the bound of the users it creates or changes; NULL for the operator. */
+const struct authz_limits *ops_actor_bound(void);
+/* 0, or -1 with FORBIDDEN when no caller has been established (AUTHZ_NOBODY). */
+int ops_actor_check(struct ops_error *err);
+/* R-KEY-1 limits as authz sees them: set members with their values, unset ones 0. */
+void ops_limits_authz(const struct ops_key_limits *l, struct authz_limits *out);
+
 /* ---- lookups by name (NOT_FOUND when missing) -------------------------------- */
 int ops_tenant_id(sqlite3 *db, const char *name, int64_t *id, struct ops_error *err);
 int ops_endpoint_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,

@@ -126,7 +126,20 @@ struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
 {
     int64_t uid, tid;
     char key[sizeof MEMBER_KEY_PREFIX + MEMBER_KEY_RANDOM], hash[65], prefix[KEY_PREFIX_LEN + 1];
-    if (key_check(name, lim, err) != 0 || ops_begin(db, err) != 0)
+    if (ops_actor_check(err) != 0 || key_check(name, lim, err) != 0)
+        return NULL;
+    /* R-SEC-5: a non-operator's new key is within its own ceiling too (unset = unlimited). */
+    const struct authz_limits *bound = ops_actor_bound();
+    struct authz_limits want;
+    ops_limits_authz(lim, &want);
+    int over = bound ? authz_limits_over(&want, bound, 0) : -1;
+    if (over >= 0) {
+        ops_fail(err, OPS_ERR_FORBIDDEN, authz_limit_names[over],
+                 "%s above your own limits (a key cannot have more than its maker)",
+                 authz_limit_names[over]);
+        return NULL;
+    }
+    if (ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL;
     if (ops_user_ids(db, user, &uid, &tid, err) != 0 ||
@@ -154,7 +167,7 @@ out:
 struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
                                 const struct ops_key_limits *lim, struct ops_error *err)
 {
-    if (key_check(name, lim, err) != 0 || ops_begin(db, err) != 0)
+    if (ops_actor_check(err) != 0 || key_check(name, lim, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     struct json_object *before = ops_key_get(db, id, err), *res = NULL;
     if (before && key_check_ceiling(db, json_object_get_int64(json_object_object_get(before, "user_id")),

@@ -159,6 +159,11 @@ struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t 
                 " temperature_at = CAST(strftime('%s','now') AS INTEGER) WHERE id = ?2", "ii",
                 deci_celsius, id) != 0)
         return NULL;
-    node_temperature_to_state(id, deci_celsius, state_path);
+    /* A node with a DCGM exporter is read from it (healthd ignores pushes for it too). */
+    int64_t scraped = 0;
+    if (ops_query_i64(db, err, &scraped, "SELECT COUNT(*) FROM nodes WHERE id = ?1 AND metrics_url IS NOT NULL"
+                      " AND metrics_url != ''", "i", id) == 1 && !scraped)
+        node_temperature_to_state(id, deci_celsius, state_path);
+    ops_error_clear(err);
     return ops_node_get(db, id, err);
 }

@@ -51,8 +51,10 @@ static int probe_find(sqlite3 *db, const char *name, struct probe_target *t, str
     int64_t tenant_id;
     if (ops_endpoint_ids(db, name, &t->endpoint_id, &tenant_id, err) != 0)
         return -1;
-    sqlite3_stmt *st = ops_prepare(db, err, "SELECT protocol, upstream_auth, anthropic_version FROM endpoints"
-                                   " WHERE id = ?1", "i", t->endpoint_id);
+    int64_t operator_cred = 0;
+    sqlite3_stmt *st = ops_prepare(db, err, "SELECT protocol, upstream_auth, anthropic_version,"
+                                   " upstream_auth IS NOT NULL AND upstream_auth_by IS NOT 'tenant'"
+                                   " FROM endpoints WHERE id = ?1", "i", t->endpoint_id);
     if (!st)
         return -1;
     if (sqlite3_step(st) == SQLITE_ROW) {
@@ -60,6 +62,7 @@ static int probe_find(sqlite3 *db, const char *name, struct probe_target *t, str
         const char *a = (const char *)sqlite3_column_text(st, 1);
         t->auth = a && *a ? strdup(a) : NULL;
         probe_copy(t->anthropic_version, sizeof t->anthropic_version, st, 2);
+        operator_cred = sqlite3_column_int64(st, 3);
     }
     sqlite3_finalize(st);
     st = ops_prepare(db, err, "SELECT COALESCE(NULLIF(target_model, ''), model) FROM routes"
@@ -72,9 +75,12 @@ static int probe_find(sqlite3 *db, const char *name, struct probe_target *t, str
     else
         snprintf(t->model, sizeof t->model, "%s", name);
     sqlite3_finalize(st);
+    /* R-SEC-9, as for the data plane: the operator's credential only to an approved URL
+     * (ops keeps every replica of such an endpoint approved; a row written behind its
+     * back is left out here too). */
     st = ops_prepare(db, err, "SELECT id, url FROM replicas WHERE endpoint_id = ?1"
-                     " AND state = 'running' AND healthy = 1 ORDER BY id LIMIT 1", "i",
-                     t->endpoint_id);
+                     " AND state = 'running' AND healthy = 1 AND (approved = 1 OR ?2 = 0)"
+                     " ORDER BY id LIMIT 1", "ii", t->endpoint_id, operator_cred);
     if (!st)
         return -1;
     int found = sqlite3_step(st) == SQLITE_ROW;

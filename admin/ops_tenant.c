@@ -201,14 +201,61 @@ static int user_check_role(sqlite3 *db, const char *role, int64_t tenant_id,
     return 0;
 }
 
+/* R-SEC-5, R-SEC-10: stores the key ceiling user id has after a change by this thread's
+ * actor: given members (NULL: none) within the actor's own ceiling, the others kept but
+ * tightened to it (authz_ceiling_after). A user without a row that keeps no limit gets no row. */
+static int user_store_ceiling(sqlite3 *db, int64_t id, const struct ops_key_limits *given,
+                              struct ops_error *err)
+{
+    struct authz_limits cur = {{0}, {0}}, want, out;
+    sqlite3_stmt *st = ops_prepare(db, err,
+        "SELECT qps_limit, concurrency_limit, daily_limit, monthly_quota, tpm_limit,"
+        " monthly_token_quota FROM key_ceilings WHERE user_id = ?1", "i", id);
+    if (!st)
+        return -1;
+    int rc = sqlite3_step(st), had = rc == SQLITE_ROW;
+    for (int i = 0; had && i < AUTHZ_NLIMITS; i++)
+        cur.v[i] = sqlite3_column_int64(st, i);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        ops_fail_db(err, db);
+        return -1;
+    }
+    if (given)
+        ops_limits_authz(given, &want);
+    const struct authz_limits *bound = ops_actor_bound();
+    int over = authz_ceiling_after(&cur, given ? &want : NULL, bound, &out);
+    if (over >= 0) {
+        ops_fail(err, OPS_ERR_FORBIDDEN, authz_limit_names[over],
+                 "%s above your own key ceiling (%lld; 0 is unlimited)", authz_limit_names[over],
+                 (long long)bound->v[over]);
+        return -1;
+    }
+    int limited = 0;
+    for (int i = 0; i < AUTHZ_NLIMITS; i++)
+        limited |= out.v[i] != 0;
+    if (!had && !limited)
+        return 0;
+    return ops_run(db, err,
+                   "INSERT INTO key_ceilings (user_id, qps_limit, concurrency_limit, daily_limit,"
+                   " monthly_quota, tpm_limit, monthly_token_quota) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                   " ON CONFLICT (user_id) DO UPDATE SET qps_limit = excluded.qps_limit,"
+                   " concurrency_limit = excluded.concurrency_limit, daily_limit = excluded.daily_limit,"
+                   " monthly_quota = excluded.monthly_quota, tpm_limit = excluded.tpm_limit,"
+                   " monthly_token_quota = excluded.monthly_token_quota",
+                   "iiiiiii", id, out.v[0], out.v[1], out.v[2], out.v[3], out.v[4], out.v[5]);
+}
+
 struct json_object *ops_user_add(sqlite3 *db, const char *name, const char *tenant,
-                                 const char *role, const char *password, struct ops_error *err)
+                                 const char *role, const char *password,
+                                 const struct ops_key_limits *ceiling, struct ops_error *err)
 {
     int64_t tenant_id, id;
     char *hash = NULL;
     struct json_object *res = NULL;
-    if (ops_check_name("name", name, err) != 0 ||
-        ops_check_enum("role", role, user_roles, err) != 0)
+    if (ops_actor_check(err) != 0 || ops_check_name("name", name, err) != 0 ||
+        ops_check_enum("role", role, user_roles, err) != 0 ||
+        (ceiling && ops_key_check_limits(ceiling, err) != 0))
         return NULL;
     if (password && !(hash = password_hash(password, err)))
         return NULL;
@@ -225,8 +272,11 @@ struct json_object *ops_user_add(sqlite3 *db, const char *name, const char *tena
     if (ops_run(db, err, "INSERT INTO users (tenant_id, name, role, password_hash)"
                 " VALUES (?1, ?2, ?3, ?4)", "ittt", tenant_id, name, role, hash) != 0)
         goto out;
-    res = ops_audited(db, err, "create", "user", NULL,
-                       ops_user_get(db, (int64_t)sqlite3_last_insert_rowid(db), err));
+    id = (int64_t)sqlite3_last_insert_rowid(db);
+    /* In the same transaction: the user never exists above its creator's ceiling. */
+    if (user_store_ceiling(db, id, ceiling, err) != 0)
+        goto out;
+    res = ops_audited(db, err, "create", "user", NULL, ops_user_get(db, id, err));
 out:
     res = ops_finish(db, res, err);
 out_free:
@@ -243,7 +293,7 @@ struct json_object *ops_user_set(sqlite3 *db, const char *name, const char *role
     int64_t id, tenant_id;
     char *hash = NULL;
     struct json_object *res = NULL;
-    if (ops_check_name("name", name, err) != 0 ||
+    if (ops_actor_check(err) != 0 || ops_check_name("name", name, err) != 0 ||
         (role && ops_check_enum("role", role, user_roles, err) != 0))
         return NULL;
     if (password && !(hash = password_hash(password, err)))
@@ -258,6 +308,9 @@ struct json_object *ops_user_set(sqlite3 *db, const char *name, const char *role
     if (ops_run(db, err, "UPDATE users SET role = COALESCE(?1, role),"
                 " password_hash = COALESCE(?2, password_hash) WHERE id = ?3",
                 "tti", role, hash, id) != 0)
+        goto out;
+    /* R-SEC-5: a role given by a non-operator brings the user under the giver's ceiling. */
+    if (role && ops_actor_bound() && user_store_ceiling(db, id, NULL, err) != 0)
         goto out;
     res = ops_user_get(db, id, err);
     /* That the password changed is recorded, never the password or its hash. */
@@ -318,21 +371,13 @@ struct json_object *ops_user_set_ceiling(sqlite3 *db, const char *user,
                                          const struct ops_key_limits *l, struct ops_error *err)
 {
     int64_t id, tid;
-    if (ops_key_check_limits(l, err) != 0 || ops_begin(db, err) != 0)
+    if (ops_actor_check(err) != 0 || ops_key_check_limits(l, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     struct json_object *before = NULL, *res = NULL;
     if (ops_user_ids(db, user, &id, &tid, err) != 0 || !(before = ops_user_get(db, id, err)))
         goto out;
-    if (ops_run(db, err, "INSERT INTO key_ceilings (user_id) VALUES (?1)"
-                " ON CONFLICT (user_id) DO NOTHING", "i", id) != 0 ||
-        ops_run(db, err, "UPDATE key_ceilings SET qps_limit = COALESCE(?1, qps_limit),"
-                " concurrency_limit = COALESCE(?2, concurrency_limit),"
-                " daily_limit = COALESCE(?3, daily_limit),"
-                " monthly_quota = COALESCE(?4, monthly_quota),"
-                " tpm_limit = COALESCE(?5, tpm_limit),"
-                " monthly_token_quota = COALESCE(?6, monthly_token_quota) WHERE user_id = ?7",
-                "ooooooi", l->qps_limit, l->concurrency_limit, l->daily_limit, l->monthly_quota,
-                l->tpm_limit, l->monthly_token_quota, id) != 0)
+    /* Unset members keep theirs, tightened to a non-operator's own ceiling (R-SEC-10). */
+    if (user_store_ceiling(db, id, l, err) != 0)
         goto out;
     res = ops_audited(db, err, "set_key_ceiling", "user", before, ops_user_get(db, id, err));
 out:

@@ -148,10 +148,13 @@ static struct json_object *cmd_user_add(sqlite3 *db, const struct cli *c, struct
 {
     char *pw = NULL;
     const char *role = cli_opt(c, "role");
+    struct ops_key_limits ceiling;
+    if (cli_key_limits(c, &ceiling, err) != 0)
+        return NULL;
     if (cli_opt(c, "password-stdin") && !(pw = cli_read_password(err)))
         return NULL;
     struct json_object *res = ops_user_add(db, c->pos[0], cli_opt(c, "tenant"),
-                                           role ? role : "member", pw, err);
+                                           role ? role : "member", pw, &ceiling, err);
     cli_free_password(pw);
     return res;
 }
@@ -224,6 +227,9 @@ static int cli_replica_opts(const struct cli *c, struct ops_replica_opts *o, str
     o->engine = cli_opt(c, "engine");
     o->state = cli_opt(c, "state");
     o->node = cli_opt(c, "node");
+    /* R-SEC-9: --approve (replica set): the operator approves the URL for its credential. */
+    o->approved.set = cli_opt(c, "approve") != NULL;
+    o->approved.v = 1;
     if (cli_num(c, "weight", &o->weight, err) != 0 ||
         cli_num(c, "max-concurrency", &o->max_concurrency, err) != 0)
         return -1;
@@ -422,7 +428,7 @@ static const struct cli_cmd {
     {"init", NULL, "", "", "", 1, cmd_init},
     {"tenant", "add", "NAME", "", "", 0, cmd_tenant_add},
     {"tenant", "rm", "NAME", "", "", 0, cmd_tenant_rm},
-    {"user", "add", "NAME", "tenant= role= password-stdin", "tenant", 0, cmd_user_add},
+    {"user", "add", "NAME", "tenant= role= password-stdin " KEY_LIMIT_OPTS, "tenant", 0, cmd_user_add},
     {"user", "set", "NAME", "role= password-stdin", "", 0, cmd_user_set},
     {"user", "rm", "NAME", "", "", 0, cmd_user_rm},
     {"endpoint", "add", "NAME", "tenant= " ENDPOINT_OPTS, "tenant", 0, cmd_endpoint_add},
@@ -431,7 +437,7 @@ static const struct cli_cmd {
     {"endpoint", "rm", "NAME", "", "", 0, cmd_endpoint_rm},
     {"replica", "add", "ENDPOINT URL", "engine= weight= max-concurrency= state= node=", "", 0,
      cmd_replica_add},
-    {"replica", "set", "ENDPOINT URL", "engine= state= weight= max-concurrency= node=", "", 0,
+    {"replica", "set", "ENDPOINT URL", "engine= state= weight= max-concurrency= node= approve", "", 0,
      cmd_replica_set},
     {"replica", "rm", "ENDPOINT URL", "", "", 0, cmd_replica_rm},
     {"route", "add", "MODEL ENDPOINT", "tenant= priority= weight= target-model= status=", "", 0,

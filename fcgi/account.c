@@ -14,7 +14,10 @@ int64_t account_billable_tokens(const struct request *r, int64_t *prompt, int64_
     *completion = r->usage.completion_tokens;
     if (r->usage.found)
         return *prompt + *completion;
-    if (r->client_gone && r->data_sent) {
+    /* R-SSE-3: a client that left is charged what was produced; R-USE-1: an
+     * upstream that sent no usage (an old server, a stream it cut) is charged
+     * what was relayed. Both are marked usage_estimated. */
+    if ((r->client_gone && r->data_sent) || (r->data_sent && r->content_chunks > 0)) {
         *prompt = r->prompt_estimate;
         *completion = r->content_chunks;
         return *prompt + *completion;
@@ -55,6 +58,7 @@ void account_record(struct request *r)
         if (!r->client_gone)
             u->prompt_tokens = u->completion_tokens = 0;
     }
+    u->usage_estimated = !r->usage.found && (u->prompt_tokens || u->completion_tokens);
     if (r->month_tokens_delta && r->key) {
         u->settle_key_id = r->key->id;
         snprintf(u->settle_period, sizeof u->settle_period, "%s", r->month_period);

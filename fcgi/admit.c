@@ -106,19 +106,17 @@ static int admit_idempotency(struct request *r)
         buf_init(r->capture, (size_t)admit_conf->idem_max_record_bytes);
         return 0;
     case IDEM_IN_PROGRESS:
+        /* R-USE-4: a refusal is recorded with its status, like any failure. */
         reply_error(r, ERR_IDEMPOTENCY_REQUEST_IN_PROGRESS,
                     "A request with this Idempotency-Key is still in progress; retry later.", NULL);
-        r->replayed = 1;
         return -1;
     case IDEM_MISMATCH:
         reply_error(r, ERR_IDEMPOTENCY_KEY_BODY_MISMATCH,
                     "This Idempotency-Key was used with a different request body.", NULL);
-        r->replayed = 1;
         return -1;
     case IDEM_NOT_STORED:
         reply_error(r, ERR_IDEMPOTENCY_RESULT_NOT_STORED,
                     "This Idempotency-Key already succeeded; its response was not kept (storage budget).", NULL);
-        r->replayed = 1;
         return -1;
     case IDEM_REPLAY:
         reply_replay(r, &rp);
@@ -147,6 +145,23 @@ static void refuse(struct request *r, enum error_code code, int64_t limit, int64
     li.reset_s = quota_reset_s ? quota_reset_s : (now + retry_ms + 999) / 1000;
     li.quota_reset_s = quota_reset_s;
     li.no_retry = quota_reset_s != 0;   /* a quota resets at a day or month boundary */
+    reply_limit(r, &li);
+}
+
+/* R-KEY-5: a request that needs more tokens than the whole TPM bucket holds can
+ * never be admitted: retrying cannot help. */
+static void refuse_never_fits(struct request *r, int64_t need)
+{
+    struct limit_info li = {0};
+    li.code = ERR_TPM_EXCEEDED;
+    li.limit = r->key->tpm_limit;
+    li.current = need;
+    li.retry_after_s = 60;
+    li.reset_s = now_ms() / 1000 + 60;
+    li.no_retry = 1;
+    li.message = arena_printf(r->arena, "This request needs about %lld tokens, more than this API key's limit of "
+                              "%lld tokens per minute: it can never be admitted. Lower max_tokens or the prompt.",
+                              (long long)need, (long long)r->key->tpm_limit);
     reply_limit(r, &li);
 }
 
@@ -201,6 +216,14 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
     int64_t now = now_ms(), cur = 0, retry_ms = 0;
     int tokens = r->kind != REQ_MODELS;   /* a models listing spends calls, not tokens */
     int tpm = tokens && k->tpm_limit && k->slot >= 0;
+    /* What the request needs for sure: its prompt and the max_tokens it set
+     * (without one, the default reservation is clamped to the bucket). */
+    int64_t need = r->max_tokens > 0 ? want : (r->prompt_estimate > 0 ? r->prompt_estimate : 0);
+    if (tpm && need > k->tpm_limit) {
+        give_back(r, qps_taken);
+        refuse_never_fits(r, need);
+        return -1;
+    }
     if (!k->daily_limit && !k->monthly_quota && (!k->monthly_token_quota || !tokens)) {
         if (tpm && !take_tpm(r, want, &retry_ms, &cur)) {
             give_back(r, qps_taken);
@@ -353,8 +376,18 @@ void admit_finish(struct request *r)
                 pthread_mutex_unlock(&sk->lock);
             }
         }
-        /* The monthly token settlement is written by the usage writer (account.c). */
-        r->month_tokens_delta = r->month_tokens_reserved && actual >= 0 ? actual - r->month_tokens_reserved : 0;
+        /* R-KEY-5: the monthly token pre-deduction is settled now, before the
+         * client has the end of the answer and can send its next request; only
+         * when the database refuses does the usage writer carry it later. */
+        int64_t delta = r->month_tokens_reserved && actual >= 0 ? actual - r->month_tokens_reserved : 0;
+        if (delta) {
+            struct dbconn *c = dbpool_get();
+            if (quota_settle_tokens(c, r->key->id, r->month_period, delta) != 0) {
+                log_warn("request %s: monthly token settlement deferred to the usage writer", r->request_id);
+                r->month_tokens_delta = delta;
+            }
+            dbpool_put(c);
+        }
     }
     if (r->idem_owned) {
         int ok = r->status >= 200 && r->status < 300 && !r->client_gone && !r->error_code;
@@ -379,13 +412,62 @@ void admit_finish(struct request *r)
 
 /* ---- R-SEC-6: authentication failures per client address ------------------ */
 
-static struct shm_client *client_slot(struct request *r, int create)
+/* Is addr one of limits.trusted_proxies (comma- or space-separated)? */
+static int trusted_proxy(const char *addr, size_t n)
 {
-    const char *addr = request_param(r, "REMOTE_ADDR");
-    if (!addr)
-        return NULL;
-    uint64_t h = 1469598103934665603ULL;       /* FNV-1a of the address */
-    for (const char *p = addr; *p; p++)
+    const char *p = admit_conf->trusted_proxies;
+    while (*p) {
+        while (*p == ',' || *p == ' ')
+            p++;
+        size_t k = strcspn(p, ", ");
+        if (k && k == n && strncmp(p, addr, n) == 0)
+            return 1;
+        p += k;
+    }
+    return 0;
+}
+
+/* The client's address: REMOTE_ADDR, or when that is a trusted front, the
+ * rightmost X-Forwarded-For hop that is not one (a client can prepend any
+ * hops it likes, never append after the front's own). */
+static size_t client_address(struct request *r, const char **addr)
+{
+    const char *remote = request_param(r, "REMOTE_ADDR");
+    *addr = remote ? remote : "";
+    size_t n = strlen(*addr);
+    const char *xff = request_header(r, "X-Forwarded-For");
+    if (!xff || !*admit_conf->trusted_proxies || !trusted_proxy(*addr, n))
+        return n;
+    const char *end = xff + strlen(xff);
+    while (end > xff) {
+        const char *start = end;
+        while (start > xff && start[-1] != ',')
+            start--;
+        const char *a = start, *b = end;
+        while (a < b && *a == ' ')
+            a++;
+        while (b > a && b[-1] == ' ')
+            b--;
+        if (b > a && !trusted_proxy(a, (size_t)(b - a))) {
+            *addr = a;
+            return (size_t)(b - a);
+        }
+        end = start > xff ? start - 1 : xff;
+    }
+    return n;
+}
+
+/* The failure counter of (client address, credential prefix), or of the address
+ * alone when prefix is NULL. */
+static struct shm_client *client_slot(struct request *r, const char *prefix, int create)
+{
+    const char *addr;
+    size_t n = client_address(r, &addr);
+    uint64_t h = 1469598103934665603ULL;       /* FNV-1a of address "|" prefix */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)addr[i]) * 1099511628211ULL;
+    h = (h ^ '|') * 1099511628211ULL;
+    for (const char *p = prefix ? prefix : "*"; *p && p - (prefix ? prefix : "*") < 8; p++)
         h = (h ^ (unsigned char)*p) * 1099511628211ULL;
     if (!h)
         h = 1;
@@ -408,24 +490,36 @@ static struct shm_client *client_slot(struct request *r, int create)
     return NULL;
 }
 
-int admit_auth_blocked(struct request *r)
+/* Seconds until the window of c ends when it is over limit, else 0. */
+static int64_t client_wait(const struct shm_client *c, int64_t limit)
 {
-    struct shm_client *c = client_slot(r, 0);
     if (!c)
         return 0;
     int64_t now = now_ms(), start = atomic_load(&c->window_start_ms);
-    if (now - start >= admit_conf->auth_fail_window_ms || atomic_load(&c->failures) < admit_conf->auth_fail_limit)
+    if (now - start >= admit_conf->auth_fail_window_ms || atomic_load(&c->failures) < limit)
         return 0;
     int64_t wait = (start + admit_conf->auth_fail_window_ms - now + 999) / 1000;
+    return wait > 0 ? wait : 1;
+}
+
+int admit_auth_blocked(struct request *r, const char *credential)
+{
+    /* auth.fail_limit per address and credential prefix (one client's typos
+     * never lock out its neighbours behind the same NAT or proxy), and ten
+     * times that per address, against guessing with ever new keys. */
+    int64_t a = client_wait(client_slot(r, credential ? credential : "", 0), admit_conf->auth_fail_limit);
+    int64_t b = client_wait(client_slot(r, NULL, 0), (int64_t)admit_conf->auth_fail_limit * 10);
+    int64_t wait = a > b ? a : b;
+    if (!wait)
+        return 0;
     char extra[64];
-    snprintf(extra, sizeof extra, "Retry-After: %lld\r\n", (long long)(wait > 0 ? wait : 1));
+    snprintf(extra, sizeof extra, "Retry-After: %lld\r\n", (long long)wait);
     reply_error_extra(r, ERR_TOO_MANY_AUTH_FAILURES, NULL, extra);
     return 1;
 }
 
-void admit_auth_failed(struct request *r)
+static void client_count(struct shm_client *c)
 {
-    struct shm_client *c = client_slot(r, 1);
     if (!c)
         return;
     int64_t now = now_ms(), start = atomic_load(&c->window_start_ms);
@@ -434,4 +528,10 @@ void admit_auth_failed(struct request *r)
         atomic_store(&c->failures, 0);
     }
     atomic_fetch_add(&c->failures, 1);
+}
+
+void admit_auth_failed(struct request *r, const char *credential)
+{
+    client_count(client_slot(r, credential ? credential : "", 1));
+    client_count(client_slot(r, NULL, 1));
 }

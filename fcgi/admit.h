@@ -14,9 +14,12 @@ int admit_request(struct request *r);
  * token reservations with the real usage, finishes the idempotency record. */
 void admit_finish(struct request *r);
 
-/* R-SEC-6: 1 when the client address is over its authentication-failure budget
- * (a 429 has been sent); call admit_auth_failed after each failure. */
-int admit_auth_blocked(struct request *r);
-void admit_auth_failed(struct request *r);
+/* R-SEC-6, for a credential that failed: 1 when its client (address and the
+ * credential's first 8 characters, or the address as a whole at ten times the
+ * budget) is over its authentication-failure budget (a 429 has been sent);
+ * else count the failure with admit_auth_failed. A valid credential is never
+ * refused for failures (its own or anyone's). */
+int admit_auth_blocked(struct request *r, const char *credential);
+void admit_auth_failed(struct request *r, const char *credential);
 
 #endif

@@ -1,8 +1,10 @@
 /* anthropic.c: an OpenAI chat.completions request -> an Anthropic Messages request (SPEC §18, R-ANT-3).
  *
  * One pass over the caller's top-level fields through field_table (every field
- * sluice knows is one row; anything else is refused, never dropped), then the
- * Messages body is written straight into the output buffer. The response and
+ * sluice knows is one row; anything else is refused, never dropped), one pass
+ * over every message, content part and tool call through the nested allow-lists
+ * (the same rule one level down), then the Messages body is written straight
+ * into the output buffer. The response and
  * stream directions are in anthropic_stream.c. */
 #include "anthropic.h"
 
@@ -51,6 +53,16 @@ __attribute__((format(printf, 4, 5))) static int fail(struct req *r, enum error_
     vsnprintf(r->f->message, sizeof r->f->message, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+/* A parameter path such as "messages[2].name", kept in f->param_buf, for fail's param. */
+__attribute__((format(printf, 2, 3))) static const char *path(struct req *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->f->param_buf, sizeof r->f->param_buf, fmt, ap);
+    va_end(ap);
+    return r->f->param_buf;
 }
 
 static void put(struct req *r, const char *s)
@@ -302,16 +314,23 @@ static void block_open(struct req *r, const char *role)
     r->blocks++;
 }
 
-static void text_block(struct req *r, const char *role, struct json_object *text, struct json_object *part)
+/* o's cache_control (an Anthropic extension callers put on OpenAI parts and
+ * tools; the allow-lists let only an object through), kept as is. */
+static void put_cache_control(struct req *r, struct json_object *o)
 {
     struct json_object *cc;
-    block_open(r, role);
-    put(r, "{\"type\":\"text\",\"text\":");
-    put_str(r, text);
-    if (part && get(part, "cache_control", json_type_object, &cc) == 1) {
+    if (o && get(o, "cache_control", json_type_object, &cc) == 1) {
         put(r, ",\"cache_control\":");
         put_value(r, cc);
     }
+}
+
+static void text_block(struct req *r, const char *role, struct json_object *text, struct json_object *part)
+{
+    block_open(r, role);
+    put(r, "{\"type\":\"text\",\"text\":");
+    put_str(r, text);
+    put_cache_control(r, part);
     put(r, "}");
 }
 
@@ -337,14 +356,18 @@ static int image_block(struct req *r, size_t i, struct json_object *part)
         put_json_str(r, u + 5, (size_t)(semi - (u + 5)));
         put(r, ",\"data\":");
         put_json_str(r, comma + 1, n - (size_t)(comma + 1 - u));
-        put(r, "}}");
+        put(r, "}");
+        put_cache_control(r, part);
+        put(r, "}");
         return 0;
     }
     if (n > 8 && strncasecmp(u, "https://", 8) == 0) {
         block_open(r, ROLE_USER);
         put(r, "{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":");
         put_str(r, url);
-        put(r, "}}");
+        put(r, "}");
+        put_cache_control(r, part);
+        put(r, "}");
         return 0;
     }
     return fail(r, ERR_UNSUPPORTED_PARAMETER, "messages",
@@ -473,10 +496,11 @@ static int tool_result_block(struct req *r, size_t i, struct json_object *m)
     } else {
         put(r, "[");
         for (size_t k = 0; k < n; k++) {
-            struct json_object *text;
-            json_object_object_get_ex(json_object_array_get_idx(content, k), "text", &text);
+            struct json_object *part = json_object_array_get_idx(content, k), *text;
+            json_object_object_get_ex(part, "text", &text);
             put(r, k ? ",{\"type\":\"text\",\"text\":" : "{\"type\":\"text\",\"text\":");
             put_str(r, text);
+            put_cache_control(r, part);
             put(r, "}");
         }
         put(r, "]");
@@ -506,8 +530,7 @@ static int emit_system(struct req *r, struct json_object *msgs)
         int one = json_object_is_type(content, json_type_string);
         size_t parts = one ? 1 : json_object_array_length(content);
         for (size_t k = 0; k < parts; k++) {
-            struct json_object *part = one ? NULL : json_object_array_get_idx(content, k), *text = content, *type,
-                               *cc;
+            struct json_object *part = one ? NULL : json_object_array_get_idx(content, k), *text = content, *type;
             if (!one && (!json_object_is_type(part, json_type_object) ||
                          get(part, "type", json_type_string, &type) != 1 || !str_is(type, "text") ||
                          get(part, "text", json_type_string, &text) != 1))
@@ -518,15 +541,216 @@ static int emit_system(struct req *r, struct json_object *msgs)
             put(r, blocks++ ? "," : ",\"system\":[");
             put(r, "{\"type\":\"text\",\"text\":");
             put_str(r, text);
-            if (part && get(part, "cache_control", json_type_object, &cc) == 1) {
-                put(r, ",\"cache_control\":");
-                put_value(r, cc);
-            }
+            put_cache_control(r, part);
             put(r, "}");
         }
     }
     if (blocks)
         put(r, "]");
+    return 0;
+}
+
+/* ---- nested fields: the allow-lists -------------------------------------- */
+
+/* R-ANT-3 below the top level: every key of a message, a content part, a tool
+ * call and a tool is one row of an allow-list, with field_table's rule: a key
+ * not listed is refused with unsupported_parameter even when null, param naming
+ * its path ("messages[2].name", "tools[0].function.strict"); a mapped key is
+ * type-checked where it is written; a refused key passes only with the value
+ * that asks for nothing (null, or the one named).
+ *
+ *   message, role system / developer  role, content; name only null. Only before
+ *                                     the first user / assistant / tool message:
+ *                                     Messages has one system prompt ahead of all
+ *                                     turns, so a later one is refused (param
+ *                                     messages[i].role), never moved to the top
+ *   message, role user                role, content; name only null
+ *   message, role assistant           role, content, tool_calls; name, refusal,
+ *                                     audio, function_call only null; annotations
+ *                                     only null or []
+ *   message, role tool                role, content, tool_call_id; name only null
+ *   content part, type text           type, text, cache_control (an object, kept)
+ *   content part, type image_url      type, image_url, cache_control (an object,
+ *                                     kept); image_url: url, detail only "auto"
+ *                                     (Messages has no detail levels)
+ *   assistant tool_calls[k]           id, type, function; function: name, arguments
+ *   tools[k]                          type, function, cache_control (an object,
+ *                                     kept); function: name, description,
+ *                                     parameters, strict only false (strict:true
+ *                                     asks for a schema guarantee Messages does
+ *                                     not give here)
+ * Other roles and part types are refused where they are translated. */
+enum key_rule {
+    K_MAPPED,               /* translated; its type is checked where it is written */
+    K_CACHE,                /* cache_control: null or an object, kept as is */
+    K_NULL,                 /* refused unless null */
+    K_FALSE,                /* refused unless null or false */
+    K_AUTO,                 /* refused unless null or "auto" */
+    K_EMPTY,                /* refused unless null or [] */
+};
+
+struct key_row {
+    const char *key;
+    enum key_rule rule;
+};
+
+#define KEYS(a) a, sizeof a / sizeof a[0]
+
+static const struct key_row msg_plain_keys[] = {        /* system, developer, user */
+    {"role", K_MAPPED}, {"content", K_MAPPED}, {"name", K_NULL}};
+static const struct key_row msg_assistant_keys[] = {
+    {"role", K_MAPPED},     {"content", K_MAPPED}, {"tool_calls", K_MAPPED},    {"name", K_NULL},
+    {"refusal", K_NULL},    {"audio", K_NULL},     {"function_call", K_NULL},   {"annotations", K_EMPTY}};
+static const struct key_row msg_tool_keys[] = {
+    {"role", K_MAPPED}, {"content", K_MAPPED}, {"tool_call_id", K_MAPPED}, {"name", K_NULL}};
+static const struct key_row part_text_keys[] = {{"type", K_MAPPED}, {"text", K_MAPPED}, {"cache_control", K_CACHE}};
+static const struct key_row part_image_keys[] = {
+    {"type", K_MAPPED}, {"image_url", K_MAPPED}, {"cache_control", K_CACHE}};
+static const struct key_row image_url_keys[] = {{"url", K_MAPPED}, {"detail", K_AUTO}};
+static const struct key_row tool_call_keys[] = {{"id", K_MAPPED}, {"type", K_MAPPED}, {"function", K_MAPPED}};
+static const struct key_row tool_call_fn_keys[] = {{"name", K_MAPPED}, {"arguments", K_MAPPED}};
+static const struct key_row tool_keys[] = {{"type", K_MAPPED}, {"function", K_MAPPED}, {"cache_control", K_CACHE}};
+static const struct key_row tool_fn_keys[] = {
+    {"name", K_MAPPED}, {"description", K_MAPPED}, {"parameters", K_MAPPED}, {"strict", K_FALSE}};
+
+/* Every key of o (found at path at) against rows. */
+static int check_keys(struct req *r, struct json_object *o, const struct key_row *rows, size_t n_rows,
+                      const char *at)
+{
+    json_object_object_foreach(o, key, v) {
+        const struct key_row *row = NULL;
+        for (size_t i = 0; i < n_rows && !row; i++)
+            if (strcmp(rows[i].key, key) == 0)
+                row = &rows[i];
+        int ok = 0;
+        const char *why = "cannot be mapped to this endpoint's upstream protocol (Anthropic Messages)";
+        if (row) {
+            switch (row->rule) {
+            case K_MAPPED:
+                ok = 1;
+                break;
+            case K_CACHE:
+                if (v && !json_object_is_type(v, json_type_object))
+                    return fail(r, ERR_INVALID_TYPE, path(r, "%s.%s", at, key), "%s.%s must be an object", at, key);
+                ok = 1;
+                break;
+            case K_NULL:
+                ok = !v;
+                why = "cannot be mapped to this endpoint's upstream protocol (Anthropic Messages); only null passes";
+                break;
+            case K_FALSE:
+                ok = !v || (json_object_is_type(v, json_type_boolean) && !json_object_get_boolean(v));
+                why = "asks for a guarantee this endpoint's upstream (Anthropic Messages) does not give; "
+                      "only false passes";
+                break;
+            case K_AUTO:
+                ok = !v || str_is(v, "auto");
+                why = "cannot be mapped to this endpoint's upstream protocol (Anthropic Messages); only \"auto\" "
+                      "passes";
+                break;
+            case K_EMPTY:
+                ok = !v || (json_object_is_type(v, json_type_array) && json_object_array_length(v) == 0);
+                why = "cannot be mapped to this endpoint's upstream protocol (Anthropic Messages); only null or "
+                      "[] passes";
+                break;
+            }
+        }
+        if (!ok)
+            return fail(r, ERR_UNSUPPORTED_PARAMETER, path(r, "%s.%s", at, key), "%.90s.%.60s %s", at, key, why);
+    }
+    return 0;
+}
+
+/* A message's content parts: text and image_url parts against their lists. */
+static int check_parts(struct req *r, size_t i, struct json_object *content)
+{
+    char at[96];
+    size_t n = json_object_array_length(content);
+    for (size_t k = 0; k < n; k++) {
+        struct json_object *part = json_object_array_get_idx(content, k), *type, *iu;
+        if (!json_object_is_type(part, json_type_object) || get(part, "type", json_type_string, &type) != 1)
+            continue;                   /* refused where it is translated */
+        snprintf(at, sizeof at, "messages[%zu].content[%zu]", i, k);
+        if (str_is(type, "text")) {
+            if (check_keys(r, part, KEYS(part_text_keys), at) != 0)
+                return -1;
+        } else if (str_is(type, "image_url")) {
+            if (check_keys(r, part, KEYS(part_image_keys), at) != 0)
+                return -1;
+            snprintf(at, sizeof at, "messages[%zu].content[%zu].image_url", i, k);
+            if (get(part, "image_url", json_type_object, &iu) == 1 && check_keys(r, iu, KEYS(image_url_keys), at) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* An assistant's tool calls against theirs. */
+static int check_calls(struct req *r, size_t i, struct json_object *calls)
+{
+    char at[96];
+    size_t n = json_object_array_length(calls);
+    for (size_t k = 0; k < n; k++) {
+        struct json_object *call = json_object_array_get_idx(calls, k), *fn;
+        if (!json_object_is_type(call, json_type_object))
+            continue;                   /* refused where it is translated */
+        snprintf(at, sizeof at, "messages[%zu].tool_calls[%zu]", i, k);
+        if (check_keys(r, call, KEYS(tool_call_keys), at) != 0)
+            return -1;
+        snprintf(at, sizeof at, "messages[%zu].tool_calls[%zu].function", i, k);
+        if (get(call, "function", json_type_object, &fn) == 1 && check_keys(r, fn, KEYS(tool_call_fn_keys), at) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Every message, in order, against the allow-lists above; the shapes of the
+ * values are checked where they are translated. */
+static int check_messages(struct req *r, struct json_object *msgs)
+{
+    size_t n = json_object_array_length(msgs);
+    int turns = 0;                      /* a user, assistant or tool message was seen */
+    char at[32];
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *m = json_object_array_get_idx(msgs, i), *role, *content, *calls;
+        if (!json_object_is_type(m, json_type_object))
+            return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu] must be an object", i);
+        if (get(m, "role", json_type_string, &role) != 1)
+            return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].role must be a string", i);
+        const struct key_row *rows;
+        size_t n_rows;
+        int assistant = 0;
+        if (is_system(role)) {
+            if (turns)
+                return fail(r, ERR_UNSUPPORTED_PARAMETER, path(r, "messages[%zu].role", i),
+                            "messages[%zu]: a %s message after the conversation started cannot be sent to this "
+                            "endpoint's upstream (Anthropic Messages has one system prompt, ahead of all turns)",
+                            i, json_object_get_string(role));
+            rows = msg_plain_keys;
+            n_rows = sizeof msg_plain_keys / sizeof msg_plain_keys[0];
+        } else if (str_is(role, "user")) {
+            rows = msg_plain_keys;
+            n_rows = sizeof msg_plain_keys / sizeof msg_plain_keys[0];
+        } else if (str_is(role, "assistant")) {
+            rows = msg_assistant_keys;
+            n_rows = sizeof msg_assistant_keys / sizeof msg_assistant_keys[0];
+            assistant = 1;
+        } else if (str_is(role, "tool")) {
+            rows = msg_tool_keys;
+            n_rows = sizeof msg_tool_keys / sizeof msg_tool_keys[0];
+        } else {
+            continue;                   /* refused where it is translated */
+        }
+        if (!is_system(role))
+            turns = 1;
+        snprintf(at, sizeof at, "messages[%zu]", i);
+        if (check_keys(r, m, rows, n_rows, at) != 0)
+            return -1;
+        if (get(m, "content", json_type_array, &content) == 1 && check_parts(r, i, content) != 0)
+            return -1;
+        if (assistant && get(m, "tool_calls", json_type_array, &calls) == 1 && check_calls(r, i, calls) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -585,12 +809,19 @@ static int emit_tools(struct req *r, struct json_object *tools)
     put(r, ",\"tools\":[");
     for (size_t k = 0; k < n; k++) {
         struct json_object *t = json_object_array_get_idx(tools, k), *type, *fn, *name, *desc, *params;
+        char at[48];
         if (!json_object_is_type(t, json_type_object))
             return fail(r, ERR_INVALID_TYPE, "tools", "tools[%zu] must be an object", k);
+        snprintf(at, sizeof at, "tools[%zu]", k);
+        if (check_keys(r, t, KEYS(tool_keys), at) != 0)
+            return -1;
         if (get(t, "type", json_type_string, &type) == 1 && !str_is(type, "function"))
             return fail(r, ERR_UNSUPPORTED_PARAMETER, "tools", "tools[%zu]: only function tools can be sent", k);
         if (get(t, "function", json_type_object, &fn) != 1 || get(fn, "name", json_type_string, &name) != 1)
             return fail(r, ERR_INVALID_TYPE, "tools", "tools[%zu] needs a function with a string name", k);
+        snprintf(at, sizeof at, "tools[%zu].function", k);
+        if (check_keys(r, fn, KEYS(tool_fn_keys), at) != 0)
+            return -1;
         int has_desc = get(fn, "description", json_type_string, &desc);
         int has_params = get(fn, "parameters", json_type_object, &params);
         if (has_desc < 0 || has_params < 0)
@@ -607,6 +838,7 @@ static int emit_tools(struct req *r, struct json_object *tools)
             put_value(r, params);
         else
             put(r, "{\"type\":\"object\",\"properties\":{}}");
+        put_cache_control(r, t);
         put(r, "}");
     }
     put(r, "]");
@@ -703,7 +935,7 @@ int anthropic_request(struct json_object *chat, const char *model, int64_t defau
     struct json_object *mt = r.v[F_MAX_COMPLETION_TOKENS] ? r.v[F_MAX_COMPLETION_TOKENS] : r.v[F_MAX_TOKENS];
     if (buf_printf(out, ",\"max_tokens\":%" PRId64, mt ? json_object_get_int64(mt) : default_max_tokens) != 0)
         r.overflow = 1;
-    if (emit_system(&r, msgs) != 0 || emit_turns(&r, msgs) != 0)
+    if (check_messages(&r, msgs) != 0 || emit_system(&r, msgs) != 0 || emit_turns(&r, msgs) != 0)
         goto out;
     static const struct { enum field slot; const char *key; } plain[] = {
         {F_TEMPERATURE, ",\"temperature\":"}, {F_TOP_P, ",\"top_p\":"}, {F_TOP_K, ",\"top_k\":"}};

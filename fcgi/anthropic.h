@@ -18,8 +18,11 @@
  * parameter (or NULL) and a message for the client. */
 struct anthropic_fail {
     enum error_code code;         /* ERR_UNSUPPORTED_PARAMETER, ERR_INVALID_TYPE, ... */
-    const char *param;            /* static string, NULL, or for an unknown top-level field its
-                                   * key inside chat (valid while chat lives) */
+    const char *param;            /* NULL, a static string, param_buf (a path such as
+                                   * "messages[2].name" or "tools[0].function.strict"), or for an
+                                   * unknown top-level field its key inside chat (valid while chat
+                                   * lives): copy it before f or chat goes away */
+    char param_buf[128];
     char message[256];
 };
 
@@ -27,7 +30,8 @@ struct anthropic_fail {
  * appended to out. model: the name the upstream knows; default_max_tokens: used
  * when neither max_tokens nor max_completion_tokens is given; stream: the
  * caller asked for a stream. 0, or -1 with *f filled (nothing is ever dropped
- * silently: an unmappable parameter is an error). */
+ * silently: an unmappable parameter, top-level or nested, is an error; a body
+ * over out's max is ERR_REQUEST_TOO_LARGE). On -1 out is as it was. */
 int anthropic_request(struct json_object *chat, const char *model, int64_t default_max_tokens, int stream,
                       struct buf *out, struct anthropic_fail *f);
 
@@ -37,7 +41,8 @@ const char *anthropic_finish_reason(const char *stop_reason);
 /* A non-stream Message body -> a chat.completion body appended to out; usage
  * (prompt tokens include cache reads and writes) and finish reason filled.
  * created: epoch seconds for the "created" field; model: the name to report.
- * 0, or -1 when the body is not a Message. */
+ * 0, or -1 when the body is not a Message or the answer does not fit out's max:
+ * then out is as it was, *u is zeroed and finish is "". */
 int anthropic_response(const char *body, size_t len, const char *model, int64_t created, struct buf *out,
                        struct usage *u, char *finish, size_t finish_size);
 
@@ -56,14 +61,16 @@ struct anthropic_stream {
     int n_tools;
     long last_tool_block;         /* block index of the latest tool_use start, -1 = none: it */
     int last_tool;                /* maps blocks past block_tool's end to their tool call index */
-    int finished;                 /* message_delta with a stop_reason was seen */
-    int done;                     /* [DONE] has been emitted */
+    const char *finish;           /* finish reason of the latest non-null message_delta
+                                   * stop_reason (static string), NULL = none seen yet */
+    int done;                     /* message_stop was handled: finish, usage, [DONE] sent */
     int failed;                   /* an error event was translated */
 };
 
-/* Emits one OpenAI SSE data payload (a chat.completion.chunk JSON, an
+/* Emits one OpenAI SSE data payload (a compact chat.completion.chunk JSON, an
  * {"error":...} object, or the literal [DONE]); the caller frames it as
- * "data: ...\n\n". Returns 0, or -1 to stop (client gone). */
+ * "data: ...\n\n". data has len bytes and data[len] is '\0'; it is valid only
+ * during the call. Returns 0, or -1 to stop (client gone). */
 typedef int (*anthropic_emit_fn)(void *ctx, const char *data, size_t len);
 
 /* model: the name to report; created: epoch seconds. */
@@ -76,10 +83,14 @@ void anthropic_stream_init(struct anthropic_stream *s, const char *model, int64_
  *   content_block_start tool_use       -> tool_calls delta [{index,id,type,function{name,arguments:""}}]
  *   content_block_delta text_delta     -> content delta
  *   content_block_delta input_json_delta -> tool_calls delta [{index,function{arguments}}]
- *   message_delta                      -> finish chunk (delta {}, finish_reason), then a usage chunk
- *                                         ("choices":[] and "usage"), always: the relay drops it
- *                                         when the client did not ask for include_usage
- *   message_stop                       -> [DONE]
+ *   message_delta                      -> nothing: its stop_reason (the latest non-null one wins;
+ *                                         Anthropic may send several message_delta events) and its
+ *                                         usage (cumulative: the latest counts win) are recorded
+ *   message_stop                       -> exactly one finish chunk (delta {}, finish_reason from the
+ *                                         recorded stop_reason, "stop" when none), one usage chunk
+ *                                         ("choices":[] and "usage"; always: the relay drops it when
+ *                                         the client did not ask for include_usage), then [DONE].
+ *                                         A stream that ends without message_stop has no finish.
  *   ping, content_block_stop, unknown  -> nothing
  *   error                              -> {"error":{message,type,param:null,code}} (R-SSE-4)
  * u is updated with the usage seen so far. Returns 0, -1 when emit asked to stop. */

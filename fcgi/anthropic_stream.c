@@ -241,10 +241,14 @@ int anthropic_response(const char *body, size_t len, const char *model, int64_t 
         snprintf(finish, finish_size, "%s", reason);
     buf_free(&text);
     json_object_put(root);
-    if (rc) {
+    if (rc) {                   /* over out's max: nothing half-written, nothing counted */
         out->len = start;
         if (out->data)
             out->data[start] = '\0';
+        if (u)
+            memset(u, 0, sizeof *u);
+        if (finish && finish_size)
+            finish[0] = '\0';
         return -1;
     }
     return 0;
@@ -397,29 +401,34 @@ static int on_block_delta(struct stream_call *c)
     return 0;                   /* empty pieces, thinking, signatures, citations */
 }
 
+/* Anthropic may send more than one message_delta: each is only recorded (the
+ * latest non-null stop_reason wins; usage counts are cumulative, so the latest
+ * win), and message_stop sends the one finish chunk and the one usage chunk. */
 static int on_message_delta(struct stream_call *c)
 {
-    struct json_object *delta = member(c->data, "delta", json_type_object);
+    const char *reason = member_str(member(c->data, "delta", json_type_object), "stop_reason", NULL);
+    if (reason)
+        c->s->finish = anthropic_finish_reason(reason);
     read_counts(c->s, member(c->data, "usage", json_type_object));
     stream_usage(c);
-    if (!c->s->finished) {
-        c->s->finished = 1;
-        delta_open(c);
-        buf_puts(&c->b, "{}");
-        if (delta_close(c, anthropic_finish_reason(member_str(delta, "stop_reason", NULL))) != 0)
-            return -1;
-    }
+    return 0;
+}
+
+/* The finish chunk, the usage chunk, [DONE]: once, whatever emit answers. */
+static int on_message_stop(struct stream_call *c)
+{
+    c->s->done = 1;
+    delta_open(c);
+    buf_puts(&c->b, "{}");
+    if (delta_close(c, c->s->finish ? c->s->finish : anthropic_finish_reason(NULL)) != 0)
+        return -1;
     /* Always sent: the relay drops it when the client did not ask for include_usage. */
     chunk_head(c);
     buf_puts(&c->b, ",\"choices\":[],\"usage\":");
     usage_json(&c->b, c->s->input_tokens, c->s->output_tokens, c->s->cache_read, c->s->cache_creation);
     buf_puts(&c->b, "}");
-    return send(c);
-}
-
-static int on_message_stop(struct stream_call *c)
-{
-    c->s->done = 1;
+    if (send(c) != 0)
+        return -1;
     buf_puts(&c->b, "[DONE]");
     return send(c);
 }

@@ -23,6 +23,17 @@ static const char *auth_bearer(const struct request *r)
     return *h ? h : NULL;
 }
 
+/* R-SEC-6: a failed credential: 429 when its client is over the failure
+ * budget, else counted and 401. Always -1. */
+static int auth_fail(struct request *r, const char *credential, const char *message)
+{
+    if (admit_auth_blocked(r, credential))
+        return -1;
+    admit_auth_failed(r, credential);
+    reply_error(r, ERR_INVALID_API_KEY, message, NULL);
+    return -1;
+}
+
 /* R-AUTH-3: only an operator may act for another tenant (X-Sluice-Tenant). */
 static int auth_tenant_override(struct request *r)
 {
@@ -69,39 +80,44 @@ static int auth_session(struct request *r, const char *token)
     }
     sqlite3_finalize(st);
     dbpool_put(c);
-    if (!ok) {
-        admit_auth_failed(r);
-        reply_error(r, ERR_INVALID_API_KEY, "The session is unknown or has expired.", NULL);
-        return -1;
-    }
+    if (!ok)
+        return auth_fail(r, token, "The session is unknown or has expired.");
     r->caller.endpoint = -1;
+    /* R-SEC-5: a session is limited by its user's ceiling, as a key of the user would be. */
+    r->caller.key = snapshot_session_limits(r->snap, r->caller.user_id);
     return auth_tenant_override(r);
+}
+
+void auth_identify(struct request *r)
+{
+    const char *key = auth_bearer(r);
+    if (!key || strncmp(key, "sk-", 3) != 0 || strlen(key) > 256)
+        return;
+    char hash[65];
+    sha256_hex(key, strlen(key), hash);
+    const struct snap_key *k = snapshot_find_key(r->snap, hash);
+    if (!k || !ct_equal(k->hash, hash, 64))
+        return;
+    r->caller.tenant_id = k->tenant_id;
+    r->caller.user_id = k->user_id;
+    r->caller.key_id = k->id;
 }
 
 int auth_caller(struct request *r)
 {
-    /* R-SEC-6: an address with too many failures waits, whatever it sends. */
-    if (admit_auth_blocked(r))
-        return -1;
     const char *key = auth_bearer(r);
     if (key && session_token_shape(key))
         return auth_session(r, key);
-    if (!key || strncmp(key, "sk-", 3) != 0 || strlen(key) > 256) {
-        admit_auth_failed(r);
-        reply_error(r, ERR_INVALID_API_KEY, key ? "Incorrect API key provided." :
-                    "You didn't provide an API key. Use Authorization: Bearer <key>.", NULL);
-        return -1;
-    }
+    if (!key || strncmp(key, "sk-", 3) != 0 || strlen(key) > 256)
+        return auth_fail(r, key, key ? "Incorrect API key provided."
+                                     : "You didn't provide an API key. Use Authorization: Bearer <key>.");
     /* R-AUTH-2: only the SHA-256 is compared; the snapshot is the key cache,
      * replaced within config.poll_ms of a revocation. */
     char hash[65];
     sha256_hex(key, strlen(key), hash);
     const struct snap_key *k = snapshot_find_key(r->snap, hash);
-    if (!k || !ct_equal(k->hash, hash, 64)) {
-        admit_auth_failed(r);
-        reply_error(r, ERR_INVALID_API_KEY, "Incorrect API key provided.", NULL);
-        return -1;
-    }
+    if (!k || !ct_equal(k->hash, hash, 64))
+        return auth_fail(r, key, "Incorrect API key provided.");
     struct caller *c = &r->caller;
     c->tenant_id = k->tenant_id;
     c->user_id = k->user_id;

@@ -28,6 +28,9 @@ static void drive_finish(struct request *r, struct attempt *a, const struct retr
     case FINAL_PASS_UPSTREAM:
         forward_deliver(r, a);
         break;
+    case FINAL_UPSTREAM_EVENT:
+        relay_finish_failed(&a->relay);
+        break;
     case FINAL_ERROR:
         reply_error(r, d->code, d->message, NULL);
         break;
@@ -36,7 +39,7 @@ static void drive_finish(struct request *r, struct attempt *a, const struct retr
         break;
     case FINAL_CLIENT_GONE:
         if (a->outcome == ATTEMPT_CLIENT_GONE) {
-            r->error_code = "client_disconnected";
+            r->error_code = errors_get(ERR_CLIENT_DISCONNECTED)->code;
             snprintf(r->finish_reason, sizeof r->finish_reason, "client_disconnected");
             log_info("request %s: client disconnected; upstream transfer aborted", r->request_id);
         }
@@ -49,15 +52,23 @@ void drive_run(struct request *r)
     for (;;) {
         struct attempt a;
         const struct snap_replica *rep = r->replica;
+        const struct snap_endpoint *ep = r->ep;
         forward_attempt(r, &a);
         struct retry_facts f = {
             .outcome = a.outcome, .status = a.status, .sse = a.sse, .data_sent = r->data_sent,
             .headers_sent = r->headers_sent, .replica_retries = r->candidate_retries, .is_auto = r->auto_plan != NULL,
+            .early_error = a.relay.abort == ABORT_FAILED_EARLY,
         };
         struct retry_decision d;
         retry_decide(&f, &d);
         if (a.outcome != ATTEMPT_REFUSED && a.outcome != ATTEMPT_CLIENT_GONE && a.outcome != ATTEMPT_TOO_LARGE)
             serving_report(r, rep, !d.failed, outcome_name(a.outcome, a.status));
+        if (d.other_endpoint && route_skip_endpoint(r) == 0) {
+            log_info("request %s: endpoint %s (%s) cannot express it (%s); trying endpoint %s", r->request_id,
+                     ep->name, a.proto->name, errors_get(a.refusal.code)->code, r->ep->name);
+            forward_attempt_free(&a);
+            continue;
+        }
         if (d.other_replica && route_next_replica(r) == 0) {
             r->retries++;
             r->candidate_retries++;

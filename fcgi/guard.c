@@ -4,6 +4,7 @@
 #include "pathcheck.h"
 #include "reply.h"
 
+#include <errno.h>
 #include <string.h>
 
 /* The field the endpoint needs besides "model". */
@@ -23,6 +24,62 @@ static int guard_fail(struct request *r, enum error_code code, const char *msg, 
     return -1;
 }
 
+/* R-SEC-4: a string sluice interprets (routes by, records, echoes) holds no NUL
+ * or other control character; its UTF-8 was checked by the parser. */
+static int guard_plain_string(struct json_object *v)
+{
+    const char *s = json_object_get_string(v);
+    size_t n = (size_t)json_object_get_string_len(v);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return 0;
+    return 1;
+}
+
+/* A number field within [lo, hi], or absent/null. 0, or -1 after replying. */
+static int guard_number(struct request *r, struct json_object *body, const char *name, double lo, double hi,
+                        int integer)
+{
+    struct json_object *v;
+    if (!json_object_object_get_ex(body, name, &v) || json_object_get_type(v) == json_type_null)
+        return 0;
+    enum json_type t = json_object_get_type(v);
+    if (t != json_type_int && (integer || t != json_type_double))
+        return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be %s", name,
+                                                            integer ? "an integer" : "a number"), name);
+    double d = json_object_get_double(v);
+    if (!(d >= lo && d <= hi))
+        return guard_fail(r, ERR_INVALID_VALUE, arena_printf(r->arena, "%s must be between %g and %g", name, lo, hi),
+                          name);
+    return 0;
+}
+
+/* R-KEY-5: max_tokens is range-checked before any arithmetic: at most the
+ * model's max_output (its policy) or limits.max_tokens_cap. */
+static int guard_max_tokens(struct request *r, struct json_object *body)
+{
+    const struct snap_policy *p = snapshot_policy(r->snap, r->model);
+    int64_t cap = p && p->max_output > 0 ? p->max_output : r->conf->max_tokens_cap;
+    const char *max_names[] = {"max_completion_tokens", "max_tokens"};
+    struct json_object *v;
+    for (int i = 0; i < 2; i++) {
+        if (!json_object_object_get_ex(body, max_names[i], &v) || json_object_get_type(v) == json_type_null)
+            continue;
+        errno = 0;
+        int64_t n = json_object_get_int64(v);
+        if (json_object_get_type(v) != json_type_int || n < 0)
+            return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be a non-negative integer",
+                                                                max_names[i]), max_names[i]);
+        if (n > cap || errno == ERANGE)
+            return guard_fail(r, ERR_INVALID_VALUE,
+                              arena_printf(r->arena, "%s is %s; the most model %s allows is %lld", max_names[i],
+                                           json_object_get_string(v), r->model, (long long)cap), max_names[i]);
+        if (!r->max_tokens)
+            r->max_tokens = n;
+    }
+    return 0;
+}
+
 static int guard_types(struct request *r, struct json_object *body)
 {
     struct json_object *v;
@@ -31,7 +88,12 @@ static int guard_types(struct request *r, struct json_object *body)
     if (json_object_get_type(v) != json_type_string || json_object_get_string_len(v) == 0 ||
         json_object_get_string_len(v) > 256)
         return guard_fail(r, ERR_INVALID_TYPE, "model must be a non-empty string", "model");
+    if (!guard_plain_string(v))
+        return guard_fail(r, ERR_INVALID_VALUE, "model must not contain control characters", "model");
     r->model = json_object_get_string(v);
+    if (json_object_object_get_ex(body, "user", &v) && json_object_get_type(v) == json_type_string &&
+        !guard_plain_string(v))
+        return guard_fail(r, ERR_INVALID_VALUE, "user must not contain control characters", "user");
 
     const char *field = guard_required_field(r->kind);
     if (!json_object_object_get_ex(body, field, &v) || json_object_get_type(v) == json_type_null)
@@ -48,15 +110,9 @@ static int guard_types(struct request *r, struct json_object *body)
         r->stream = json_object_get_boolean(v);
     }
     /* R-KEY-5: what the request may produce, for the token pre-deduction. */
-    const char *max_names[] = {"max_completion_tokens", "max_tokens"};
-    for (int i = 0; i < 2; i++)
-        if (json_object_object_get_ex(body, max_names[i], &v) && json_object_get_type(v) != json_type_null) {
-            if (json_object_get_type(v) != json_type_int || json_object_get_int64(v) < 0)
-                return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be a non-negative integer",
-                                                                  max_names[i]), max_names[i]);
-            if (!r->max_tokens)
-                r->max_tokens = json_object_get_int64(v);
-        }
+    if (guard_max_tokens(r, body) != 0 || guard_number(r, body, "temperature", 0, 2, 0) != 0 ||
+        guard_number(r, body, "top_p", 0, 1, 0) != 0 || guard_number(r, body, "n", 1, 128, 1) != 0)
+        return -1;
     if (r->kind == REQ_EMBEDDINGS && r->stream)
         return guard_fail(r, ERR_INVALID_TYPE, "embeddings cannot be streamed", "stream");
     if (json_object_object_get_ex(body, "stream_options", &v) && json_object_get_type(v) != json_type_null) {
@@ -76,7 +132,16 @@ static int guard_types(struct request *r, struct json_object *body)
 /* Parses the body as one JSON object (trailing whitespace allowed); NULL if not. */
 static struct json_object *guard_parse(const struct request *r)
 {
+    /* R-API-3: the body is UTF-8 (RFC 8259 §8.1); json-c's own check lets
+     * encoded surrogates and overlong forms through, this one does not. */
+    const unsigned char *p = (const unsigned char *)r->body;
+    for (size_t i = 0, k; i < r->body_len; i += k)
+        if (p[i] < 0x80)
+            k = 1;
+        else if (!(k = utf8_sequence(p + i, r->body_len - i)))
+            return NULL;
     struct json_tokener *tok = json_tokener_new();
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
     struct json_object *body = json_tokener_parse_ex(tok, r->body, (int)r->body_len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t used = json_tokener_get_parse_end(tok);
@@ -100,11 +165,16 @@ static void guard_rewrite(struct request *r, struct json_object *body, enum req_
             json_object_object_del(body, r->snap->internal_fields[i]);
             changed = 1;
         }
-    /* R-USE-1: ask for the usage chunk unless the client chose stream_options itself. */
-    if (r->stream && !r->client_usage && kind != REQ_EMBEDDINGS) {
-        struct json_object *so = json_object_new_object();
+    /* R-USE-1: always ask the upstream for usage (billing does not depend on
+     * the client's choice); the relay removes the chunk unless the client asked
+     * for it (R-USE-2), and the stream_options it sent are kept otherwise. */
+    if (r->stream && !r->want_usage_chunk && kind != REQ_EMBEDDINGS) {
+        struct json_object *so = NULL;
+        if (!json_object_object_get_ex(body, "stream_options", &so) || !json_object_is_type(so, json_type_object)) {
+            so = json_object_new_object();
+            json_object_object_add(body, "stream_options", so);
+        }
         json_object_object_add(so, "include_usage", json_object_new_boolean(1));
-        json_object_object_add(body, "stream_options", so);
         r->injected_usage = 1;
         changed = 1;
     }
@@ -167,6 +237,9 @@ static void guard_proxy(struct request *r)
         if (json_object_object_get_ex(body, max_names[i], &v) && json_object_is_type(v, json_type_int) &&
             json_object_get_int64(v) > 0)
             r->max_tokens = json_object_get_int64(v);
+    /* The upstream judges the pass-through; the reservation never exceeds the cap. */
+    if (r->max_tokens > r->conf->max_tokens_cap)
+        r->max_tokens = r->conf->max_tokens_cap;
     guard_rewrite(r, body, kind);
 }
 

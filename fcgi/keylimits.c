@@ -97,7 +97,9 @@ void limits_bucket_settle(struct token_bucket *b, int64_t delta)
 int64_t limits_estimate_tokens(int64_t prompt_estimate, int64_t max_tokens, int64_t default_output)
 {
     int64_t out = max_tokens > 0 ? max_tokens : default_output;
-    return (prompt_estimate > 0 ? prompt_estimate : 0) + (out > 0 ? out : 0);
+    int64_t in = prompt_estimate > 0 ? prompt_estimate : 0;
+    out = out > 0 ? out : 0;
+    return in > INT64_MAX - out ? INT64_MAX : in + out;   /* saturates: never wraps negative */
 }
 
 int64_t limits_next_day(int64_t now_s)

@@ -122,6 +122,8 @@ static int handle(struct worker *w)
             reply_error(&r, ERR_SHUTTING_DOWN, NULL, NULL);
         else
             dispatch(&r);
+    } else {
+        auth_identify(&r);      /* a 413 is recorded for its key (R-USE-4) */
     }
     admit_finish(&r);
     auto_finish(&r);

@@ -43,9 +43,13 @@ static int anthropic_build(struct request *r, struct proto_request *out, struct 
     /* R-ANT-4: the endpoint's own credential, never the caller's. */
     if (r->ep->upstream_auth && *r->ep->upstream_auth)
         h = curl_slist_append(h, arena_printf(r->arena, "x-api-key: %s", r->ep->upstream_auth));
-    const char *beta = request_header(r, "anthropic-beta");
-    if (beta && pathcheck_header_ok(beta, 1024))
-        h = curl_slist_append(h, arena_printf(r->arena, "anthropic-beta: %s", beta));
+    /* The caller's beta flags and trace context travel; nothing else of its headers does. */
+    static const char *const pass[] = {"anthropic-beta", "traceparent", "tracestate"};
+    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) {
+        const char *v = request_header(r, pass[i]);
+        if (v && pathcheck_header_ok(v, 1024))
+            h = curl_slist_append(h, arena_printf(r->arena, "%s: %s", pass[i], v));
+    }
     out->headers = h;
     return 0;
 }
@@ -119,7 +123,13 @@ static int anthropic_event(struct request *r, void *state, const struct sse_even
     const char *name;
     size_t n = event_name(ev, &name);
     struct usage u = r->usage;
-    return anthropic_stream_event(&st->s, name, n, ev->data, ev->data_len, &u, frame_emit, st);
+    int rc = anthropic_stream_event(&st->s, name, n, ev->data, ev->data_len, &u, frame_emit, st);
+    /* R-USE-3 / R-SSE-4: an error event after the first byte ended the stream failed, and the
+     * usage event says so, as for a stream that breaks (relay.c); one before it was failed
+     * over by the relay (R-SSE-5) and leaves nothing behind. */
+    if (st->s.failed && r->data_sent && !r->error_code)
+        r->error_code = errors_get(ERR_UPSTREAM_ERROR)->code;
+    return rc;
 }
 
 static void anthropic_stream_free(void *state)
@@ -143,6 +153,7 @@ static void anthropic_body(struct request *r, long *status, const char *in, size
         buf_reset(out);
         errors_body(out, errors_get(ERR_UPSTREAM_BAD_RESPONSE), "the upstream answer is not a Messages response",
                     NULL);
+        r->error_code = errors_get(ERR_UPSTREAM_BAD_RESPONSE)->code;
         *status = 502;
         return;
     }

@@ -16,6 +16,7 @@ void relay_init(struct relay *x, struct request *r)
     x->r = r;
     buf_init(&x->headers, 64 * 1024);
     buf_init(&x->held, (size_t)r->conf->max_sse_event_bytes);
+    buf_init(&x->early_error, (size_t)r->conf->max_sse_event_bytes);
     sse_init(&x->sse, (size_t)r->conf->max_sse_event_bytes);
     buf_reset(&r->w->resp);
     r->w->resp.max = (size_t)r->conf->max_response_bytes;
@@ -37,6 +38,7 @@ void relay_free(struct relay *x)
 {
     buf_free(&x->headers);
     buf_free(&x->held);
+    buf_free(&x->early_error);
     sse_free(&x->sse);
 }
 
@@ -45,7 +47,9 @@ static int header_dropped(const char *name, size_t n)
 {
     static const char *drop[] = {"connection", "keep-alive", "transfer-encoding", "content-length",
                                  "proxy-connection", "proxy-authenticate", "te", "trailer", "upgrade",
-                                 "date", "server", "x-request-id", "content-type", "status"};
+                                 "date", "server", "x-request-id", "content-type", "status",
+                                 /* the operator's upstream account, not the caller's business */
+                                 "set-cookie", "openai-organization", "anthropic-organization-id"};
     if (n >= 15 && strncasecmp(name, "access-control-", 15) == 0)
         return 1;
     for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
@@ -216,10 +220,20 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
         kind = ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0 ? CHUNK_DONE : CHUNK_CONTENT;
     if (u.found)
         r->usage = u;
-    if (kind == CHUNK_USAGE_ONLY && !r->want_usage_chunk)
-        return 0;                       /* R-USE-2: the client did not ask for it */
-    if (x->holding && kind == CHUNK_ERROR && !r->data_sent) {
-        x->abort = ABORT_FAILED_EARLY;  /* R-SSE-5: nothing went out; the driver may fail over */
+    /* R-USE-2: sluice asked for the usage chunk (or the adapter made one):
+     * the client gets it only when it asked itself. */
+    int translated = x->proto && x->proto->stream_event;
+    if (kind == CHUNK_USAGE_ONLY && (translated ? !r->want_usage_chunk : r->injected_usage))
+        return 0;
+    /* R-SSE-5: a server-side error before anything went out may be failed over
+     * invisibly; a caller's own mistake (and any pass-through) goes on as sent. */
+    if (x->holding && kind == CHUNK_ERROR && !r->data_sent && r->kind != REQ_PROXY &&
+        usage_error_is_server_side(ev->data, ev->data_len)) {
+        buf_reset(&x->early_error);
+        size_t n;
+        const char *p = relay_rewrite(x, ev->raw, ev->raw_len, &n);
+        buf_append(&x->early_error, p, n);
+        x->abort = ABORT_FAILED_EARLY;
         return -1;
     }
     if (x->holding) {
@@ -234,7 +248,10 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
         buf_reset(&x->held);
     }
     if (kind == CHUNK_CONTENT) {
-        r->content_chunks++;
+        /* A chunk that only closes the choice ("delta":{} with a finish_reason)
+         * produced no token: it does not count for estimates (R-SSE-3, R-USE-1). */
+        if (!memmem(ev->data, ev->data_len, "\"delta\":{}", 10))
+            r->content_chunks++;
         relay_note_finish(r, ev->data, ev->data_len);
     }
     return relay_send_event(x, ev->raw, ev->raw_len, 1);
@@ -311,6 +328,17 @@ void relay_finish_sse(struct relay *x)
     relay_stream_head(x);
 }
 
+void relay_finish_failed(struct relay *x)
+{
+    if (x->held.len)
+        relay_send_raw(x, x->held.data, x->held.len, 1);
+    buf_reset(&x->held);
+    x->holding = 0;
+    if (x->early_error.len)
+        relay_send_raw(x, x->early_error.data, x->early_error.len, 1);
+    x->r->error_code = errors_get(ERR_UPSTREAM_ERROR)->code;
+}
+
 void relay_send_buffered(struct relay *x)
 {
     struct request *r = x->r;
@@ -320,14 +348,19 @@ void relay_send_buffered(struct relay *x)
     if (x->proto && x->proto->body) {
         /* R-ANT-1: the upstream's answer in the caller's protocol. */
         struct buf t;
-        buf_init(&t, 0);
+        buf_init(&t, (size_t)r->conf->max_response_bytes);
         x->proto->body(r, &x->status, b->data ? b->data : "", b->len, &t, &ct, &retry_after);
         buf_reset(b);
-        buf_append(b, t.data ? t.data : "", t.len);
+        int fits = buf_append(b, t.data ? t.data : "", t.len) == 0;
         buf_free(&t);
+        if (!fits) {
+            reply_error(r, ERR_UPSTREAM_BAD_RESPONSE, "the translated answer is over the size limit", NULL);
+            return;
+        }
     }
-    if (x->status >= 200 && x->status < 300)
-        usage_from_body(b->data ? b->data : "", b->len, &r->usage);
+    if (x->status >= 200 && x->status < 300 && !usage_from_body(b->data ? b->data : "", b->len, &r->usage) &&
+        (r->kind == REQ_CHAT || r->kind == REQ_COMPLETIONS))
+        r->content_chunks = (int64_t)(b->len / 4) + 1;   /* R-USE-1: no usage: about 4 bytes a token */
     size_t n = b->len;
     const char *body = b->len ? relay_rewrite(x, b->data, b->len, &n) : "";
     if (r->headers_sent) {
@@ -344,7 +377,7 @@ void relay_send_buffered(struct relay *x)
                            json_object_to_json_string_ext(err, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
                 reply_body(r, ev.data, ev.len, 1);
                 buf_free(&ev);
-                r->error_code = "upstream_error";
+                r->error_code = errors_get(ERR_UPSTREAM_ERROR)->code;
             } else {
                 reply_error(r, ERR_UPSTREAM_ERROR, arena_printf(r->arena, "upstream answered %ld", x->status), NULL);
             }

@@ -28,6 +28,7 @@ struct relay {
     enum relay_abort abort;
     int64_t last_upstream_ms, last_client_ms;  /* monotonic */
     const char *model_from, *model_to;         /* JSON-quoted names for R-RT-5 rewrites */
+    struct buf early_error;                    /* R-SSE-5: the server-side error event that ended it early */
     const struct proto_ops *proto;             /* the attempt's adapter (translation hooks) */
     void *proto_state;                         /* its stream state, request arena */
 };
@@ -43,6 +44,9 @@ int relay_keepalive(struct relay *x);
 /* End of a good SSE response: release anything the guard still holds and any
  * unterminated trailing bytes. */
 void relay_finish_sse(struct relay *x);
+/* A stream that failed early when nothing more may be tried: what the guard
+ * held, then the upstream's own error event (R-SSE-4). */
+void relay_finish_failed(struct relay *x);
 /* The buffered upstream response, rewritten where needed, to the client. */
 void relay_send_buffered(struct relay *x);
 /* The response head for a stream, with the routing headers. */

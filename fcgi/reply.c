@@ -110,8 +110,9 @@ void reply_limit(struct request *r, const struct limit_info *li)
     struct buf *b = &r->w->out;
     buf_reset(b);
     const char *reset_at = rfc3339(r->arena, li->reset_s);
-    const char *msg = arena_printf(r->arena, "Rate limit reached for this API key: %s (limit %lld, current %lld).",
-                                   e->code, (long long)li->limit, (long long)li->current);
+    const char *msg = li->message ? li->message
+                      : arena_printf(r->arena, "Rate limit reached for this API key: %s (limit %lld, current %lld).",
+                                     e->code, (long long)li->limit, (long long)li->current);
     buf_puts(b, "{\"error\":{\"message\":");
     buf_json_str(b, msg, strlen(msg));
     buf_printf(b, ",\"type\":\"rate_limit_error\",\"param\":null,\"code\":\"%s\",\"limit\":%lld,"

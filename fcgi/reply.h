@@ -23,6 +23,7 @@ struct limit_info {
     int64_t retry_after_s;
     int64_t quota_reset_s;          /* day/month boundary for quotas, else 0 */
     int no_retry;
+    const char *message;            /* NULL: the standard rate-limit sentence */
 };
 void reply_limit(struct request *r, const struct limit_info *li);
 

@@ -35,6 +35,8 @@ struct plan {
     const struct snap_endpoint *proxy;            /* REQ_PROXY: the named endpoint */
     int excluded[PLAN_MAX_EXCLUDED];              /* replica indexes already tried */
     int n_excluded;
+    int excluded_ep[PLAN_MAX_EXCLUDED];           /* endpoints whose adapter refused the request */
+    int n_excluded_ep;
 };
 
 /* The uniform caller (R-AUTH-1): routing and accounting see only this. */

@@ -19,7 +19,9 @@ void retry_decide(const struct retry_facts *f, struct retry_decision *d)
         /* Once any byte went out, nothing is tried again (R-AUTO-5, R-SSE-4). */
         d->other_replica = !f->data_sent && f->replica_retries == 0;
         d->next_model = !f->data_sent && !f->headers_sent;
-        if (f->is_auto) {
+        if (f->early_error) {
+            d->final = FINAL_UPSTREAM_EVENT;    /* the upstream's own words, not a generic 502 */
+        } else if (f->is_auto) {
             d->final = FINAL_ERROR;
             d->code = ERR_AUTO_ROUTING_ALL_FAILED;
         } else if (f->outcome == ATTEMPT_DONE) {
@@ -59,6 +61,9 @@ void retry_decide(const struct retry_facts *f, struct retry_decision *d)
         d->message = "the upstream response is over the size limit";
         break;
     case ATTEMPT_REFUSED:
+        /* Not the replica's fault and not a retry: an endpoint of another
+         * protocol may express the request; refused only when none can. */
+        d->other_endpoint = 1;
         d->final = FINAL_REFUSED;
         break;
     case ATTEMPT_CLIENT_GONE:

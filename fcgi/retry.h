@@ -26,10 +26,12 @@ struct retry_facts {
     int headers_sent;             /* the response head went out (a keep-alive may commit it) */
     int replica_retries;          /* retries on other replicas of the current model so far */
     int is_auto;                  /* the plan is model auto's chain */
+    int early_error;              /* a server-side error event ended the stream before content */
 };
 
 enum retry_final {
     FINAL_DELIVER,                /* the answer stands: send what is buffered or end the stream */
+    FINAL_UPSTREAM_EVENT,         /* a stream failed early: what the guard held and the upstream's error event */
     FINAL_PASS_UPSTREAM,          /* a retryable upstream error with nothing left to try: pass it on */
     FINAL_ERROR,                  /* reply sluice's own error (code, message) */
     FINAL_REFUSED,                /* the adapter's refusal, as it gave it */
@@ -40,6 +42,7 @@ struct retry_decision {
     int failed;                   /* report the replica as failing (R-HC-5) */
     int other_replica;            /* another replica of this model may be tried (R-HC-8: once) */
     int next_model;               /* the plan's next model may be tried (R-AUTO-5) */
+    int other_endpoint;           /* the adapter refused: another endpoint (then model) may serve it */
     enum retry_final final;       /* when nothing (more) is tried */
     enum error_code code;         /* FINAL_ERROR */
     const char *message;          /* FINAL_ERROR, static */

@@ -41,6 +41,9 @@ static int replica_usable(const struct request *r, int idx, int strict, int64_t 
 
 static int endpoint_usable(const struct request *r, const struct snap_endpoint *e, int strict, int64_t now)
 {
+    for (int i = 0; i < r->plan.n_excluded_ep; i++)
+        if (&r->snap->endpoints[r->plan.excluded_ep[i]] == e)
+            return 0;
     for (int i = 0; i < e->n_replicas; i++)
         if (replica_usable(r, e->first_replica + i, strict, now))
             return 1;
@@ -300,6 +303,16 @@ int route_next_replica(struct request *r)
         return 0;
     r->replica = keep;
     return -1;
+}
+
+int route_skip_endpoint(struct request *r)
+{
+    if (r->plan.proxy || r->plan.n_excluded_ep >= PLAN_MAX_EXCLUDED)
+        return -1;
+    r->plan.excluded_ep[r->plan.n_excluded_ep++] = (int)(r->ep - r->snap->endpoints);
+    if (choose(r) == 0)
+        return 0;
+    return route_next_model(r);
 }
 
 int route_next_model(struct request *r)

@@ -15,6 +15,11 @@ int route_plan(struct request *r);
  * one excluded. 0, or -1 when none is left (nothing is replied). */
 int route_next_replica(struct request *r);
 
+/* After the endpoint's adapter refused the request (R-ANT-2/3): another
+ * endpoint of the current model, then of the plan's next models; that endpoint
+ * stays out for the rest of the plan. 0, or -1 when none is left. */
+int route_skip_endpoint(struct request *r);
+
 /* R-AUTO-5: the next candidate model of the plan and its first attempt.
  * 0, or -1 when the plan is exhausted (nothing is replied). */
 int route_next_model(struct request *r);

@@ -181,3 +181,26 @@ size_t usage_strip_null(char *data, size_t len)
     }
     return w;
 }
+
+int usage_error_is_server_side(const char *data, size_t len)
+{
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *o = tok ? json_tokener_parse_ex(tok, data, (int)len) : NULL, *e, *v;
+    int server = 0;
+    if (o && json_object_object_get_ex(o, "error", &e) && json_object_is_type(e, json_type_object)) {
+        static const char *const types[] = {"server_error", "api_error", "overloaded_error", "internal_error",
+                                            "timeout_error", NULL};
+        for (int k = 0; k < 2 && !server; k++) {
+            if (!json_object_object_get_ex(e, k ? "code" : "type", &v))
+                continue;
+            if (json_object_is_type(v, json_type_int))
+                server = json_object_get_int64(v) >= 500;
+            else if (json_object_is_type(v, json_type_string))
+                for (int i = 0; types[i] && !server; i++)
+                    server = strcmp(json_object_get_string(v), types[i]) == 0;
+        }
+    }
+    json_object_put(o);
+    json_tokener_free(tok);
+    return server;
+}

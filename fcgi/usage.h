@@ -30,6 +30,11 @@ enum chunk_kind usage_classify_chunk(const char *data, size_t len, struct usage 
  * include_usage); returns the new length. */
 size_t usage_strip_null(char *data, size_t len);
 
+/* An {"error":...} event the upstream's side caused (type server_error, api_error,
+ * overloaded_error, internal_error, timeout_error, or a code >= 500)? Only
+ * those may be failed over; a caller's own mistake reaches the caller (R-SSE-5). */
+int usage_error_is_server_side(const char *data, size_t len);
+
 /* Does data hold a `"usage"` key whose value is an object (any spacing)? */
 int usage_has_object(const char *data, size_t len);
 

@@ -15,6 +15,7 @@ struct usage_record {
     char model[160], routed_model[160], path[96];
     int64_t prompt_tokens, completion_tokens, latency_ms, ttft_ms;
     int status, retries, stream;
+    int usage_estimated;          /* R-USE-1: tokens counted by sluice, not reported upstream */
     char error_code[48], finish_reason[32];
     /* R-KEY-5 settlement of a monthly token pre-deduction, written with the event. */
     int64_t settle_key_id, settle_tokens;

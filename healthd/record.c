@@ -147,12 +147,18 @@ int record_load(sqlite3 *db, struct arena *a, struct hd_config *cfg)
                       " (SELECT COALESCE(NULLIF(r.target_model, ''), r.model) FROM routes r"
                       "   WHERE r.endpoint_id = e.id AND r.status = 'active' ORDER BY r.priority, r.id LIMIT 1),"
                       " e.anthropic_version FROM endpoints e ORDER BY e.id", (int)ne, endpoint_row, cfg->eps, a);
+    /* R-SEC-9: admin/ops_endpoint.c never stores an operator's credential beside a URL no
+     * operator approved; a replica written so behind its back is left out (never probed
+     * with the credential). */
     cfg->n_reps = each(db,
                        "SELECT r.id, r.endpoint_id, r.url, r.engine, r.state, r.healthy,"
                        " r.consecutive_failures, MAX(r.started_at, r.created_at),"
                        " EXISTS (SELECT 1 FROM alerts a WHERE a.type = '" ALERT_TYPE "'"
                        "   AND a.replica_id = r.id AND a.status = 'ACTIVE')"
-                       " FROM replicas r ORDER BY r.endpoint_id, r.id", (int)nr, replica_row, cfg->reps, a);
+                       " FROM replicas r JOIN endpoints e ON e.id = r.endpoint_id"
+                       " WHERE NOT (r.approved = 0 AND e.upstream_auth IS NOT NULL"
+                       "   AND e.upstream_auth_by IS NOT 'tenant')"
+                       " ORDER BY r.endpoint_id, r.id", (int)nr, replica_row, cfg->reps, a);
     cfg->n_nodes = each(db, "SELECT id, name, metrics_url, gpu_temperature, temperature_at FROM nodes ORDER BY id",
                         (int)nn, node_row, cfg->nodes, a);
     if (cfg->n_eps < 0 || cfg->n_reps < 0 || cfg->n_nodes < 0)

@@ -57,6 +57,39 @@ int buf_printf(struct buf *b, const char *fmt, ...)
     return 0;
 }
 
+/* Length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms,
+ * no surrogates, nothing above U+10FFFF), or 0 when it is not one. */
+size_t utf8_sequence(const unsigned char *p, size_t left)
+{
+    unsigned char c = p[0];
+    size_t n;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (left < n || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return n;
+}
+
 int buf_json_str(struct buf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
@@ -78,6 +111,14 @@ int buf_json_str(struct buf *b, const char *s, size_t n)
                 u[0] = '\\'; u[1] = 'u'; u[2] = '0'; u[3] = '0';
                 u[4] = hex[c >> 4]; u[5] = hex[c & 15]; u[6] = '\0';
                 esc = u;
+            } else if (c >= 0x80) {
+                /* R-API-3: what sluice writes is valid UTF-8: a stray byte becomes U+FFFD. */
+                size_t k = utf8_sequence((const unsigned char *)s + i, n - i);
+                if (k > 1) {
+                    i += k - 1;
+                    continue;
+                }
+                esc = "\\ufffd";
             }
         }
         if (esc) {

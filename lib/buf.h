@@ -15,6 +15,8 @@ int buf_append(struct buf *b, const void *p, size_t n); /* -1 when max would be 
 int buf_puts(struct buf *b, const char *s);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal with quotes and escapes. */
+/* Length of the well-formed UTF-8 sequence at p (1 for ASCII), 0 if none. */
+size_t utf8_sequence(const unsigned char *p, size_t left);
 int buf_json_str(struct buf *b, const char *s, size_t n);
 void buf_reset(struct buf *b);                   /* len = 0, memory kept */
 void buf_free(struct buf *b);

@@ -50,6 +50,7 @@ void conf_defaults(struct conf *c)
     c->admin_login_lockout_s = 60;
     c->admin_test_timeout_ms = 60000;
     c->default_max_output = 1024;
+    c->max_tokens_cap = 1000000;
     c->db_connections = 4;
     c->idem_ttl_minutes = 10;
     c->idem_max_records = 100000;
@@ -98,30 +99,24 @@ static int conf_int(config_t *cf, const char *path, const char *name, long long 
     return 0;
 }
 
-int conf_load(struct conf *c, const char *path)
+/* Copies the options of a parsed file over c; path names the file in messages. */
+static int conf_apply(struct conf *c, config_t *cf, const char *path)
 {
-    config_t cf;
-    config_init(&cf);
-    int rc = -1;
-    if (config_read_file(&cf, path) != CONFIG_TRUE) {
-        fprintf(stderr, "FATAL CONFIG FILE ERROR: %s:%d: %s\n",
-                config_error_file(&cf) ? config_error_file(&cf) : path, config_error_line(&cf),
-                config_error_text(&cf));
-        goto out;
-    }
-    if (conf_str(&cf, "database", c->database, sizeof c->database) ||
-        conf_str(&cf, "state_file", c->state_file, sizeof c->state_file) ||
-        conf_str(&cf, "log_file", c->log_file, sizeof c->log_file) ||
-        conf_str(&cf, "access_log", c->access_log, sizeof c->access_log) ||
-        conf_str(&cf, "billing_tz", c->billing_tz, sizeof c->billing_tz) ||
-        conf_str(&cf, "health.log_file", c->health_log_file, sizeof c->health_log_file))
-        goto out;
+    if (conf_str(cf, "database", c->database, sizeof c->database) ||
+        conf_str(cf, "state_file", c->state_file, sizeof c->state_file) ||
+        conf_str(cf, "log_file", c->log_file, sizeof c->log_file) ||
+        conf_str(cf, "access_log", c->access_log, sizeof c->access_log) ||
+        conf_str(cf, "billing_tz", c->billing_tz, sizeof c->billing_tz) ||
+        conf_str(cf, "limits.trusted_proxies", c->trusted_proxies, sizeof c->trusted_proxies) ||
+        conf_str(cf, "health.log_file", c->health_log_file, sizeof c->health_log_file))
+        return -1;
     struct { const char *name; long long min, max; void *dst; int is64; } ints[] = {
         {"pool.processes", 1, 64, &c->pool_processes, 0},
         {"pool.threads", 1, 4096, &c->pool_threads, 0},
         {"limits.max_body_bytes", 1024, 1LL << 32, &c->max_body_bytes, 1},
         {"limits.max_response_bytes", 1024, 1LL << 34, &c->max_response_bytes, 1},
         {"limits.max_sse_event_bytes", 1024, 1LL << 30, &c->max_sse_event_bytes, 1},
+        {"limits.max_tokens_cap", 1, 100000000, &c->max_tokens_cap, 1},
         {"stream.keepalive_ms", 1000, 600000, &c->keepalive_ms, 0},
         {"shutdown.grace_ms", 0, 3600000, &c->shutdown_grace_ms, 0},
         {"config.poll_ms", 10, 2000, &c->config_poll_ms, 0},
@@ -166,10 +161,32 @@ int conf_load(struct conf *c, const char *path)
         {"auth.fail_window_ms", 1000, 3600000, &c->auth_fail_window_ms, 0},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (conf_int(&cf, path, ints[i].name, ints[i].min, ints[i].max, ints[i].dst, ints[i].is64))
-            goto out;
-    rc = 0;
+        if (conf_int(cf, path, ints[i].name, ints[i].min, ints[i].max, ints[i].dst, ints[i].is64))
+            return -1;
+    return 0;
+}
+
+/* Reads the text of a file (read_file) or the text itself (read_string) and applies it. */
+static int conf_read(struct conf *c, const char *path, const char *text)
+{
+    config_t cf;
+    config_init(&cf);
+    int rc = -1;
+    if ((text ? config_read_string(&cf, text) : config_read_file(&cf, path)) != CONFIG_TRUE) {
+        fprintf(stderr, "FATAL CONFIG FILE ERROR: %s:%d: %s\n",
+                config_error_file(&cf) ? config_error_file(&cf) : path, config_error_line(&cf),
+                config_error_text(&cf));
+        goto out;
+    }
+    rc = conf_apply(c, &cf, path);
 out:
     config_destroy(&cf);
     return rc;
+}
+
+int conf_load(struct conf *c, const char *path) { return conf_read(c, path, NULL); }
+
+int conf_load_string(struct conf *c, const char *text, const char *name)
+{
+    return conf_read(c, name ? name : "<string>", text ? text : "");
 }

@@ -29,6 +29,7 @@ struct conf {
     int usage_batch_max;         /* usage.batch_max: most events per transaction (500) */
     int usage_queue_max;         /* usage.queue_max: events held in memory before blocking (100000) */
     int64_t default_max_output;  /* keys.default_max_output: tokens pre-deducted when max_tokens is absent (1024) */
+    int64_t max_tokens_cap;      /* limits.max_tokens_cap: largest max_tokens accepted without a model max_output (1000000) */
     int db_connections;          /* keys.db_connections: SQLite connections per responder for quotas (4) */
     int idem_ttl_minutes;        /* idempotency.ttl_minutes: record lifetime, 1-1440 (10; SLUICE_IDEMPOTENCY_TTL_MINUTES) */
     int idem_max_records;        /* idempotency.max_records: records kept at most (100000) */
@@ -39,6 +40,7 @@ struct conf {
     int affinity_rel_margin_pct; /* affinity.rel_margin_pct: R-AFF-3 REL margin in percent (150 = 1.5x) */
     int auth_fail_limit;         /* auth.fail_limit: failures per client address before 429 (20) */
     int auth_fail_window_ms;     /* auth.fail_window_ms: the window those failures count in (60000) */
+    char trusted_proxies[512];   /* limits.trusted_proxies: fronts whose X-Forwarded-For names the client ("") */
     /* sluice-healthd (SPEC §8) and what the data plane reads of its results */
     char health_log_file[512];   /* health.log_file: sluice-healthd's diagnostics ("-" = stderr) */
     int health_round_ms;         /* health.round_ms: one probe round every (5000) */
@@ -68,5 +70,8 @@ void conf_defaults(struct conf *c);
 /* Reads path over the defaults. On error prints "FATAL CONFIG FILE ERROR" with
  * file, line and text to stderr and returns -1. */
 int conf_load(struct conf *c, const char *path);
+/* The same over a text held in memory (tests, tests/fuzz/fuzz_conf.c); name stands
+ * for the file in messages (NULL: "<string>"). */
+int conf_load_string(struct conf *c, const char *text, const char *name);
 
 #endif

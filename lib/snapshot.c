@@ -234,6 +234,43 @@ static void key_row(struct snapshot *s, sqlite3_stmt *st, int i)
     k->auto_strategy = strategy && *strategy ? strategy : NULL;
 }
 
+/* A user's key ceiling as the limits of its login sessions (R-SEC-5). */
+static void session_limits_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_key *k = &s->session_limits[i];
+    memset(k, 0, sizeof *k);
+    k->user_id = sqlite3_column_int64(st, 0);
+    k->id = SNAP_SESSION_KEY_BASE + k->user_id;
+    k->tenant_id = sqlite3_column_int64(st, 1);
+    k->endpoint = -1;
+    k->role = parse_role((const char *)sqlite3_column_text(st, 2));
+    k->user_name = col_str(&s->mem, st, 3);
+    k->qps_limit = sqlite3_column_int64(st, 4);
+    k->concurrency_limit = sqlite3_column_int64(st, 5);
+    k->daily_limit = sqlite3_column_int64(st, 6);
+    k->monthly_quota = sqlite3_column_int64(st, 7);
+    k->tpm_limit = sqlite3_column_int64(st, 8);
+    k->monthly_token_quota = sqlite3_column_int64(st, 9);
+    k->has_limits = 1;
+    k->slot = -1;
+    k->auto_enabled = -1;
+}
+
+const struct snap_key *snapshot_session_limits(const struct snapshot *s, int64_t user_id)
+{
+    int lo = 0, hi = s->n_session_limits - 1;   /* ordered by user id */
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (s->session_limits[mid].user_id == user_id)
+            return &s->session_limits[mid];
+        if (s->session_limits[mid].user_id < user_id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return NULL;
+}
+
 static double col_real_or(sqlite3_stmt *st, int i, double unknown)
 {
     return sqlite3_column_type(st, i) == SQLITE_NULL ? unknown : sqlite3_column_double(st, i);
@@ -337,9 +374,10 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     int64_t nro = count(db, "SELECT count(*) FROM routes WHERE status = 'active'");
     int64_t nn = count(db, "SELECT count(*) FROM nodes");
     int64_t np = count(db, "SELECT count(*) FROM model_policies");
+    int64_t nsl = count(db, "SELECT count(*) FROM key_ceilings");
     int64_t nk = count(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL") +
                  count(db, "SELECT count(*) FROM endpoints WHERE key_hash IS NOT NULL");
-    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0) {
+    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0 || nsl < 0) {
         log_error("snapshot: cannot count the configuration: %s", sqlite3_errmsg(db));
         goto fail_read;
     }
@@ -350,6 +388,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     s->keys = arena_alloc(&s->mem, sizeof *s->keys * (size_t)(nk + 1));
     s->nodes = arena_alloc(&s->mem, sizeof *s->nodes * (size_t)(nn + 1));
     s->policies = arena_alloc(&s->mem, sizeof *s->policies * (size_t)(np + 1));
+    s->session_limits = arena_alloc(&s->mem, sizeof *s->session_limits * (size_t)(nsl + 1));
     if (each_row(db, "SELECT id, name FROM tenants ORDER BY id", tenant_row, s, &s->n_tenants) ||
         each_row(db,
                  "SELECT id, tenant_id, name, algorithm, protocol, affinity, connect_timeout_ms,"
@@ -377,6 +416,12 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
                  "SELECT model, purpose, routing_enabled, quality_score, price_input_per_1k,"
                  " price_output_per_1k, supports_tools, supports_vision, max_context, max_output"
                  " FROM model_policies ORDER BY model", policy_row, s, &s->n_policies) ||
+        each_row(db,
+                 "SELECT c.user_id, u.tenant_id, u.role, u.name, c.qps_limit, c.concurrency_limit,"
+                 " c.daily_limit, c.monthly_quota, c.tpm_limit, c.monthly_token_quota"
+                 " FROM key_ceilings c JOIN users u ON u.id = c.user_id"
+                 " WHERE c.qps_limit + c.concurrency_limit + c.daily_limit + c.monthly_quota + c.tpm_limit"
+                 " + c.monthly_token_quota > 0 ORDER BY c.user_id", session_limits_row, s, &s->n_session_limits) ||
         each_row(db, "SELECT key, value FROM settings", setting_row, s, &n))
         goto fail_read;
     db_end_read(db);
@@ -402,6 +447,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     for (int i = 0; shm && i < s->n_keys; i++)
         if (s->keys[i].has_limits)
             s->keys[i].slot = shm_key_slot(shm, s->keys[i].id);
+    for (int i = 0; shm && i < s->n_session_limits; i++)
+        s->session_limits[i].slot = shm_key_slot(shm, s->session_limits[i].id);
     atomic_store(&s->refs, 1);
     return s;
 fail_read:

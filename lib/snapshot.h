@@ -107,6 +107,7 @@ struct snapshot {
     struct snap_replica *replicas; int n_replicas;     /* grouped by endpoint */
     struct snap_route *routes; int n_routes;           /* active only, by (tenant, model, priority, id) */
     struct snap_key *keys; int n_keys;                 /* live keys, sorted by hash */
+    struct snap_key *session_limits; int n_session_limits; /* R-SEC-5: per user with a ceiling, by user_id */
     struct snap_node *nodes; int n_nodes;              /* by id */
     int gpu_temp_threshold_deci;                       /* R-LB-6: settings.gpu_temperature_threshold x 10 (850) */
     const char **internal_fields; int n_internal_fields; /* settings.internal_fields */
@@ -130,6 +131,11 @@ struct snapshot *snapshot_acquire(void);
 void snapshot_release(struct snapshot *s);
 
 const struct snap_key *snapshot_find_key(const struct snapshot *s, const char hash[65]);
+/* The limits a login session of this user runs under on the data plane: its key
+ * ceiling as a key of its own (id SNAP_SESSION_KEY_BASE + user id, with its own
+ * shared-state slot and quota counters), or NULL when the user has no ceiling. */
+#define SNAP_SESSION_KEY_BASE (1LL << 62)
+const struct snap_key *snapshot_session_limits(const struct snapshot *s, int64_t user_id);
 const struct snap_policy *snapshot_policy(const struct snapshot *s, const char *model);
 /* Active routes of (tenant, model) in priority order; returns count, *first set. */
 int snapshot_routes(const struct snapshot *s, int64_t tenant_id, const char *model,

@@ -103,9 +103,11 @@ struct behavior {
     int prefix_cache;      /* chat: simulate a prefix cache (see fake_prefix.c) */
     int prefix_miss_ms;    /* prefix_cache: first-byte delay when the prefix is new here */
     int prefix_hit_ms;     /* prefix_cache: first-byte delay when it was seen */
-    int error_after;       /* >= 0, Anthropic stream: an overloaded error event after this many content deltas */
+    int error_after;       /* >= 0, a stream: an error event after this many content deltas (Anthropic: overloaded) */
     int cache_read_tokens; /* Anthropic usage: cache_read_input_tokens */
     int cache_write_tokens;/* Anthropic usage: cache_creation_input_tokens */
+    int no_usage;          /* an old server: no usage in bodies, include_usage ignored */
+    int client_error;      /* error_after on an OpenAI stream: the caller's error, not the server's */
 };
 
 extern const struct behavior BEHAVIOR_DEFAULT;

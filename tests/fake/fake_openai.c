@@ -7,7 +7,7 @@
 
 struct gen {
     bool chat;                     /* chat.completion, else text_completion */
-    bool stream, include_usage;
+    bool stream, include_usage, no_usage;
     unsigned long id;
     long created;
     const char *model;             /* JSON-escaped, copied as is */
@@ -22,7 +22,8 @@ static void gen_prepare(struct conn *c, const struct behavior *b, bool chat, str
     json_scan(&j, c->req.body, c->req.blen);
     g->chat = chat;
     g->stream = j.stream;
-    g->include_usage = j.include_usage;
+    g->no_usage = b->no_usage;
+    g->include_usage = j.include_usage && !b->no_usage;
     g->id = atomic_fetch_add(&S.seq, 1) + 1;
     g->created = (long)time(NULL);
     g->model = j.model ? j.model : G.model;
@@ -59,9 +60,12 @@ static void completion_body(struct buf *o, const struct gen *g)
     completion_open(o, g, g->chat ? "chat.completion" : "text_completion");
     buf_adds(o, g->chat ? "{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"" : "{\"text\":\"");
     openai_words(o, 1, g->chunks);
-    buf_adds(o, g->chat ? "\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":\"stop\"}],"
-                        : "\",\"index\":0,\"logprobs\":null,\"finish_reason\":\"stop\"}],");
-    usage_add(o, g);
+    buf_adds(o, g->chat ? "\",\"refusal\":null},\"logprobs\":null,\"finish_reason\":\"stop\"}]"
+                        : "\",\"index\":0,\"logprobs\":null,\"finish_reason\":\"stop\"}]");
+    if (!g->no_usage) {
+        buf_add(o, ",", 1);
+        usage_add(o, g);
+    }
     buf_add(o, "}", 1);
 }
 
@@ -135,6 +139,13 @@ static int stream_tail(struct stream *st)
 static enum outcome stream_run(struct conn *c, const struct behavior *b, const struct gen *g)
 {
     static const char BAD[] = "data: {not json\n\n";
+    /* error_after=N: an error event after N content chunks, then the body ends;
+     * client_error=1 makes it the caller's mistake instead of the server's. */
+    static const char SERVER_ERR[] = "data: {\"error\":{\"message\":\"The server had an error\",\"type\":"
+                                     "\"server_error\",\"param\":null,\"code\":null}}\n\n";
+    static const char CLIENT_ERR[] = "data: {\"error\":{\"message\":\"This model's maximum context length is "
+                                     "exceeded\",\"type\":\"invalid_request_error\",\"param\":\"messages\","
+                                     "\"code\":\"context_length_exceeded\"}}\n\n";
     struct stream st = { c, b, g, false };
     if (c->req.minor == 0)
         c->req.keep_alive = false;   /* no chunked encoding: the close ends the body */
@@ -149,6 +160,11 @@ static enum outcome stream_run(struct conn *c, const struct behavior *b, const s
             return OUT_DIED;
         if (sent == b->hang_after)
             return conn_hang(c);
+        if (sent == b->error_after) {
+            const char *e = b->client_error ? CLIENT_ERR : SERVER_ERR;
+            size_t n = b->client_error ? sizeof CLIENT_ERR - 1 : sizeof SERVER_ERR - 1;
+            return stream_send(&st, e, n) < 0 || reply_chunk_end(c) < 0 ? OUT_ABORTED : OUT_COMPLETE;
+        }
         if (b->bad_json && sent == g->chunks / 2 && stream_send(&st, BAD, sizeof BAD - 1) < 0)
             return OUT_ABORTED;
         if (sent == g->chunks)

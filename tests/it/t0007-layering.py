@@ -116,5 +116,20 @@ def test_the_translation_is_pure():
         assert not [s for s in refs[name] if s.startswith(("shm_", "reply_", "request_", "curl_"))], refs[name]
 
 
+def test_error_codes_come_from_the_list():
+    """A code is named only as ERR_... (errors.def); a string literal would compile with a typo."""
+    from harness import SRCDIR
+    d = os.path.join(SRCDIR, "fcgi")
+    bad = []
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".c"):
+            continue
+        with open(os.path.join(d, name)) as f:
+            for n, line in enumerate(f, 1):
+                if re.search(r'error_code\s*=\s*"', line) or re.search(r'reply_error(_extra)?\([^,]+,\s*"', line):
+                    bad.append("%s:%d: %s" % (name, n, line.strip()))
+    assert not bad, bad
+
+
 if __name__ == "__main__":
     run_tests(globals())

@@ -132,22 +132,28 @@ def test_stale_reading_counts_as_none(c):
 
 
 def test_pushed_reading_applies_within_two_seconds(c):
-    """R-LB-6 within R-CFG-1: a pushed reading takes effect (and clears) at once, without
-    waiting for sluice-healthd's round: healthd is stopped here, so only the push can act."""
+    """R-LB-6 within R-CFG-1: a reading pushed for a node without an exporter takes effect (and
+    clears) at once, without waiting for sluice-healthd's round: healthd is stopped here, so
+    only the push can act. A node read from a DCGM exporter keeps the exporter's word."""
     c.hd.stop()
+    c.gw.ctl("node", "add", "gpu2")
+    c.gw.ctl("replica", "set", "ep", c.a.url, "--node", "gpu2")
+    time.sleep(0.6)
     try:
         t0 = time.time()
-        c.gw.ctl("node", "temperature", "gpu1", "96")
+        c.gw.ctl("node", "temperature", "gpu2", "96")
         wait_for(lambda: spread(c, 4) == (0, 4), 2, what="the pushed 96 C applied")
         assert time.time() - t0 < 2.0
         t0 = time.time()
-        c.gw.ctl("node", "temperature", "gpu1", "60")
+        c.gw.ctl("node", "temperature", "gpu2", "60")
         wait_for(lambda: spread(c, 6) == (3, 3), 2, what="the pushed 60 C cleared it")
         assert time.time() - t0 < 2.0
     finally:
+        c.gw.ctl("replica", "set", "ep", c.a.url, "--node", "gpu1")
         c.dcgm.dcgm(60)
         c.hd.start()
         wait_for(lambda: node_temp(c) == 60.0, 5, what="60 C read")
+        time.sleep(0.6)
 
 
 def test_every_replica_hot_is_503(c):

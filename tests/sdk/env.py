@@ -2,22 +2,27 @@
 """env.py: the environment of the OpenAI Node SDK suite (tests/sdk/run.sh).
 
 Starts, through tests/it/lib/harness.py, a real lighttpd + sluice-fcgi pool in front of
-one stand-in upstream, with a tenant, a member key, an endpoint and a route `m`; prints
-one JSON line {"base_url", "key", "fake_port", "gw_dir"} on stdout, then waits until its
-stdin closes (or 600 s pass) and stops everything it started."""
+one stand-in upstream, with a tenant, a member key, an endpoint and a route `m`, plus a
+second stand-in in its Anthropic Messages mode behind an endpoint `--protocol anthropic`
+(upstream credential ANT_SECRET) with the route `claude` -> target model `claude-sdk-real`;
+prints one JSON line {"base_url", "key", "fake_port", "ant_fake_port", "ant_secret",
+"gw_dir"} on stdout, then waits until its stdin closes (or 600 s pass) and stops
+everything it started."""
 import json
 import os
 import select
 import signal
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "it", "lib"))
 if os.environ.get("SLUICE_SRCDIR"):      # a copy run outside the source tree (make distcheck)
     sys.path.insert(0, os.path.join(os.environ["SLUICE_SRCDIR"], "tests", "it", "lib"))
-from harness import OUTDIR, Fake, Gateway, add_endpoint, setup_tenant  # noqa: E402
+from harness import CTL, OUTDIR, Fake, Gateway, add_endpoint, setup_tenant  # noqa: E402
 
 MAX_LIFETIME_S = 600
+ANT_SECRET = "sk-ant-sdk-upstream-cred-%d" % os.getpid()
 
 
 def main():
@@ -25,19 +30,29 @@ def main():
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: sys.exit(1))
     os.makedirs(OUTDIR, exist_ok=True)
-    fake = gw = None
+    fake = ant = gw = None
     try:
         fake = Fake("sdk")
+        ant = Fake("sdk-ant")
         gw = Gateway("sdk")
         key = setup_tenant(gw, "acme", "alice")
         add_endpoint(gw, "ep1", "acme", [fake])
         gw.ctl("route", "add", "m", "ep1", "--tenant", "acme")
         # A key with a daily limit of 1 call, for the SDK's view of sluice's own 429 (R-KEY-2).
         limited = gw.ctl("key", "add", "--user", "alice", "--daily", 1)["key"]
+        # R-ANT-1: an Anthropic Messages upstream; its credential goes in on stdin (R-ANT-4).
+        p = subprocess.run([CTL, "--db", gw.db, "--json", "endpoint", "add", "ep-ant", "--tenant", "acme",
+                            "--protocol", "anthropic", "--upstream-auth-stdin"], input=ANT_SECRET + "\n",
+                           capture_output=True, text=True, timeout=30)
+        if p.returncode != 0:
+            raise RuntimeError("endpoint add ep-ant: %s %s" % (p.stdout, p.stderr))
+        gw.ctl("replica", "add", "ep-ant", ant.url)
+        gw.ctl("route", "add", "claude", "ep-ant", "--tenant", "acme", "--target-model", "claude-sdk-real")
         gw.start()
         sys.stdout.write(json.dumps({"base_url": "http://127.0.0.1:%d/v1" % gw.port, "key": key,
                                      "limited_key": limited,
-                                     "fake_port": fake.port, "gw_dir": gw.dir}) + "\n")
+                                     "fake_port": fake.port, "ant_fake_port": ant.port,
+                                     "ant_secret": ANT_SECRET, "gw_dir": gw.dir}) + "\n")
         sys.stdout.flush()
         # Wait for EOF on stdin: the runner closes it when the tests are done (or dies).
         deadline = time.time() + MAX_LIFETIME_S
@@ -51,6 +66,8 @@ def main():
             gw.stop()
         if fake:
             fake.stop()
+        if ant:
+            ant.stop()
 
 
 if __name__ == "__main__":

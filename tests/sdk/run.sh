@@ -1,7 +1,8 @@
 #!/bin/bash
 # run.sh: the OpenAI Node SDK suite (R-API-1..4, R-USE-1..2, R-SSE-4 seen through `openai`).
 # Installs the pinned SDK when node_modules is missing, starts the environment (env.py:
-# lighttpd + sluice-fcgi pool + one stand-in upstream, route `m`), runs `node --test
+# lighttpd + sluice-fcgi pool + a stand-in upstream behind route `m` and one speaking Anthropic
+# Messages behind route `claude`), runs `node --test
 # sdk.test.mjs` against it, stops the environment, and ends with "N passed, N failed".
 # Honours SLUICE_BUILDDIR / SLUICE_SRCDIR / SLUICE_TEST_OUT like the end-to-end tests.
 set -u
@@ -48,8 +49,9 @@ line=
 read -r -t 60 line <&"$env_out" || true
 [ -n "$line" ] || fail "the environment did not start (see stderr above)"
 json_get() { printf '%s' "$line" | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
-export SLUICE_BASE_URL SLUICE_KEY SLUICE_FAKE_PORT SLUICE_LIMITED_KEY
+export SLUICE_BASE_URL SLUICE_KEY SLUICE_FAKE_PORT SLUICE_LIMITED_KEY SLUICE_ANT_FAKE_PORT SLUICE_ANT_SECRET
 SLUICE_BASE_URL=$(json_get base_url) SLUICE_KEY=$(json_get key) SLUICE_LIMITED_KEY=$(json_get limited_key) SLUICE_FAKE_PORT=$(json_get fake_port) \
+  SLUICE_ANT_FAKE_PORT=$(json_get ant_fake_port) SLUICE_ANT_SECRET=$(json_get ant_secret) \
   || fail "bad environment line: $line"
 echo "# environment: $SLUICE_BASE_URL (stand-in port $SLUICE_FAKE_PORT, logs $(json_get gw_dir))"
 

@@ -6,6 +6,8 @@
 // Run by tests/sdk/run.sh, which starts the environment (env.py) and passes:
 //   SLUICE_BASE_URL  http://127.0.0.1:PORT/v1     SLUICE_KEY  a member key of tenant acme
 //   SLUICE_FAKE_PORT the stand-in's port           (route `m` -> endpoint ep1 -> that stand-in)
+//   SLUICE_ANT_FAKE_PORT, SLUICE_ANT_SECRET        (route `claude` -> endpoint ep-ant, --protocol
+//                    anthropic, upstream credential SLUICE_ANT_SECRET -> a stand-in speaking Messages)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -346,4 +348,220 @@ test('R-SSE-4 upstream dies mid-stream -> the SDK stream throws APIError after t
   const up = await upstreamSince(before);
   assert.equal(up.n, 1, `upstream got ${up.n} requests: a broken stream must not be retried`);
   assert.equal(lastBody(up.last).stream, true);
+});
+
+// ---- an Anthropic Messages upstream (R-ANT-1..4): the caller speaks OpenAI, the upstream Messages ----
+//
+// Route `claude` (target model claude-sdk-real) -> endpoint ep-ant (--protocol anthropic). The
+// adapter forwards no caller header, so the stand-in's directives go in the prompt ("[[fake ...]]"),
+// where they count as prompt words (input_tokens = the word count of system and message texts).
+
+const ANT_PORT = process.env.SLUICE_ANT_FAKE_PORT;
+const ANT_SECRET = process.env.SLUICE_ANT_SECRET;
+const TOOLS = [{
+  type: 'function',
+  function: {
+    name: 'get_weather', description: 'Weather of a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+}];
+
+async function antStats() {
+  assert.ok(ANT_PORT && ANT_SECRET, 'SLUICE_ANT_FAKE_PORT and SLUICE_ANT_SECRET must be set (use tests/sdk/run.sh)');
+  const r = await fetch(`http://127.0.0.1:${ANT_PORT}/_fake/stats`, { signal: AbortSignal.timeout(5000) });
+  assert.equal(r.status, 200, 'anthropic stand-in /_fake/stats');
+  return r.json();
+}
+
+async function antSince(before) {
+  const s = await antStats();
+  return { n: s.requests - before.requests, last: s.last, stats: s };
+}
+
+// What the Messages upstream must have received: the endpoint's credential, never the caller's.
+function assertMessagesRequest(last) {
+  assert.equal(last.method, 'POST');
+  assert.equal(last.path, '/v1/messages');
+  assert.equal(last.headers['x-api-key'], ANT_SECRET, 'R-ANT-4: not the endpoint credential upstream');
+  assert.equal(last.headers['authorization'], undefined, 'R-ANT-4: an Authorization header went upstream');
+  assert.equal(last.headers['anthropic-version'], '2023-06-01');
+  assert.ok(!JSON.stringify(last).includes(KEY), 'R-ANT-4: the caller key went upstream');
+}
+
+test('R-ANT-1 anthropic upstream: chat.completions.create -> chat.completion; upstream got Messages', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const before = await antStats();
+  const messages = [{ role: 'system', content: 'be brief' }, ...MSG];
+  const { data: r, response } = await client.chat.completions.create({ model: 'claude', messages }).withResponse();
+  assert.equal(r.object, 'chat.completion', JSON.stringify(r));
+  assert.match(r.id, /^msg_fake\d+$/);
+  assert.equal(r.model, 'claude', 'the client sees its own model name (R-RT-5)');
+  assert.deepEqual(r.choices, [{ index: 0, message: { role: 'assistant', content: 'w1 w2 w3' }, finish_reason: 'stop', logprobs: null }]);
+  assert.deepEqual(r.usage, { prompt_tokens: 5, completion_tokens: 3, total_tokens: 8, prompt_tokens_details: { cached_tokens: 0 } });
+  assert.equal(response.headers.get('x-routed-model'), 'claude-sdk-real');
+  assert.match(response.headers.get('x-request-id') ?? '', /\S/);
+
+  const up = await antSince(before);
+  assert.equal(up.n, 1, `upstream got ${up.n} requests for one call`);
+  assertMessagesRequest(up.last);
+  assert.equal(up.last.headers['x-request-id'], response.headers.get('x-request-id'));
+  assert.deepEqual(lastBody(up.last), {
+    model: 'claude-sdk-real', max_tokens: 4096, system: [{ type: 'text', text: 'be brief' }],
+    messages: [{ role: 'user', content: [{ type: 'text', text: 'say three words' }] }],
+  });
+});
+
+test('R-ANT-1 R-USE-2 anthropic upstream: a stream through for await, usage only when asked', { timeout: TEST_TIMEOUT_MS }, async () => {
+  let before = await antStats();
+  const chunks = await collect(await client.chat.completions.create({ model: 'claude', messages: MSG, stream: true }));
+  assert.equal(chunks.length, 5, `role, 3 deltas, finish: ${JSON.stringify(chunks)}`);
+  for (const ch of chunks) {
+    assert.equal(ch.object, 'chat.completion.chunk', JSON.stringify(ch));
+    assert.equal(ch.model, 'claude');
+    assert.equal(ch.id, chunks[0].id);
+    assert.ok(!('usage' in ch), `usage the client did not ask for: ${JSON.stringify(ch)}`);
+  }
+  assert.deepEqual(chunks[0].choices[0].delta, { role: 'assistant', content: '' });
+  assert.equal(chunks.map((c) => c.choices[0].delta.content ?? '').join(''), 'w1 w2 w3');
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'stop');
+  let up = await antSince(before);
+  assert.equal(up.n, 1);
+  assertMessagesRequest(up.last);
+  const sent = lastBody(up.last);
+  assert.equal(sent.stream, true);
+  assert.equal(sent.stream_options, undefined, `an OpenAI field went to Messages: ${up.last.body}`);
+
+  before = await antStats();
+  const withUsage = await collect(await client.chat.completions.create({
+    model: 'claude', messages: MSG, stream: true, stream_options: { include_usage: true },
+  }));
+  const last = withUsage.at(-1);
+  assert.deepEqual(last.choices, [], JSON.stringify(last));
+  assert.deepEqual(last.usage, { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6, prompt_tokens_details: { cached_tokens: 0 } });
+  assert.equal(withUsage.at(-2).choices[0].finish_reason, 'stop');
+  up = await antSince(before);
+  assert.equal(up.n, 1);
+});
+
+test('R-ANT-1 anthropic upstream: tool call -> tool message -> an answer holding the tool result', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const before = await antStats();
+  const ask = [{ role: 'user', content: 'please use the tool' }];
+  const r1 = await client.chat.completions.create({ model: 'claude', messages: ask, tools: TOOLS });
+  assert.equal(r1.choices[0].finish_reason, 'tool_calls', JSON.stringify(r1));
+  const calls = r1.choices[0].message.tool_calls;
+  assert.equal(calls.length, 1, JSON.stringify(r1));
+  assert.match(calls[0].id, /^toolu_fake\d+$/);
+  assert.equal(calls[0].type, 'function');
+  assert.equal(calls[0].function.name, 'get_weather');
+  assert.equal(typeof calls[0].function.arguments, 'string', 'arguments must be a JSON string');
+  assert.deepEqual(JSON.parse(calls[0].function.arguments), { q: 'fake' });
+  let up = await antSince(before);
+  assertMessagesRequest(up.last);
+  assert.deepEqual(lastBody(up.last).tools, [{
+    name: 'get_weather', description: 'Weather of a city',
+    input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  }]);
+
+  const r2 = await client.chat.completions.create({
+    model: 'claude', tools: TOOLS,
+    messages: [...ask, r1.choices[0].message, { role: 'tool', tool_call_id: calls[0].id, content: '21 degrees' }],
+  });
+  assert.equal(r2.choices[0].message.content, `tool_result[${calls[0].id}]: 21 degrees w1 w2 w3`, JSON.stringify(r2));
+  assert.equal(r2.choices[0].finish_reason, 'stop');
+  up = await antSince(before);
+  assert.equal(up.n, 2);
+  const turns = lastBody(up.last).messages;
+  assert.deepEqual(turns[1], { role: 'assistant', content: [
+    { type: 'text', text: 'w1 w2 w3' },
+    { type: 'tool_use', id: calls[0].id, name: 'get_weather', input: { q: 'fake' } }] });
+  assert.deepEqual(turns[2], { role: 'user', content: [{ type: 'tool_result', tool_use_id: calls[0].id, content: '21 degrees' }] });
+});
+
+test('R-ANT-1 anthropic upstream: a streamed tool call, assembled by the SDK stream helper', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const chunks = await collect(await client.chat.completions.create({
+    model: 'claude', messages: [{ role: 'user', content: 'use the tool' }], tools: TOOLS, stream: true,
+  }));
+  const tc = chunks.flatMap((c) => c.choices[0]?.delta?.tool_calls ?? []);
+  assert.equal(tc.length, 4, `start + 3 argument pieces: ${JSON.stringify(tc)}`);
+  assert.ok(tc.every((t) => t.index === 0), JSON.stringify(tc));
+  assert.match(tc[0].id, /^toolu_fake\d+$/);
+  assert.equal(tc[0].function.name, 'get_weather');
+  assert.ok(tc.slice(1).every((t) => t.id === undefined && t.function.name === undefined), JSON.stringify(tc));
+  assert.deepEqual(JSON.parse(tc.map((t) => t.function.arguments).join('')), { q: 'fake' });
+  assert.equal(chunks.at(-1).choices[0].finish_reason, 'tool_calls');
+  // The SDK's own accumulation (ChatCompletionStream) reads the same deltas.
+  const helper = client.beta?.chat?.completions?.stream ? client.beta.chat.completions : client.chat.completions;
+  const s = helper.stream({ model: 'claude', messages: [{ role: 'user', content: 'use the tool' }], tools: TOOLS });
+  const final = await s.finalChatCompletion();
+  const call = final.choices[0].message.tool_calls[0];
+  assert.equal(final.choices[0].finish_reason, 'tool_calls', JSON.stringify(final));
+  assert.equal(final.choices[0].message.content, 'w1 w2 w3');
+  assert.equal(call.function.name, 'get_weather');
+  assert.deepEqual(JSON.parse(call.function.arguments), { q: 'fake' });
+});
+
+test('R-ANT-3 R-ANT-2 anthropic upstream: unmappable parameters and paths -> BadRequestError, nothing sent', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const before = await antStats();
+  for (const [param, value] of [['n', 2], ['temperature', 1.5], ['logprobs', true], ['response_format', { type: 'json_object' }], ['seed', 7]]) {
+    const e = await mustThrow(() => client.chat.completions.create({ model: 'claude', messages: MSG, [param]: value }), param);
+    assert.ok(e instanceof OpenAI.BadRequestError, describeErr(e));
+    assert.equal(e.status, 400);
+    assert.equal(e.code, 'unsupported_parameter', describeErr(e));
+    assert.equal(e.param, param, describeErr(e));
+    assert.equal(header(e.headers, 'x-should-retry'), 'false');
+  }
+  const e = await mustThrow(() => client.embeddings.create({ model: 'claude', input: 'x', encoding_format: 'float' }), 'embeddings');
+  assert.ok(e instanceof OpenAI.BadRequestError, describeErr(e));
+  assert.equal(e.code, 'unsupported_endpoint_for_upstream_protocol', describeErr(e));
+  const up = await antSince(before);
+  assert.equal(up.n, 0, `a refused request reached the upstream: ${JSON.stringify(up.last)}`);
+});
+
+test('R-ANT-1 R-API-2 anthropic 529 overloaded -> InternalServerError 503 after the SDK retried it', { timeout: TEST_TIMEOUT_MS }, async () => {
+  // maxRetries 1: the SDK retries a 503 (after the 5 s Retry-After sluice adds), then raises.
+  const retrying = new OpenAI({ baseURL: BASE_URL, apiKey: KEY, maxRetries: 1, timeout: 15000 });
+  const before = await antStats();
+  const t0 = Date.now();
+  const e = await mustThrow(() => retrying.chat.completions.create({
+    model: 'claude', messages: [{ role: 'user', content: '[[fake status=529]] busy' }],
+  }), 'upstream 529');
+  assert.ok(e instanceof OpenAI.InternalServerError, describeErr(e));
+  assert.equal(e.status, 503);
+  assert.deepEqual(e.error, { message: 'Overloaded', type: 'server_error', param: null, code: 'overloaded_error' });
+  assert.equal(header(e.headers, 'retry-after'), '5');
+  const up = await antSince(before);
+  assert.equal(up.n, 2, `the SDK should have tried twice (one retry): ${up.n}`);
+  assert.equal(up.last.headers['x-stainless-retry-count'], undefined, 'caller headers must not reach a Messages upstream');
+  assert.ok(Date.now() - t0 >= 4000, 'the SDK did not wait for Retry-After');
+});
+
+test('R-ANT-1 R-API-2 anthropic 429 -> RateLimitError; a mid-stream error event -> APIError', { timeout: TEST_TIMEOUT_MS }, async () => {
+  let before = await antStats();
+  const e = await mustThrow(() => client.chat.completions.create({
+    model: 'claude', messages: [{ role: 'user', content: '[[fake status=429]] slow down' }],
+  }), 'upstream 429');
+  assert.ok(e instanceof OpenAI.RateLimitError, describeErr(e));
+  assert.equal(e.status, 429);
+  assert.equal(e.code, 'rate_limit_error', describeErr(e));
+  assert.equal(header(e.headers, 'retry-after'), '1');
+  assert.equal((await antSince(before)).n, 1);
+
+  before = await antStats();
+  const stream = await client.chat.completions.create({
+    model: 'claude', messages: [{ role: 'user', content: '[[fake error_after=2]] go' }], stream: true,
+  });
+  const got = [];
+  let err = null;
+  try {
+    for await (const ch of stream) {
+      got.push(ch);
+      assert.ok(got.length <= 100, 'stream did not end');
+    }
+  } catch (x) {
+    if (x instanceof assert.AssertionError) throw x;
+    err = x;
+  }
+  assert.ok(err instanceof OpenAI.APIError && !(err instanceof OpenAI.APIConnectionError), describeErr(err));
+  assert.equal(err.error?.code, 'overloaded_error', describeErr(err));
+  assert.equal(got.map((c) => c.choices?.[0]?.delta?.content ?? '').join(''), 'w1 w2 ');
+  assert.equal((await antSince(before)).n, 1, 'a stream that had begun was retried');
 });

@@ -116,6 +116,10 @@ static void test_estimate_and_boundaries(void)
     CHECK_INT(limits_estimate_tokens(100, 50, 1024), 150, "max_tokens given");
     CHECK_INT(limits_estimate_tokens(100, 0, 1024), 1124, "default output");
     CHECK_INT(limits_estimate_tokens(-5, 0, 0), 0, "never negative");
+    /* R-KEY-5: near INT64_MAX the sum saturates instead of wrapping negative */
+    CHECK_INT(limits_estimate_tokens(100, INT64_MAX - 10, 1024), INT64_MAX, "saturates");
+    CHECK_INT(limits_estimate_tokens(INT64_MAX, INT64_MAX, 1024), INT64_MAX, "saturates both");
+    CHECK(limits_estimate_tokens(7, INT64_MAX, 1) > 0, "positive");
     setenv("TZ", "UTC", 1);
     tzset();
     /* 2026-11-30T10:00:00Z */

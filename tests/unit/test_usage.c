@@ -151,9 +151,31 @@ static void test_has_object(void)
               cases[i].in);
 }
 
+/* R-SSE-5: which error events may be failed over. */
+static void test_error_side(void)
+{
+    static const struct { const char *data; int server; } cases[] = {
+        {"{\"error\":{\"message\":\"x\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", 1},
+        {"{\"error\":{\"message\":\"Overloaded\",\"type\":\"server_error\",\"code\":\"overloaded_error\"}}", 1},
+        {"{\"error\":{\"type\":\"api_error\"}}", 1},
+        {"{\"error\":{\"type\":\"overloaded_error\"}}", 1},
+        {"{\"error\":{\"message\":\"boom\",\"code\":503}}", 1},
+        {"{\"error\":{\"message\":\"long\",\"type\":\"invalid_request_error\",\"code\":\"context_length_exceeded\"}}", 0},
+        {"{\"error\":{\"message\":\"bad\",\"code\":400}}", 0},
+        {"{\"error\":\"a string\"}", 0},
+        {"{\"choices\":[]}", 0},
+        {"not json", 0},
+        {"", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK(usage_error_is_server_side(cases[i].data, strlen(cases[i].data)) == cases[i].server, "error side: %s",
+              cases[i].data);
+}
+
 int main(void)
 {
     test_has_object();
+    test_error_side();
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
         struct usage u;
         memset(&u, 0x5a, sizeof u);     /* usage_from_body must clear it */
