@@ -72,7 +72,7 @@ fi
 admin_pw=$(cat "$state/admin-password.txt" 2>/dev/null || echo "(see $state/admin-password.txt)")
 
 "$srcdir/conf/gen-lighttpd.sh" "$srcdir/conf/lighttpd.conf.in" 127.0.0.1 "$port" "$state" \
-  "$builddir/fcgi/sluice-fcgi" "$conf" "$srcdir/www" "$procs" "$threads" 8388608 10 \
+  "$builddir/fcgi/sluice-fcgi" "$conf" "$srcdir/www" "$procs" "$threads" 8388608 13 \
   "$builddir/admin/sluice-admin.cgi" > "$state/lighttpd.conf"
 "$lighttpd" -D -f "$state/lighttpd.conf" &
 lighttpd_pid=$!

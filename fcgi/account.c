@@ -2,6 +2,7 @@
 #include "account.h"
 
 #include "arena.h"
+#include "errors.h"
 #include "usage_writer.h"
 #include "util.h"
 
@@ -49,13 +50,17 @@ void account_record(struct request *r)
     u->latency_ms = mono_ms() - r->start_mono;
     u->ttft_ms = r->ttft_ms;
     u->status = r->client_gone ? 499 : r->status;
+    /* R-DEP-6: a stream ended by the shutdown is a 503 even though its head said 200. */
+    if (!r->client_gone && r->error_code && strcmp(r->error_code, errors_get(ERR_SHUTTING_DOWN)->code) == 0)
+        u->status = 503;
     u->retries = r->retries;
     u->stream = r->stream;
     snprintf(u->error_code, sizeof u->error_code, "%s", r->error_code ? r->error_code : "");
     snprintf(u->finish_reason, sizeof u->finish_reason, "%s", r->finish_reason);
     if (u->status >= 400) {
-        /* R-USE-4: failures carry tokens only when the upstream produced some. */
-        if (!r->client_gone)
+        /* R-USE-4: failures carry tokens only when the upstream produced some
+         * (a client that left, a stream ended by the shutdown). */
+        if (!r->client_gone && !r->data_sent)
             u->prompt_tokens = u->completion_tokens = 0;
     }
     u->usage_estimated = !r->usage.found && (u->prompt_tokens || u->completion_tokens);

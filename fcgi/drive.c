@@ -14,7 +14,8 @@
 static const char *outcome_name(enum attempt_outcome o, long status)
 {
     static const char *names[] = {"answered", "connection failed", "response broken", "first-byte timeout",
-                                  "idle timeout", "client gone", "response too large", "refused"};
+                                  "idle timeout", "client gone", "response too large", "refused",
+                                  "shutting down"};
     if (o == ATTEMPT_DONE && status >= 500)
         return "server error";
     return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "failed";
@@ -61,7 +62,8 @@ void drive_run(struct request *r)
         };
         struct retry_decision d;
         retry_decide(&f, &d);
-        if (a.outcome != ATTEMPT_REFUSED && a.outcome != ATTEMPT_CLIENT_GONE && a.outcome != ATTEMPT_TOO_LARGE)
+        if (a.outcome != ATTEMPT_REFUSED && a.outcome != ATTEMPT_CLIENT_GONE && a.outcome != ATTEMPT_TOO_LARGE &&
+            a.outcome != ATTEMPT_SHUTDOWN)
             serving_report(r, rep, !d.failed, outcome_name(a.outcome, a.status));
         if (d.other_endpoint && route_skip_endpoint(r) == 0) {
             log_info("request %s: endpoint %s (%s) cannot express it (%s); trying endpoint %s", r->request_id,

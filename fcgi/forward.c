@@ -84,6 +84,10 @@ static enum attempt_outcome forward_transfer(struct request *r, struct relay *x,
         curl_multi_perform(m, &running);
         if (x->abort != ABORT_NONE || !running)
             break;
+        if (atomic_load(r->w->cut)) {
+            out = ATTEMPT_SHUTDOWN;
+            break;
+        }
         int64_t now = mono_ms();
         int64_t wait = 1000;
         if (!x->upstream_bytes) {

@@ -32,6 +32,7 @@
 static struct conf conf;               /* read-only after start-up */
 static struct shm shm;                 /* this process's mapping of the state file */
 static atomic_int stopping;
+static atomic_int cut;                 /* the grace ran out: end what still runs (R-DEP-6) */
 static atomic_int inflight;
 
 /* GET /v1/models, /v1/models/{id}: a data-plane call too (R-KEY-0), no tokens. */
@@ -234,6 +235,7 @@ static struct worker *workers_new(int n)
     for (int i = 0; i < n; i++) {
         struct worker *w = &ws[i];
         w->index = i;
+        w->cut = &cut;
         arena_init(&w->arena);
         buf_init(&w->resp, 0);
         buf_init(&w->out, 0);
@@ -333,6 +335,19 @@ int main(int argc, char **argv)
     while (atomic_load(&inflight) > 0 && mono_ms() < deadline) {
         struct timespec pause = {0, 20 * 1000000};
         nanosleep(&pause, NULL);
+    }
+    /* R-DEP-6: what still runs ends with a shutting_down event (and a 503 usage
+     * record with its tokens) rather than being cut mid-byte; the front server's
+     * own grace is longer than ours, so these last bytes still reach the client. */
+    if (atomic_load(&inflight) > 0) {
+        log_info("grace of %d ms over: ending %d requests with shutting_down", conf.shutdown_grace_ms,
+                 atomic_load(&inflight));
+        atomic_store(&cut, 1);
+        deadline = mono_ms() + 2000;
+        while (atomic_load(&inflight) > 0 && mono_ms() < deadline) {
+            struct timespec pause = {0, 20 * 1000000};
+            nanosleep(&pause, NULL);
+        }
     }
     usage_writer_stop();
     log_info("stopped (%d requests still in flight)", atomic_load(&inflight));

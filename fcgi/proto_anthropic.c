@@ -26,7 +26,7 @@ static int anthropic_build(struct request *r, struct proto_request *out, struct 
     const char *model = r->routed_model ? r->routed_model : r->model;
     if (anthropic_request(r->json, model, r->ep->default_max_tokens, r->stream, &b, &f) != 0) {
         why->code = f.code;
-        why->param = f.param;
+        why->param = f.param ? arena_strdup(r->arena, f.param) : NULL;
         why->message = arena_strdup(r->arena, f.message[0] ? f.message : "the request cannot be translated");
         buf_free(&b);
         return -1;

@@ -57,6 +57,7 @@ struct worker {
     struct buf resp;              /* buffered upstream body */
     struct buf out;               /* scratch for rewritten events / error bodies */
     uint64_t rng;                 /* xorshift state for weighted choices */
+    const atomic_int *cut;        /* set by main when the shutdown grace ran out (R-DEP-6) */
     int index;
 };
 

@@ -66,6 +66,11 @@ void retry_decide(const struct retry_facts *f, struct retry_decision *d)
         d->other_endpoint = 1;
         d->final = FINAL_REFUSED;
         break;
+    case ATTEMPT_SHUTDOWN:
+        d->final = FINAL_ERROR;
+        d->code = ERR_SHUTTING_DOWN;
+        d->message = "the gateway is shutting down";
+        break;
     case ATTEMPT_CLIENT_GONE:
     case ATTEMPT_CONNECT:
         d->final = FINAL_CLIENT_GONE;

@@ -15,6 +15,7 @@ enum attempt_outcome {
     ATTEMPT_CLIENT_GONE,
     ATTEMPT_TOO_LARGE,
     ATTEMPT_REFUSED,        /* the adapter cannot express the request (R-ANT-2/3) */
+    ATTEMPT_SHUTDOWN,       /* the responder's shutdown grace ran out (R-DEP-6) */
 };
 
 /* What one attempt left behind (from forward's outcome and the request). */

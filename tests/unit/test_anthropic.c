@@ -79,11 +79,22 @@ static const struct req_case {
     /* system and developer -> top-level system, an array of text blocks in order */
     {"system string", "{'messages':[{'role':'system','content':'Be terse.'},{'role':'user','content':'Hi'}]}", 0,
      "{" HEAD "'system':[{'type':'text','text':'Be terse.'}]," OUT_HI "}", 0, NULL},
-    {"several system messages",
-     "{'messages':[{'role':'system','content':'A'},{'role':'developer','content':'B'},{'role':'user','content':'Hi'},"
-     "{'role':'system','content':[{'type':'text','text':'C'},{'type':'text','text':'D'}]}]}", 0,
-     "{" HEAD "'system':[{'type':'text','text':'A'},{'type':'text','text':'B'},{'type':'text','text':'C'},"
+    {"several leading system messages",
+     "{'messages':[{'role':'system','content':'A'},{'role':'developer','content':'B'},"
+     "{'role':'system','content':[{'type':'text','text':'C'},{'type':'text','text':'D'}]},{'role':'user','content':'Hi'}]}",
+     0, "{" HEAD "'system':[{'type':'text','text':'A'},{'type':'text','text':'B'},{'type':'text','text':'C'},"
      "{'type':'text','text':'D'}]," OUT_HI "}", 0, NULL},
+    /* a system message inside the conversation is refused, never moved to the top */
+    {"system after the first user message refused",
+     "{'messages':[{'role':'system','content':'A'},{'role':'user','content':'Hi'},{'role':'assistant','content':'Yo'},"
+     "{'role':'system','content':'C'}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[3].role"},
+    {"developer after an assistant message refused",
+     "{'messages':[{'role':'assistant','content':'Yo'},{'role':'developer','content':'C'},{'role':'user','content':'Hi'}]}",
+     0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[1].role"},
+    {"system after a tool message refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','tool_calls':[{'id':'c','type':'function',"
+     "'function':{'name':'f','arguments':'{}'}}]},{'role':'tool','tool_call_id':'c','content':'r'},"
+     "{'role':'system','content':'late'}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[3].role"},
     {"empty system text skipped", "{'messages':[{'role':'system','content':''}," "{'role':'user','content':'Hi'}]}",
      0, "{" HEAD OUT_HI "}", 0, NULL},
     {"system cache_control kept",
@@ -102,13 +113,78 @@ static const struct req_case {
      NULL},
     {"image base64",
      "{'messages':[{'role':'user','content':[{'type':'text','text':'What?'},{'type':'image_url','image_url':"
-     "{'url':'data:image/png;base64,iVBORw0KGgo=','detail':'high'}}]}]}", 0,
+     "{'url':'data:image/png;base64,iVBORw0KGgo=','detail':'auto'}}]}]}", 0,
      "{" HEAD "'messages':[{'role':'user','content':[{'type':'text','text':'What?'},{'type':'image','source':"
      "{'type':'base64','media_type':'image/png','data':'iVBORw0KGgo='}}]}]}", 0, NULL},
     {"image https url",
      "{'messages':[{'role':'user','content':[{'type':'image_url','image_url':{'url':'https://example.com/a.jpg'}}]}]}",
      0, "{" HEAD "'messages':[{'role':'user','content':[{'type':'image','source':{'type':'url','url':"
         "'https://example.com/a.jpg'}}]}]}", 0, NULL},
+    {"image detail null passes",
+     "{'messages':[{'role':'user','content':[{'type':'image_url','image_url':{'url':'https://e.com/a.jpg',"
+     "'detail':null}}]}]}", 0, "{" HEAD "'messages':[{'role':'user','content':[{'type':'image','source':"
+     "{'type':'url','url':'https://e.com/a.jpg'}}]}]}", 0, NULL},
+    {"image detail high refused",
+     "{'messages':[{'role':'user','content':[{'type':'text','text':'What?'},{'type':'image_url','image_url':"
+     "{'url':'https://e.com/a.jpg','detail':'high'}}]}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER,
+     "messages[0].content[1].image_url.detail"},
+    {"image detail low refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','content':'b'},{'role':'user','content':["
+     "{'type':'image_url','image_url':{'url':'data:image/png;base64,iVBORw0KGgo=','detail':'low'}}]}]}", 0, NULL,
+     ERR_UNSUPPORTED_PARAMETER, "messages[2].content[0].image_url.detail"},
+    {"image_url unknown key refused",
+     "{'messages':[{'role':'user','content':[{'type':'image_url','image_url':{'url':'https://e.com/a.jpg',"
+     "'format':'png'}}]}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[0].content[0].image_url.format"},
+    {"image cache_control kept",
+     "{'messages':[{'role':'user','content':[{'type':'image_url','image_url':{'url':'https://e.com/a.jpg'},"
+     "'cache_control':{'type':'ephemeral'}}]}]}", 0, "{" HEAD "'messages':[{'role':'user','content':[{'type':'image',"
+     "'source':{'type':'url','url':'https://e.com/a.jpg'},'cache_control':{'type':'ephemeral'}}]}]}", 0, NULL},
+    {"text part unknown key refused",
+     "{'messages':[{'role':'user','content':[{'type':'text','text':'a','annotations':[]}]}]}", 0, NULL,
+     ERR_UNSUPPORTED_PARAMETER, "messages[0].content[0].annotations"},
+    {"text part cache_control not an object",
+     "{'messages':[{'role':'user','content':[{'type':'text','text':'a','cache_control':'ephemeral'}]}]}", 0, NULL,
+     ERR_INVALID_TYPE, "messages[0].content[0].cache_control"},
+    {"system part unknown key refused",
+     "{'messages':[{'role':'system','content':[{'type':'text','text':'S','lang':'en'}]},{'role':'user','content':'Hi'}]}",
+     0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[0].content[0].lang"},
+    /* message keys: name and the assistant's extra fields pass only as null */
+    {"user name refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','content':'b'},{'role':'user','name':'bob',"
+     "'content':'c'}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[2].name"},
+    {"system name refused", "{'messages':[{'role':'system','name':'ops','content':'S'},{'role':'user','content':'Hi'}]}",
+     0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[0].name"},
+    {"assistant name refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','name':'bot','content':'b'}]}", 0, NULL,
+     ERR_UNSUPPORTED_PARAMETER, "messages[1].name"},
+    {"tool name refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','tool_calls':[{'id':'c','type':'function',"
+     "'function':{'name':'f','arguments':'{}'}}]},{'role':'tool','tool_call_id':'c','name':'f','content':'r'}]}", 0,
+     NULL, ERR_UNSUPPORTED_PARAMETER, "messages[2].name"},
+    {"assistant refusal refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','content':null,'refusal':'I cannot.'}]}", 0,
+     NULL, ERR_UNSUPPORTED_PARAMETER, "messages[1].refusal"},
+    {"assistant audio refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','content':'b','audio':{'id':'audio_1'}}]}", 0,
+     NULL, ERR_UNSUPPORTED_PARAMETER, "messages[1].audio"},
+    {"assistant function_call refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','content':null,'function_call':{'name':'f',"
+     "'arguments':'{}'}}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[1].function_call"},
+    {"assistant annotations refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','content':'b','annotations':[{'type':"
+     "'url_citation'}]}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[1].annotations"},
+    {"unknown message key refused even when null", "{'messages':[{'role':'user','content':'Hi','weight':null}]}", 0,
+     NULL, ERR_UNSUPPORTED_PARAMETER, "messages[0].weight"},
+    {"the first refusal in message order wins",
+     "{'messages':[{'role':'user','content':'a','name':'x'},{'role':'system','content':'late'}]}", 0, NULL,
+     ERR_UNSUPPORTED_PARAMETER, "messages[0].name"},
+    {"do-nothing message values pass",
+     "{'messages':[{'role':'system','content':'S','name':null},{'role':'user','content':'a','name':null},"
+     "{'role':'assistant','content':'b','name':null,'refusal':null,'audio':null,'function_call':null,"
+     "'annotations':[],'tool_calls':null},{'role':'user','content':'c'}]}", 0,
+     "{" HEAD "'system':[{'type':'text','text':'S'}],'messages':[{'role':'user','content':[{'type':'text','text':'a'}]},"
+     "{'role':'assistant','content':[{'type':'text','text':'b'}]},{'role':'user','content':[{'type':'text','text':"
+     "'c'}]}]}", 0, NULL},
     {"image http refused",
      "{'messages':[{'role':'user','content':[{'type':'image_url','image_url':{'url':'http://example.com/a.jpg'}}]}]}",
      0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages"},
@@ -156,15 +232,51 @@ static const struct req_case {
     {"arguments with trailing bytes",
      "{'messages':[{'role':'user','content':'Go'},{'role':'assistant','tool_calls':[{'id':'c1','type':'function',"
      "'function':{'name':'f','arguments':'{}x'}}]}]}", 0, NULL, ERR_INVALID_TYPE, "messages"},
+    {"tool_calls unknown key refused",
+     "{'messages':[{'role':'user','content':'Go'},{'role':'assistant','tool_calls':[{'id':'c1','type':'function',"
+     "'function':{'name':'f','arguments':'{}'}},{'index':1,'id':'c2','type':'function','function':{'name':'f',"
+     "'arguments':'{}'}}]}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[1].tool_calls[1].index"},
+    {"tool_calls function unknown key refused",
+     "{'messages':[{'role':'user','content':'Go'},{'role':'assistant','tool_calls':[{'id':'c1','type':'function',"
+     "'function':{'name':'f','arguments':'{}','parsed_arguments':{}}}]}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER,
+     "messages[1].tool_calls[0].function.parsed_arguments"},
+    {"tool result parts keep cache_control",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','tool_calls':[{'id':'c','type':'function',"
+     "'function':{'name':'f','arguments':'{}'}}]},{'role':'tool','tool_call_id':'c','content':[{'type':'text',"
+     "'text':'r','cache_control':{'type':'ephemeral'}}]}]}", 0,
+     "{" HEAD "'messages':[{'role':'user','content':[{'type':'text','text':'a'}]},{'role':'assistant','content':["
+     "{'type':'tool_use','id':'c','name':'f','input':{}}]},{'role':'user','content':[{'type':'tool_result',"
+     "'tool_use_id':'c','content':[{'type':'text','text':'r','cache_control':{'type':'ephemeral'}}]}]}]}", 0, NULL},
+    {"tool result part unknown key refused",
+     "{'messages':[{'role':'user','content':'a'},{'role':'assistant','tool_calls':[{'id':'c','type':'function',"
+     "'function':{'name':'f','arguments':'{}'}}]},{'role':'tool','tool_call_id':'c','content':[{'type':'text',"
+     "'text':'r','id':'x'}]}]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[2].content[0].id"},
     {"tool message without tool_call_id", "{'messages':[{'role':'user','content':'a'},{'role':'tool','content':'r'}]}",
      0, NULL, ERR_MISSING_FIELD, "messages"},
     {"assistant without content or tool_calls", "{'messages':[{'role':'user','content':'a'},{'role':'assistant'}]}",
      0, NULL, ERR_MISSING_FIELD, "messages"},
     /* tools and tool_choice */
     {"tools, default input_schema",
-     "{" MSG_HI ",'tools':[" TOOL_W ",{'type':'function','function':{'name':'noargs','strict':true}}]}", 0,
+     "{" MSG_HI ",'tools':[" TOOL_W ",{'type':'function','function':{'name':'noargs','strict':false}}]}", 0,
      "{" HEAD OUT_HI ",'tools':[" TOOL_W_OUT ",{'name':'noargs','input_schema':{'type':'object','properties':{}}}]}",
      0, NULL},
+    {"tool strict null passes", "{" MSG_HI ",'tools':[{'type':'function','function':{'name':'noargs','strict':null}}]}",
+     0, "{" HEAD OUT_HI ",'tools':[{'name':'noargs','input_schema':{'type':'object','properties':{}}}]}", 0, NULL},
+    {"tool strict true refused",
+     "{" MSG_HI ",'tools':[{'type':'function','function':{'name':'noargs','strict':true}}]}", 0, NULL,
+     ERR_UNSUPPORTED_PARAMETER, "tools[0].function.strict"},
+    {"second tool strict true refused", "{" MSG_HI ",'tools':[" TOOL_W ",{'type':'function','function':{'name':'g',"
+                                        "'parameters':{'type':'object'},'strict':true}}]}",
+     0, NULL, ERR_UNSUPPORTED_PARAMETER, "tools[1].function.strict"},
+    {"tool unknown key refused", "{" MSG_HI ",'tools':[{'type':'function','function':{'name':'f'},'extra':null}]}", 0,
+     NULL, ERR_UNSUPPORTED_PARAMETER, "tools[0].extra"},
+    {"tool function unknown key refused",
+     "{" MSG_HI ",'tools':[{'type':'function','function':{'name':'f','examples':[]}}]}", 0, NULL,
+     ERR_UNSUPPORTED_PARAMETER, "tools[0].function.examples"},
+    {"tool cache_control kept",
+     "{" MSG_HI ",'tools':[{'type':'function','function':{'name':'f'},'cache_control':{'type':'ephemeral'}}]}", 0,
+     "{" HEAD OUT_HI ",'tools':[{'name':'f','input_schema':{'type':'object','properties':{}},'cache_control':"
+     "{'type':'ephemeral'}}]}", 0, NULL},
     {"tool_choice auto", "{" MSG_HI ",'tools':[" TOOL_W "],'tool_choice':'auto'}", 0,
      "{" HEAD OUT_HI ",'tools':[" TOOL_W_OUT "],'tool_choice':{'type':'auto'}}", 0, NULL},
     {"tool_choice none", "{" MSG_HI ",'tools':[" TOOL_W "],'tool_choice':'none'}", 0,
@@ -331,6 +443,52 @@ static void test_request_arguments(void)
     json_object_put(chat);
 }
 
+/* A capped output buffer (struct buf max): every cap short of the whole body is
+ * request_too_large with the buffer as it was, wherever the overflow falls
+ * (a literal, an escaped string, max_tokens, a copied value); the exact cap fits. */
+static const char *const capped_chats[] = {
+    "{'messages':[{'role':'system','content':'Be terse \\\\ \\'ok\\''},{'role':'user','content':[{'type':'text',"
+    "'text':'Hi \\n \xc3\xa9','cache_control':{'type':'ephemeral'}}]},{'role':'assistant','content':'x','tool_calls':["
+    "{'id':'c1','type':'function','function':{'name':'f','arguments':'{\\'a\\':[1,2]}'}}]},{'role':'tool',"
+    "'tool_call_id':'c1','content':'r'}],'max_tokens':123456,'temperature':0.5,'stop':['END'],'user':'u',"
+    "'tools':[" TOOL_W "],'tool_choice':'required','parallel_tool_calls':false}",
+    "{'messages':[{'role':'user','content':'\\u00e9\\u2028 \\\\ \\u0001'}]}",
+};
+
+static void test_request_capped(void)
+{
+    for (size_t i = 0; i < sizeof capped_chats / sizeof capped_chats[0]; i++) {
+        char *chat_s = q(capped_chats[i]);
+        struct json_object *chat = parse_n(chat_s, strlen(chat_s));
+        CHECK(chat != NULL, "capped chat %zu does not parse", i);
+        struct anthropic_fail f;
+        struct buf full;
+        buf_init(&full, 0);
+        buf_puts(&full, "PRE");
+        CHECK_INT(anthropic_request(chat, "claude-x", 4096, 1, &full, &f), 0, "capped chat translates uncapped");
+        for (size_t cap = 3; cap <= full.len; cap++) {
+            struct buf out;
+            buf_init(&out, cap);
+            buf_puts(&out, "PRE");
+            memset(&f, 0x5a, sizeof f);
+            int rc = anthropic_request(chat, "claude-x", 4096, 1, &out, &f);
+            if (cap == full.len) {
+                CHECK(rc == 0 && out.len == full.len && memcmp(out.data, full.data, full.len) == 0,
+                      "chat %zu: the exact cap %zu changed the body", i, cap);
+            } else {
+                CHECK(rc == -1 && f.code == ERR_REQUEST_TOO_LARGE && f.param == NULL && f.message[0],
+                      "chat %zu cap %zu: rc %d code %d", i, cap, rc, (int)f.code);
+                CHECK(out.len == 3 && memcmp(out.data, "PRE", 4) == 0, "chat %zu cap %zu: output left behind", i,
+                      cap);
+            }
+            buf_free(&out);
+        }
+        buf_free(&full);
+        json_object_put(chat);
+        free(chat_s);
+    }
+}
+
 /* ---- R-ANT-1: finish reasons ---------------------------------------------- */
 
 static const struct {
@@ -452,6 +610,41 @@ static void test_responses(void)
         buf_free(&out);
         free(body);
     }
+}
+
+/* A capped output buffer: every cap short of the whole answer is -1 with the
+ * buffer as it was, usage zeroed and no finish reason; the exact cap fits. */
+static void test_response_capped(void)
+{
+    char *body = q(resp_cases[1].body);     /* text and tool_use */
+    struct buf full;
+    struct usage u;
+    char finish[32];
+    buf_init(&full, 0);
+    buf_puts(&full, "PRE");
+    CHECK_INT(anthropic_response(body, strlen(body), "gpt-claude", 1700000000, &full, &u, finish, sizeof finish), 0,
+              "capped response translates uncapped");
+    for (size_t cap = 3; cap <= full.len; cap++) {
+        struct buf out;
+        buf_init(&out, cap);
+        buf_puts(&out, "PRE");
+        memset(&u, 0x5a, sizeof u);
+        strcpy(finish, "junk");
+        int rc = anthropic_response(body, strlen(body), "gpt-claude", 1700000000, &out, &u, finish, sizeof finish);
+        if (cap == full.len) {
+            CHECK(rc == 0 && out.len == full.len && memcmp(out.data, full.data, full.len) == 0 && u.found &&
+                      strcmp(finish, "tool_calls") == 0,
+                  "the exact cap %zu changed the answer", cap);
+        } else {
+            CHECK(rc == -1, "cap %zu: rc %d", cap, rc);
+            CHECK(out.len == 3 && memcmp(out.data, "PRE", 4) == 0, "cap %zu: output left behind", cap);
+            CHECK(u.found == 0 && u.prompt_tokens == 0 && u.completion_tokens == 0, "cap %zu: usage kept", cap);
+            CHECK(finish[0] == '\0', "cap %zu: finish %s kept", cap, finish);
+        }
+        buf_free(&out);
+    }
+    buf_free(&full);
+    free(body);
 }
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -654,6 +847,48 @@ static const struct stream_case {
       {USAGE_CH(1, 1, 2, 0), CHUNK_USAGE_ONLY},
       {"[DONE]", CHUNK_DONE}},
      1, 1, 0, 1},
+    /* several message_delta events: recorded, one finish and one usage chunk at message_stop */
+    {"two message_delta: the later stop_reason wins, one usage chunk",
+     {START(10, 1, 0, 0), TEXT(0, "a"), MDELTA("null", 3), MDELTA("'max_tokens'", 7), MSTOP},
+     {{ROLE_CH, CHUNK_ROLE_ONLY},
+      {CH("{'content':'a'}", "null"), CHUNK_CONTENT},
+      {FIN_CH("length"), CHUNK_CONTENT},
+      {USAGE_CH(10, 7, 17, 0), CHUNK_USAGE_ONLY},
+      {"[DONE]", CHUNK_DONE}},
+     10, 7, 0, 1},
+    {"a later null stop_reason keeps the earlier one",
+     {START(4, 1, 0, 0), TOOL_START(0, "toolu_1", "f"), JSON_PIECE(0, "{}"), MDELTA("'tool_use'", 5),
+      MDELTA("null", 6), MSTOP},
+     {{ROLE_CH, CHUNK_ROLE_ONLY},
+      {TOOL_CH(0, "toolu_1", "f"), CHUNK_CONTENT},
+      {ARGS_CH(0, "{}"), CHUNK_CONTENT},
+      {FIN_CH("tool_calls"), CHUNK_CONTENT},
+      {USAGE_CH(4, 6, 10, 0), CHUNK_USAGE_ONLY},
+      {"[DONE]", CHUNK_DONE}},
+     4, 6, 0, 1},
+    {"three message_delta, text between them",
+     {START(2, 1, 0, 0), TEXT(0, "a"), MDELTA("'end_turn'", 2), TEXT(0, "b"), MDELTA("'max_tokens'", 4),
+      MDELTA("'stop_sequence'", 5), MSTOP},
+     {{ROLE_CH, CHUNK_ROLE_ONLY},
+      {CH("{'content':'a'}", "null"), CHUNK_CONTENT},
+      {CH("{'content':'b'}", "null"), CHUNK_CONTENT},
+      {FIN_CH("stop"), CHUNK_CONTENT},
+      {USAGE_CH(2, 5, 7, 0), CHUNK_USAGE_ONLY},
+      {"[DONE]", CHUNK_DONE}},
+     2, 5, 0, 1},
+    {"no message_stop: no finish, no usage chunk, usage still counted",
+     {START(8, 1, 0, 0), TEXT(0, "a"), MDELTA("'end_turn'", 4)},
+     {{ROLE_CH, CHUNK_ROLE_ONLY},
+      {CH("{'content':'a'}", "null"), CHUNK_CONTENT}},
+     8, 4, 0, 0},
+    {"message_stop without message_delta: finish stop",
+     {START(8, 1, 0, 0), TEXT(0, "a"), MSTOP},
+     {{ROLE_CH, CHUNK_ROLE_ONLY},
+      {CH("{'content':'a'}", "null"), CHUNK_CONTENT},
+      {FIN_CH("stop"), CHUNK_CONTENT},
+      {USAGE_CH(8, 1, 9, 0), CHUNK_USAGE_ONLY},
+      {"[DONE]", CHUNK_DONE}},
+     8, 1, 0, 1},
     {"tool block past the 64-entry table",
      {START(1, 0, 0, 0), TOOL_START(70, "toolu_9", "f"), JSON_PIECE(70, "{}"), JSON_PIECE(71, "{}"),
       MDELTA("'tool_use'", 5), MSTOP},
@@ -676,6 +911,7 @@ struct collected {
 static int collect(void *ctx, const char *data, size_t len)
 {
     struct collected *c = ctx;
+    CHECK(data && data[len] == '\0', "payload %d is not NUL-terminated", c->n);
     if (c->n < MAX_EV * 2) {
         c->data[c->n] = malloc(len + 1);
         memcpy(c->data[c->n], data, len);
@@ -745,13 +981,28 @@ static void test_stream_stop(void)
     CHECK_INT(anthropic_stream_event(&s, "message_start", 13, start, strlen(start), NULL, collect, &got), -1,
               "emit stop");
     collected_free(&got);
-    /* message_delta: stop at the finish chunk, the usage chunk is not sent */
+    /* message_delta emits nothing; message_stop stopped at the finish chunk sends no usage
+     * chunk and no [DONE], and a second message_stop sends nothing */
     struct collected got2 = {.n = 0, .stop_after = 1};
     const char *md = "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}";
-    CHECK_INT(anthropic_stream_event(&s, "message_delta", 13, md, strlen(md), NULL, collect, &got2), -1,
+    const char *ms = "{\"type\":\"message_stop\"}";
+    CHECK_INT(anthropic_stream_event(&s, "message_delta", 13, md, strlen(md), NULL, collect, &got2), 0,
+              "message_delta");
+    CHECK_INT(got2.n, 0, "message_delta emits nothing");
+    CHECK_INT(anthropic_stream_event(&s, "message_stop", 12, ms, strlen(ms), NULL, collect, &got2), -1,
               "emit stop at finish");
     CHECK_INT(got2.n, 1, "nothing after a stop");
+    CHECK_INT(anthropic_stream_event(&s, "message_stop", 12, ms, strlen(ms), NULL, collect, &got2), 0,
+              "message_stop again");
+    CHECK_INT(got2.n, 1, "one finish chunk only");
     collected_free(&got2);
+    /* stopped at the usage chunk: no [DONE] */
+    anthropic_stream_init(&s, "m", 1);
+    struct collected got4 = {.n = 0, .stop_after = 2};
+    CHECK_INT(anthropic_stream_event(&s, "message_stop", 12, ms, strlen(ms), NULL, collect, &got4), -1,
+              "emit stop at usage");
+    CHECK_INT(got4.n, 2, "finish and usage, no [DONE]");
+    collected_free(&got4);
     /* the model from message_start when init had none; event name by length */
     anthropic_stream_init(&s, NULL, 5);
     struct collected got3 = {.n = 0};
@@ -770,8 +1021,10 @@ int main(void)
 {
     test_requests();
     test_request_arguments();
+    test_request_capped();
     test_finish_reasons();
     test_responses();
+    test_response_capped();
     test_errors();
     test_streams();
     test_stream_stop();

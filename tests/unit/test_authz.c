@@ -215,6 +215,91 @@ static void test_user(void)
           authz_role_parse(NULL) == AUTHZ_NOBODY, "role names");
 }
 
+/* Six limits with their set mask. */
+static struct authz_limits lim6(int64_t a, int64_t b, int64_t c, int64_t d, int64_t e, int64_t f,
+                                int set_mask)
+{
+    struct authz_limits l = {{a, b, c, d, e, f}, {0}};
+    for (int i = 0; i < AUTHZ_NLIMITS; i++)
+        l.set[i] = (set_mask >> i) & 1;
+    return l;
+}
+
+/* R-SEC-5, R-SEC-10: a user's ceiling after a change is never above the changer's. */
+static void test_ceiling_after(void)
+{
+    const struct authz_limits bound = lim6(10, 4, 1000, 20000, 50000, 900000, 0x3f),
+                              none = lim6(0, 0, 0, 0, 0, 0, 0x3f);
+    static const struct {
+        const char *what;
+        struct authz_limits cur, given;
+        int has_given, bounded;
+        int over;                       /* index refused, or -1 */
+        int64_t want[AUTHZ_NLIMITS];
+    } rows[] = {
+        {"new user, nothing given: the creator's ceiling", {{0}, {0}}, {{0}, {0}}, 0, 1, -1,
+         {10, 4, 1000, 20000, 50000, 900000}},
+        {"new user, empty key_ceiling: the same", {{0}, {0}}, {{0}, {0}}, 1, 1, -1,
+         {10, 4, 1000, 20000, 50000, 900000}},
+        {"new user, some given: the rest inherited", {{0}, {0}}, {{5, 0, 100}, {1, 0, 1}}, 1, 1, -1,
+         {5, 4, 100, 20000, 50000, 900000}},
+        {"given above the bound", {{0}, {0}}, {{11}, {1}}, 1, 1, 0, {0}},
+        {"given unlimited (0) is above any bound", {{0}, {0}}, {{0, 0, 0, 0, 0}, {0, 0, 0, 0, 1}}, 1, 1, 4,
+         {0}},
+        {"edit of one member tightens the others", {{0}, {0}}, {{3}, {1}}, 1, 1, -1,
+         {3, 4, 1000, 20000, 50000, 900000}},
+        {"members already tighter stay", {{1, 2, 3, 4, 5, 6}, {0}}, {{0}, {0}}, 0, 1, -1,
+         {1, 2, 3, 4, 5, 6}},
+        {"role change (nothing given) brings an unlimited user under", {{0, 9, 0, 0, 0, 0}, {0}},
+         {{0}, {0}}, 0, 1, -1, {10, 4, 1000, 20000, 50000, 900000}},
+        {"the operator: given replace, others kept", {{1, 2, 3, 4, 5, 6}, {0}}, {{0, 7}, {1, 1}}, 1, 0,
+         -1, {0, 7, 3, 4, 5, 6}},
+        {"the operator: a new user without a ceiling has none", {{0}, {0}}, {{0}, {0}}, 0, 0, -1,
+         {0, 0, 0, 0, 0, 0}},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        struct authz_limits out = none;
+        int over = authz_ceiling_after(&rows[r].cur, rows[r].has_given ? &rows[r].given : NULL,
+                                       rows[r].bounded ? &bound : NULL, &out);
+        CHECK(over == rows[r].over, "%s: over %d, want %d", rows[r].what, over, rows[r].over);
+        for (int i = 0; over < 0 && i < AUTHZ_NLIMITS; i++)
+            CHECK(out.v[i] == rows[r].want[i] && out.set[i], "%s: %s = %lld, want %lld", rows[r].what,
+                  authz_limit_names[i], (long long)out.v[i], (long long)rows[r].want[i]);
+    }
+    /* An unbounded member of the bound lets the given value through unchanged. */
+    struct authz_limits b0 = lim6(10, 0, 0, 0, 0, 0, 0x3f), g = lim6(0, 99, 0, 0, 0, 0, 0x2), out;
+    CHECK(authz_ceiling_after(&none, &g, &b0, &out) == -1 && out.v[0] == 10 && out.v[1] == 99 &&
+          out.v[2] == 0, "0 in the bound is no bound");
+}
+
+/* R-ANT-4, R-SEC-9: where an endpoint's credential may go. */
+static void test_upstream_url(void)
+{
+    char why[256];
+    static const struct {
+        const char *what;
+        enum authz_role actor;
+        enum authz_cred cred;
+        int known_origin, want;
+    } rows[] = {
+        {"operator registers anything: approved", AUTHZ_OPERATOR, AUTHZ_CRED_OPERATOR, 0, 1},
+        {"operator, no credential: approved", AUTHZ_OPERATOR, AUTHZ_CRED_NONE, 0, 1},
+        {"admin, operator's credential, new origin: refused", AUTHZ_ADMIN, AUTHZ_CRED_OPERATOR, 0, -1},
+        {"admin, operator's credential, approved origin: approved", AUTHZ_ADMIN, AUTHZ_CRED_OPERATOR, 1, 1},
+        {"admin, its tenant's credential: registered, not approved", AUTHZ_ADMIN, AUTHZ_CRED_TENANT, 0, 0},
+        {"admin, no credential: registered, not approved", AUTHZ_ADMIN, AUTHZ_CRED_NONE, 0, 0},
+        {"admin, no credential, approved origin: approved", AUTHZ_ADMIN, AUTHZ_CRED_NONE, 1, 1},
+        {"member (never gets this far), operator's credential: refused", AUTHZ_MEMBER,
+         AUTHZ_CRED_OPERATOR, 0, -1},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        why[0] = '\0';
+        int got = authz_upstream_url(rows[r].actor, rows[r].cred, rows[r].known_origin, why, sizeof why);
+        CHECK(got == rows[r].want, "%s: got %d, want %d", rows[r].what, got, rows[r].want);
+        CHECK((got < 0) == (why[0] != '\0'), "%s: a reason exactly when refused", rows[r].what);
+    }
+}
+
 int main(void)
 {
     test_check();
@@ -222,5 +307,7 @@ int main(void)
     test_route();
     test_key_limits();
     test_user();
+    test_ceiling_after();
+    test_upstream_url();
     return check_done();
 }

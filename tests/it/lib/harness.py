@@ -225,7 +225,7 @@ class Gateway:
             subprocess.run([os.path.join(SRCDIR, "conf", "gen-lighttpd.sh"),
                             os.path.join(SRCDIR, "conf", "lighttpd.conf.in"), "127.0.0.1", str(self.port),
                             self.dir, FCGI, self.conf_path, os.path.join(SRCDIR, "www"), str(self.procs),
-                            str(self.threads), "8388608", "5"], stdout=f, check=True)
+                            str(self.threads), "8388608", "13"], stdout=f, check=True)
         log = open(os.path.join(self.dir, "lighttpd.out"), "ab")
         self.proc = subprocess.Popen([LIGHTTPD, "-D", "-f", os.path.join(self.dir, "lighttpd.conf")],
                                      stdout=log, stderr=log)
