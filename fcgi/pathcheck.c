@@ -65,7 +65,12 @@ enum pathcheck_result pathcheck_proxy(const char *uri, char *endpoint, size_t ca
             if (hi < 0 || lo < 0)
                 return PATH_INVALID;
             int v = hi * 16 + lo;
-            if (v < 0x20 || v == 0x7f || (!in_query && (v == '/' || v == '\\')))
+            /* In the path an escape may not stand for anything a server would
+             * act on once it decodes: '%' (a second round of decoding), '.',
+             * '/', '\\', '?' or '#'. Escapes pass on as written, never
+             * decoded here, so what is checked is what the replica gets. */
+            if (v < 0x20 || v == 0x7f ||
+                (!in_query && (v == '/' || v == '\\' || v == '%' || v == '.' || v == '?' || v == '#')))
                 return PATH_INVALID;
         }
         if (!in_query && (c == '/' || c == '?')) {

@@ -43,7 +43,17 @@ def ctl_secret(gw, secret, *args):
 
 def setup():
     c = Ctx()
-    c.ant, c.ver, c.err = Fake("ant"), Fake("ant-ver"), Fake("ant-err")
+    try:
+        return build(c)
+    except BaseException:
+        teardown(c)         # a failed setup leaves no process behind
+        raise
+
+
+def build(c):
+    c.ant = Fake("ant")
+    c.ver = Fake("ant-ver")
+    c.err = Fake("ant-err")
     c.gw = Gateway("t0050", keepalive_ms=1000)
     c.key = setup_tenant(c.gw, "acme", "alice")
     ep = ctl_secret(c.gw, SECRET, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic")
@@ -66,9 +76,11 @@ def setup():
 
 def teardown(c):
     if c:
-        c.gw.stop()
-        for f in (c.ant, c.ver, c.err):
-            f.stop()
+        if getattr(c, "gw", None):
+            c.gw.stop()
+        for name in ("ant", "ver", "err"):
+            if getattr(c, name, None):
+                getattr(c, name).stop()
 
 
 # ---- helpers ----

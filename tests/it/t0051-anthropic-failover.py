@@ -58,6 +58,14 @@ def add_anthropic(gw, name, tenant, urls, **opts):
 def setup():
     c = Ctx()
     c.fakes = {}
+    try:
+        return build(c)
+    except BaseException:
+        teardown(c)         # a failed setup leaves no process behind
+        raise
+
+
+def build(c):
     c.gw = Gateway("t0051", keepalive_ms=int(KEEPALIVE_S * 1000), conf={"passive": PASSIVE})
     c.key = setup_tenant(c.gw, "acme", "alice")
     c.dead = "http://127.0.0.1:%d" % free_port()
@@ -91,7 +99,8 @@ def setup():
 
 def teardown(c):
     if c:
-        c.gw.stop()
+        if getattr(c, "gw", None):
+            c.gw.stop()
         for f in c.fakes.values():
             f.stop()
 

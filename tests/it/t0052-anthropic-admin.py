@@ -45,8 +45,16 @@ def add_anthropic(gw, name, fake, model, target=None, secret=SECRET, *opts):
 
 def setup():
     c = Ctx()
-    c.ant, c.cred, c.nocred, c.biz = Fake("ant"), Fake("ant-cred"), Fake("ant-nocred"), Fake("ant-biz")
-    c.switch = Fake("switch")
+    try:
+        return build(c)
+    except BaseException:
+        teardown(c)         # a failed setup leaves no process behind
+        raise
+
+
+def build(c):
+    for name in ("ant", "cred", "nocred", "biz", "switch"):
+        setattr(c, name, Fake(name if name in ("ant", "switch") else "ant-" + name))
     c.gw = Gateway("t0052", keepalive_ms=1000)
     c.key = setup_tenant(c.gw, "acme", "alice")
     k = c.gw.ctl("key", "add", "--user", "alice", "--daily", 2)
@@ -69,9 +77,11 @@ def setup():
 
 def teardown(c):
     if c:
-        c.gw.stop()
-        for f in (c.ant, c.cred, c.nocred, c.biz, c.switch):
-            f.stop()
+        if getattr(c, "gw", None):
+            c.gw.stop()
+        for name in ("ant", "cred", "nocred", "biz", "switch"):
+            if getattr(c, name, None):
+                getattr(c, name).stop()
 
 
 # ---- helpers ----

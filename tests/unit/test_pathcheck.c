@@ -28,7 +28,16 @@ static const struct {
     {"/api/v1/proxy/ep/a/...", 0, OK, "ep", "/a/..."},
     {"/api/v1/proxy/ep/..a/b..", 0, OK, "ep", "/..a/b.."},
     {"/api/v1/proxy/ep/.well-known/x", 0, OK, "ep", "/.well-known/x"},
-    {"/api/v1/proxy/ep/a/%2e%2e%2e", 0, OK, "ep", "/a/%2e%2e%2e"},
+    {"/api/v1/proxy/ep/a/%2e%2e%2e", 0, BAD, NULL, NULL},      /* an escaped dot is refused outright */
+    /* R-SEC-3: double encoding and escapes a normalising server would act on */
+    {"/api/v1/proxy/ep/%252e%252e/x", 0, BAD, NULL, NULL},
+    {"/api/v1/proxy/ep/a/%252e%252e%252fsecret", 0, BAD, NULL, NULL},
+    {"/api/v1/proxy/ep/..%3f/x", 0, BAD, NULL, NULL},
+    {"/api/v1/proxy/ep/a%3fb", 0, BAD, NULL, NULL},
+    {"/api/v1/proxy/ep/a%23b", 0, BAD, NULL, NULL},
+    {"/api/v1/proxy/ep/v1%2Fmodels", 0, BAD, NULL, NULL},
+    {"/api/v1/proxy/ep/x.%2e/y", 0, BAD, NULL, NULL},
+    {"/api/v1/proxy/ep/x?q=%25", 0, OK, "ep", "/x?q=%25"},         /* the query is the upstream's business */
     /* the query is not a path: "..", "/" and "\" encoded there are fine */
     {"/api/v1/proxy/ep/x?a=../b", 0, OK, "ep", "/x?a=../b"},
     {"/api/v1/proxy/ep/x?p=..", 0, OK, "ep", "/x?p=.."},
