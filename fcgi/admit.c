@@ -21,7 +21,7 @@ static _Atomic int over_budget;
 int admit_init(const struct conf *c)
 {
     admit_conf = c;
-    return dbpool_init(c->database, c->db_connections);
+    return dbpool_init(c->database, c->db_connections, c->quota_db_wait_ms);
 }
 
 /* The key's pool-wide window; robust, so a holder killed mid-update is survivable. */
@@ -208,6 +208,65 @@ static int take_tpm(struct request *r, int64_t want, int64_t *retry_ms, int64_t 
     return ok;
 }
 
+/* R-KEY-4 without a SQLite write on the request path: the key's call and token
+ * quotas in the shared state, exact under its lock (the usage writer makes them
+ * durable); then the TPM bucket, whose refusal gives the quotas back. */
+static int admit_quotas_shared(struct request *r, int64_t want, int qps_taken, int tokens, int tpm,
+                               const char *day, const char *month)
+{
+    const struct snap_key *k = r->key;
+    struct quota_ask ask = {k->daily_limit, k->monthly_quota, tokens ? k->monthly_token_quota : 0, 0, day, month};
+    ask.want = want > k->monthly_token_quota && k->monthly_token_quota ? k->monthly_token_quota : want;
+    /* A period seen for the first time here is read from SQLite: take the
+     * connection before the key's lock, never while holding it. */
+    struct dbconn *c = quota_shared_loaded(&r->shm->r->keys[k->slot], day, month) ? NULL : dbpool_get();
+    struct shm_key *sk = key_lock(r);
+    enum quota_kind which = 0;
+    int64_t cur = 0, retry_ms = 0;
+    enum quota_result q = sk ? quota_take_shared(sk, c, k->id, &ask, &which, &cur) : QUOTA_DB_ERROR;
+    if (sk)
+        pthread_mutex_unlock(&sk->lock);
+    if (c)
+        dbpool_put(c);
+    if (q == QUOTA_DB_ERROR) {
+        /* R-KEY-4: the database must never take the inference path down. */
+        static _Atomic int64_t warned_ms;
+        int64_t now = now_ms(), last = atomic_load(&warned_ms);
+        if (now - last > 60000 && atomic_compare_exchange_strong(&warned_ms, &last, now))
+            log_warn("request %s: quota counters could not be loaded; admitting without call quotas until the "
+                     "database answers (logged once a minute)", r->request_id);
+    } else if (q == QUOTA_REFUSED) {
+        give_back(r, qps_taken);
+        int64_t now = now_ms() / 1000;
+        if (which == QUOTA_DAILY)
+            refuse(r, ERR_DAILY_LIMIT_EXCEEDED, k->daily_limit, cur, 0, limits_next_day(now));
+        else if (which == QUOTA_MONTHLY)
+            refuse(r, ERR_MONTHLY_QUOTA_EXCEEDED, k->monthly_quota, cur, 0, limits_next_month(now));
+        else
+            refuse(r, ERR_MONTHLY_TOKEN_QUOTA_EXCEEDED, k->monthly_token_quota, cur, 0, limits_next_month(now));
+        return -1;
+    }
+    if (q == QUOTA_OK) {
+        r->quota_shared = 1;
+        snprintf(r->quota_day, sizeof r->quota_day, "%s", day);
+        snprintf(r->month_period, sizeof r->month_period, "%s", month);
+        if (ask.monthly_token_quota)
+            r->month_tokens_reserved = ask.want;
+    }
+    if (tpm && !take_tpm(r, want, &retry_ms, &cur)) {
+        if (r->quota_shared && (sk = key_lock(r))) {     /* the paired refund (R-KEY-5) */
+            quota_adjust_shared(sk, r->quota_day, r->month_period, -1, -r->month_tokens_reserved);
+            pthread_mutex_unlock(&sk->lock);
+        }
+        r->quota_shared = 0;
+        r->month_tokens_reserved = 0;
+        give_back(r, qps_taken);
+        refuse(r, ERR_TPM_EXCEEDED, k->tpm_limit, cur, retry_ms, 0);
+        return -1;
+    }
+    return 0;
+}
+
 /* Daily, monthly, TPM and monthly tokens in one transaction: a refusal rolls
  * back the calls already counted (R-KEY-5 paired refund). 0 admitted, -1 refused. */
 static int admit_quotas(struct request *r, int64_t want, int qps_taken)
@@ -235,6 +294,8 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
     char day[16], month[16];
     quota_day_period(now, day);
     quota_month_period(now, month);
+    if (k->slot >= 0 && r->shm->row >= 0)
+        return admit_quotas_shared(r, want, qps_taken, tokens, tpm, day, month);
     struct dbconn *c = dbpool_get();
     enum error_code refused = ERR_NONE;
     int64_t limit = 0, reset_s = 0;
@@ -275,8 +336,11 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
     return 0;
 db_failed:
     /* R-KEY-4: the database must never take the inference path down. */
-    log_warn("request %s: quota database unavailable (%s); admitting without call quotas",
-             r->request_id, sqlite3_errmsg(c->db));
+    static _Atomic int64_t warned_ms;
+    int64_t t = now_ms(), last = atomic_load(&warned_ms);
+    if (t - last > 60000 && atomic_compare_exchange_strong(&warned_ms, &last, t))
+        log_warn("request %s: quota database unavailable (%s); admitting without call quotas (logged once a "
+                 "minute)", r->request_id, sqlite3_errmsg(c->db));
     dbpool_exec(c, "ROLLBACK");
     dbpool_put(c);
     return 0;
@@ -380,7 +444,15 @@ void admit_finish(struct request *r)
          * client has the end of the answer and can send its next request; only
          * when the database refuses does the usage writer carry it later. */
         int64_t delta = r->month_tokens_reserved && actual >= 0 ? actual - r->month_tokens_reserved : 0;
-        if (delta) {
+        if (r->quota_shared) {
+            /* The shared counters now; SQLite gets the net through the usage writer. */
+            struct shm_key *sk = delta ? key_lock(r) : NULL;
+            if (sk) {
+                quota_adjust_shared(sk, NULL, r->month_period, 0, delta);
+                pthread_mutex_unlock(&sk->lock);
+            }
+            r->quota_month_tokens = r->month_tokens_reserved + delta;
+        } else if (delta) {
             struct dbconn *c = dbpool_get();
             if (quota_settle_tokens(c, r->key->id, r->month_period, delta) != 0) {
                 log_warn("request %s: monthly token settlement deferred to the usage writer", r->request_id);

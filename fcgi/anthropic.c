@@ -4,8 +4,8 @@
  * sluice knows is one row; anything else is refused, never dropped), one pass
  * over every message, content part and tool call through the nested allow-lists
  * (the same rule one level down), then the Messages body is written straight
- * into the output buffer. The response and
- * stream directions are in anthropic_stream.c. */
+ * into the output buffer (tools are checked against theirs as they are
+ * written). The response and stream directions are in anthropic_stream.c. */
 #include "anthropic.h"
 
 #include <inttypes.h>

@@ -12,7 +12,7 @@ static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
 static struct dbconn *pool;          /* the connections; owned here for the process's life */
 static int *pool_free, pool_nfree, pool_n;
 
-int dbpool_init(const char *path, int n)
+int dbpool_init(const char *path, int n, int wait_ms)
 {
     pool = xcalloc((size_t)n, sizeof *pool);
     pool_free = xcalloc((size_t)n, sizeof *pool_free);
@@ -20,8 +20,9 @@ int dbpool_init(const char *path, int n)
         pool[i].db = db_open(path, 0);
         if (!pool[i].db)
             return -1;
-        /* Quota writes must not wait long: past this the request fails open (R-KEY-4). */
-        sqlite3_busy_timeout(pool[i].db, 2000);
+        /* The request path never waits on a locked database longer than
+         * limits.quota_db_wait_ms: past it the request fails open (R-KEY-4). */
+        sqlite3_busy_timeout(pool[i].db, wait_ms);
         pool_free[pool_nfree++] = i;
     }
     pool_n = n;

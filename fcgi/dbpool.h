@@ -19,7 +19,7 @@ struct dbconn {
     sqlite3_stmt *st[DBQ_COUNT];
 };
 
-int dbpool_init(const char *path, int n);
+int dbpool_init(const char *path, int n, int wait_ms);
 struct dbconn *dbpool_get(void);        /* waits for a free connection */
 void dbpool_put(struct dbconn *c);
 /* The statement for q, prepared on first use (SQLITE_PREPARE_PERSISTENT) and

@@ -128,7 +128,7 @@ static int handle(struct worker *w)
     }
     admit_finish(&r);
     auto_finish(&r);
-    if (r.kind != REQ_MODELS && !r.replayed)
+    if (!r.replayed)
         account_record(&r);
     json_object_put(r.json);
     snapshot_release(r.snap);

@@ -129,6 +129,10 @@ static int anthropic_event(struct request *r, void *state, const struct sse_even
      * over by the relay (R-SSE-5) and leaves nothing behind. */
     if (st->s.failed && r->data_sent && !r->error_code)
         r->error_code = errors_get(ERR_UPSTREAM_ERROR)->code;
+    /* message_start told the real prompt size: a stream that ends before its
+     * usage chunk (the client left, the upstream cut it) is charged that. */
+    if (st->s.input_tokens + st->s.cache_read + st->s.cache_creation > 0)
+        r->prompt_estimate = st->s.input_tokens + st->s.cache_read + st->s.cache_creation;
     return rc;
 }
 

@@ -103,3 +103,81 @@ void quota_month_period(int64_t ms, char out[16])
     day_string(ms, day);
     snprintf(out, 16, "m:%.7s", day);
 }
+
+/* ---- shared-state quotas ---------------------------------------------------- */
+
+static int quota_load(struct dbconn *c, int64_t key_id, const char *period, int64_t *calls, int64_t *tokens)
+{
+    sqlite3_stmt *q = NULL;
+    *calls = *tokens = 0;
+    if (!c || sqlite3_prepare_v2(c->db, SQL_CURRENT, -1, &q, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_int64(q, 1, key_id);
+    sqlite3_bind_text(q, 2, period, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW) {
+        *calls = sqlite3_column_int64(q, 0);
+        *tokens = sqlite3_column_int64(q, 1);
+    }
+    sqlite3_finalize(q);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+int quota_shared_loaded(const struct shm_key *k, const char *day, const char *month)
+{
+    return strncmp(k->day, day, sizeof k->day) == 0 && strncmp(k->month, month, sizeof k->month) == 0;
+}
+
+enum quota_result quota_take_shared(struct shm_key *k, struct dbconn *c, int64_t key_id, const struct quota_ask *a,
+                                    enum quota_kind *which, int64_t *current)
+{
+    int64_t calls, tokens;
+    if (strncmp(k->day, a->day, sizeof k->day) != 0) {
+        if (quota_load(c, key_id, a->day, &calls, &tokens) != 0)
+            return QUOTA_DB_ERROR;
+        snprintf(k->day, sizeof k->day, "%s", a->day);
+        k->day_calls = calls;
+    }
+    if (strncmp(k->month, a->month, sizeof k->month) != 0) {
+        if (quota_load(c, key_id, a->month, &calls, &tokens) != 0)
+            return QUOTA_DB_ERROR;
+        snprintf(k->month, sizeof k->month, "%s", a->month);
+        k->month_calls = calls;
+        k->month_tokens = tokens;
+    }
+    /* R-KEY-2 order; all checked before anything is counted (the paired refund). */
+    if (a->daily_limit && k->day_calls >= a->daily_limit) {
+        *which = QUOTA_DAILY, *current = k->day_calls;
+        return QUOTA_REFUSED;
+    }
+    if (a->monthly_quota && k->month_calls >= a->monthly_quota) {
+        *which = QUOTA_MONTHLY, *current = k->month_calls;
+        return QUOTA_REFUSED;
+    }
+    if (a->monthly_token_quota && k->month_tokens >= a->monthly_token_quota) {
+        *which = QUOTA_MONTHLY_TOKENS, *current = k->month_tokens;
+        return QUOTA_REFUSED;
+    }
+    k->day_calls++;
+    k->month_calls++;
+    if (a->monthly_token_quota)
+        k->month_tokens += a->want;
+    return QUOTA_OK;
+}
+
+void quota_adjust_shared(struct shm_key *k, const char *day, const char *month, int calls, int64_t tokens)
+{
+    if (day && strncmp(k->day, day, sizeof k->day) == 0) {
+        k->day_calls += calls;
+        if (k->day_calls < 0)
+            k->day_calls = 0;
+    }
+    if (month && strncmp(k->month, month, sizeof k->month) == 0) {
+        k->month_calls += calls;
+        k->month_tokens += tokens;
+        if (k->month_calls < 0)
+            k->month_calls = 0;
+        if (k->month_tokens < 0)
+            k->month_tokens = 0;
+    }
+}

@@ -5,6 +5,7 @@
 #define SLUICE_QUOTA_H
 
 #include "dbpool.h"
+#include "shm.h"
 
 #include <stdint.h>
 
@@ -20,6 +21,28 @@ enum quota_result quota_take_tokens(struct dbconn *c, int64_t key_id, const char
                                     int64_t limit, int64_t *current);
 /* Settlement: adds delta (negative = refund) to the period's tokens. */
 int quota_settle_tokens(struct dbconn *c, int64_t key_id, const char *period, int64_t delta);
+
+/* ---- the same quotas in the shared state (R-KEY-4): no SQLite write per request.
+ * The caller holds the key's lock. Counters of a period are loaded from SQLite
+ * (through c) the first time the state sees it; the usage writer adds every
+ * request's net effect to SQLite afterwards (usage_writer.c), so a state file
+ * lost with every process costs at most one flush interval. */
+struct quota_ask {
+    int64_t daily_limit, monthly_quota, monthly_token_quota;   /* 0: none */
+    int64_t want;                                              /* tokens to reserve */
+    const char *day, *month;                                   /* the current periods */
+};
+enum quota_kind { QUOTA_DAILY = 1, QUOTA_MONTHLY, QUOTA_MONTHLY_TOKENS };
+/* All of them or none: QUOTA_OK (counted), QUOTA_REFUSED (*which and *current
+ * say which and at what count), QUOTA_DB_ERROR (a period could not be loaded;
+ * nothing counted). */
+enum quota_result quota_take_shared(struct shm_key *k, struct dbconn *c, int64_t key_id, const struct quota_ask *a,
+                                    enum quota_kind *which, int64_t *current);
+/* Does the state already hold these periods (no SQLite needed)? A hint, read unlocked. */
+int quota_shared_loaded(const struct shm_key *k, const char *day, const char *month);
+/* Undoes a take (a later check refused) or settles tokens (delta, negative =
+ * refund), for the periods given, if they are still the state's. */
+void quota_adjust_shared(struct shm_key *k, const char *day, const char *month, int calls, int64_t tokens);
 
 /* "d:YYYY-MM-DD" / "m:YYYY-MM" for epoch ms in the billing time zone. */
 void quota_day_period(int64_t ms, char out[16]);

@@ -218,8 +218,16 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
         kind = usage_classify_chunk(ev->data, ev->data_len, &u);
     else
         kind = ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0 ? CHUNK_DONE : CHUNK_CONTENT;
-    if (u.found)
+    /* A stream may report usage in pieces (Anthropic's message_start, then
+     * cumulative message_delta counts through the pass-through): keep the most
+     * each counter has reached. */
+    if (u.found) {
+        if (r->usage.found && u.prompt_tokens < r->usage.prompt_tokens)
+            u.prompt_tokens = r->usage.prompt_tokens;
+        if (r->usage.found && u.completion_tokens < r->usage.completion_tokens)
+            u.completion_tokens = r->usage.completion_tokens;
         r->usage = u;
+    }
     /* R-USE-2: sluice asked for the usage chunk (or the adapter made one):
      * the client gets it only when it asked itself. */
     int translated = x->proto && x->proto->stream_event;

@@ -94,6 +94,9 @@ struct request {
     int capture_overflow;
     int64_t max_tokens;           /* the request's max_tokens / max_completion_tokens, or 0 */
     int64_t month_tokens_delta;   /* settlement of the monthly token quota (account writes it) */
+    int quota_shared;             /* the call/token quotas were counted in the shared state */
+    char quota_day[16];           /* ... for this day period (month: month_period) */
+    int64_t quota_month_tokens;   /* ... and this request's net tokens, for SQLite */
     int replayed;                 /* answered from an idempotency record: no usage, no quota */
     int64_t admitted_ms;          /* when the QPS window admitted it (the event's time) */
     const char *response_content_type;

@@ -4,19 +4,39 @@
 #include <json-c/json.h>
 #include <string.h>
 
+/* One counter of a usage object: 1 and *out when present. */
+static int usage_counter(struct json_object *usage, const char *name, int64_t *out)
+{
+    struct json_object *v;
+    if (!json_object_object_get_ex(usage, name, &v) || !json_object_is_type(v, json_type_int))
+        return 0;
+    int64_t n = json_object_get_int64(v);
+    *out = n > 0 ? n : 0;
+    return 1;
+}
+
+/* OpenAI's usage (prompt_tokens, completion_tokens), or Anthropic's as the
+ * pass-through relays it (input_tokens with both cache counts, output_tokens;
+ * top level or, in message_start, under "message"). Found only when a known
+ * counter is there: an empty or foreign usage object is no usage. */
 static int usage_read(struct json_object *obj, struct usage *u)
 {
-    struct json_object *usage, *v;
-    if (!json_object_object_get_ex(obj, "usage", &usage) ||
-        json_object_get_type(usage) != json_type_object)
+    struct json_object *usage, *msg;
+    if (!json_object_object_get_ex(obj, "usage", &usage) &&
+        !(json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_object) &&
+          json_object_object_get_ex(msg, "usage", &usage)))
         return 0;
-    u->prompt_tokens = json_object_object_get_ex(usage, "prompt_tokens", &v) ? json_object_get_int64(v) : 0;
-    u->completion_tokens =
-        json_object_object_get_ex(usage, "completion_tokens", &v) ? json_object_get_int64(v) : 0;
-    if (u->prompt_tokens < 0)
-        u->prompt_tokens = 0;
-    if (u->completion_tokens < 0)
-        u->completion_tokens = 0;
+    if (!json_object_is_type(usage, json_type_object))
+        return 0;
+    int64_t p = 0, c = 0, in = 0, cw = 0, cr = 0, out = 0;
+    int openai = usage_counter(usage, "prompt_tokens", &p) | usage_counter(usage, "completion_tokens", &c);
+    int anthropic = usage_counter(usage, "input_tokens", &in) | usage_counter(usage, "output_tokens", &out);
+    anthropic |= usage_counter(usage, "cache_creation_input_tokens", &cw) |
+                 usage_counter(usage, "cache_read_input_tokens", &cr);
+    if (!openai && !anthropic)
+        return 0;
+    u->prompt_tokens = openai ? p : in + cw + cr;
+    u->completion_tokens = openai ? c : out;
     u->found = 1;
     return 1;
 }

@@ -36,6 +36,21 @@ static const char SQL_SETTLE[] =
     "INSERT INTO quota_counters (key_id, period, tokens) VALUES (?1, ?2, max(?3, 0))"
     " ON CONFLICT (key_id, period) DO UPDATE SET tokens = max(tokens + ?3, 0)";
 
+static const char SQL_QUOTA_ADD[] =
+    "INSERT INTO quota_counters (key_id, period, calls, tokens) VALUES (?1, ?2, ?3, max(?4, 0))"
+    " ON CONFLICT (key_id, period) DO UPDATE SET calls = calls + ?3, tokens = max(tokens + ?4, 0)";
+static sqlite3_stmt *st_quota;
+
+static int quota_add(int64_t key_id, const char *period, int64_t calls, int64_t tokens)
+{
+    sqlite3_reset(st_quota);
+    sqlite3_bind_int64(st_quota, 1, key_id);
+    sqlite3_bind_text(st_quota, 2, period, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st_quota, 3, calls);
+    sqlite3_bind_int64(st_quota, 4, tokens);
+    return sqlite3_step(st_quota) == SQLITE_DONE ? 0 : -1;
+}
+
 static int bind_text(sqlite3_stmt *st, int i, const char *s)
 {
     return s && *s ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
@@ -111,6 +126,11 @@ static int write_batch(struct usage_record *list)
     if (db_exec(q_db, "BEGIN IMMEDIATE") != 0)
         return -1;
     for (struct usage_record *u = list; u; u = u->next) {
+        if (u->quota_key_id && (quota_add(u->quota_key_id, u->quota_day, 1, 0) != 0 ||
+                                quota_add(u->quota_key_id, u->quota_month, 1, u->quota_tokens) != 0))
+            goto fail;
+        if (u->no_event)
+            continue;
         if (write_event(u) != 0)
             goto fail;
         if (u->settle_key_id) {
@@ -230,7 +250,8 @@ int usage_writer_start(const struct conf *c)
         return -1;
     if (sqlite3_prepare_v3(q_db, SQL_EVENT, -1, SQLITE_PREPARE_PERSISTENT, &st_event, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(q_db, SQL_DAILY, -1, SQLITE_PREPARE_PERSISTENT, &st_daily, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(q_db, SQL_SETTLE, -1, SQLITE_PREPARE_PERSISTENT, &st_settle, NULL) != SQLITE_OK) {
+        sqlite3_prepare_v3(q_db, SQL_SETTLE, -1, SQLITE_PREPARE_PERSISTENT, &st_settle, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(q_db, SQL_QUOTA_ADD, -1, SQLITE_PREPARE_PERSISTENT, &st_quota, NULL) != SQLITE_OK) {
         log_error("usage writer: %s", sqlite3_errmsg(q_db));
         return -1;
     }
@@ -265,5 +286,6 @@ void usage_writer_stop(void)
     sqlite3_finalize(st_event);
     sqlite3_finalize(st_daily);
     sqlite3_finalize(st_settle);
+    sqlite3_finalize(st_quota);
     db_close(q_db);
 }

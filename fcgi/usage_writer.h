@@ -20,6 +20,11 @@ struct usage_record {
     /* R-KEY-5 settlement of a monthly token pre-deduction, written with the event. */
     int64_t settle_key_id, settle_tokens;
     char settle_period[16];
+    /* R-KEY-4: the net effect on the key's quota counters of a request counted in
+     * the shared state: one call in each period, its tokens in the month. */
+    int64_t quota_key_id, quota_tokens;
+    char quota_day[16], quota_month[16];
+    int no_event;                 /* only the quota counters (a models listing) */
     struct usage_record *next;
 };
 

@@ -51,6 +51,7 @@ void conf_defaults(struct conf *c)
     c->admin_test_timeout_ms = 60000;
     c->default_max_output = 1024;
     c->max_tokens_cap = 1000000;
+    c->quota_db_wait_ms = 20;
     c->db_connections = 4;
     c->idem_ttl_minutes = 10;
     c->idem_max_records = 100000;
@@ -117,6 +118,7 @@ static int conf_apply(struct conf *c, config_t *cf, const char *path)
         {"limits.max_response_bytes", 1024, 1LL << 34, &c->max_response_bytes, 1},
         {"limits.max_sse_event_bytes", 1024, 1LL << 30, &c->max_sse_event_bytes, 1},
         {"limits.max_tokens_cap", 1, 100000000, &c->max_tokens_cap, 1},
+        {"limits.quota_db_wait_ms", 1, 10000, &c->quota_db_wait_ms, 0},
         {"stream.keepalive_ms", 1000, 600000, &c->keepalive_ms, 0},
         {"shutdown.grace_ms", 0, 3600000, &c->shutdown_grace_ms, 0},
         {"config.poll_ms", 10, 2000, &c->config_poll_ms, 0},

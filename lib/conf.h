@@ -29,6 +29,7 @@ struct conf {
     int usage_batch_max;         /* usage.batch_max: most events per transaction (500) */
     int usage_queue_max;         /* usage.queue_max: events held in memory before blocking (100000) */
     int64_t default_max_output;  /* keys.default_max_output: tokens pre-deducted when max_tokens is absent (1024) */
+    int quota_db_wait_ms;        /* limits.quota_db_wait_ms: longest wait on a locked database on the request path (20) */
     int64_t max_tokens_cap;      /* limits.max_tokens_cap: largest max_tokens accepted without a model max_output (1000000) */
     int db_connections;          /* keys.db_connections: SQLite connections per responder for quotas (4) */
     int idem_ttl_minutes;        /* idempotency.ttl_minutes: record lifetime, 1-1440 (10; SLUICE_IDEMPOTENCY_TTL_MINUTES) */

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x534c434553544154ULL /* "SLCESTAT" */
-#define SHM_VERSION 3
+#define SHM_VERSION 4
 #define SHM_MAX_PROCS 128
 #define SHM_MAX_REPLICAS 4096
 #define SHM_MAX_ENDPOINTS 1024
@@ -87,6 +87,11 @@ struct shm_key {
     int64_t tpm_limit;                /* the limit the level was computed for */
     int32_t initialised;
     int32_t pad2_;
+    /* R-KEY-4: the call and token quotas of the current periods, pool-wide and
+     * exact under the lock; loaded from SQLite when a period is first seen
+     * here, written back by every responder's usage writer. "" = not loaded. */
+    char day[16], month[16];          /* "d:YYYY-MM-DD", "m:YYYY-MM" */
+    int64_t day_calls, month_calls, month_tokens;
 };
 
 /* R-AFF-4: one mapping of the pool-wide affinity table (SHA-256 of the scoped

@@ -12,6 +12,15 @@
 
 #define STR_OK(field) (memchr((field), '\0', sizeof(field)) != NULL)
 
+/* libconfig 1.5 (Debian 12) itself leaks a string token's buffer when a string stands
+ * where its grammar wants none (`""` alone; config_destroy cannot free it): its
+ * scanner's allocations are not sluice's leaks. LeakSanitizer reads this list. */
+const char *__lsan_default_suppressions(void);
+const char *__lsan_default_suppressions(void)
+{
+    return "leak:libconfig_yylex\nleak:strbuf_append\n";
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > 1 << 16)

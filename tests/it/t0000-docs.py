@@ -29,7 +29,7 @@ def test_every_conf_option_is_documented():
     """R-DEP-5: every sluice.conf option in the README."""
     readme = read("README.md")
     conf = read("lib/conf.c")
-    names = re.findall(r'conf_str\(&cf, "([a-z_.]+)"', conf) + re.findall(r'\{"([a-z_.]+)", -?\d', conf)
+    names = re.findall(r'conf_str\(&?cf, "([a-z_.]+)"', conf) + re.findall(r'\{"([a-z_.]+)", -?\d', conf)
     assert len(names) > 15, names
     for n in names:
         assert "| `%s` |" % n in readme, "README does not document %s" % n

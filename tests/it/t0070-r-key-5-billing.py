@@ -180,6 +180,28 @@ def test_refusals_have_usage_rows_R_USE_4(c):
     assert row["prompt_tokens"] == 0 and row["completion_tokens"] == 0, row
 
 
+def test_quotas_survive_every_responder_dying_and_a_lost_state_file_R_KEY_4(c):
+    """Item 9: call quotas are counted in the shared state (no SQLite write per request), never
+    reset by a crash of every process, and reloaded from SQLite when the state file is gone."""
+    import signal
+    key, kid = new_key(c, "--daily", 4)           # the liveness probe is call 1
+    for _ in range(3):
+        assert c.gw.chat(key).status == 200
+    assert c.gw.chat(key).status == 429
+    daily = lambda: c.gw.sql("SELECT calls FROM quota_counters WHERE key_id = ? AND period LIKE 'd:%'", kid)[0][0]
+    wait_for(lambda: daily() == 4, 3, what="SQLite holds the 4 calls within a flush interval")
+    for pid in c.gw.responder_pids():
+        os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: len(c.gw.responder_pids()) >= 2, 10, what="responders respawned")
+    r = wait_for(lambda: (lambda r: r if r.status != 500 else None)(c.gw.chat(key)), 10, what="served again")
+    assert r.status == 429 and r.json()["error"]["code"] == "DAILY_LIMIT_EXCEEDED", r
+    c.gw.stop()
+    os.unlink(os.path.join(c.gw.dir, "sluice.state"))
+    c.gw.start()
+    r = c.gw.chat(key)
+    assert r.status == 429 and r.json()["error"]["code"] == "DAILY_LIMIT_EXCEEDED", r
+
+
 def test_a_session_is_limited_by_its_users_ceiling_R_SEC_5(c):
     """Item 2: bob's ceiling allows 3 calls a day; his login session gets no more."""
     r = http_request(c.gw.port, "POST", "/api/v1/auth/login", {"username": "bob", "password": "bob-Secret-pw-9"})

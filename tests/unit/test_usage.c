@@ -13,6 +13,16 @@ static const struct {
     int found;
     int64_t prompt, completion;
 } bodies[] = {
+    /* R-KEY-0: an Anthropic Message through the pass-through counts too */
+    {"anthropic message",
+     "{\"id\":\"msg_1\",\"type\":\"message\",\"content\":[{\"type\":\"text\",\"text\":\"Hi\"}],"
+     "\"usage\":{\"input_tokens\":12,\"output_tokens\":6,\"cache_creation_input_tokens\":3,"
+     "\"cache_read_input_tokens\":4}}",
+     1, 19, 6},
+    {"anthropic message without cache counts",
+     "{\"type\":\"message\",\"usage\":{\"input_tokens\":7,\"output_tokens\":2}}", 1, 7, 2},
+    {"an empty usage object is no usage", "{\"id\":\"x\",\"usage\":{}}", 0, 0, 0},
+    {"a foreign usage object is no usage", "{\"id\":\"x\",\"usage\":{\"seconds\":3}}", 0, 0, 0},
     {"chat completion",
      "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":1,\"model\":\"m\","
      "\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},"
@@ -44,6 +54,12 @@ static const struct {
     int usage_found;
     int64_t prompt, completion;
 } chunks[] = {
+    {"anthropic message_start (nested usage)",
+     "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":25,"
+     "\"output_tokens\":1}}}", CHUNK_OTHER, 1, 25, 1},
+    {"anthropic message_delta (cumulative output)",
+     "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":15}}",
+     CHUNK_OTHER, 1, 0, 15},
     {"role only",
      "{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}",
      CHUNK_ROLE_ONLY, 0, 0, 0},
