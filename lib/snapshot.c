@@ -393,13 +393,18 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
         each_row(db,
                  "SELECT id, tenant_id, name, algorithm, protocol, affinity, connect_timeout_ms,"
                  " first_byte_timeout_ms, idle_timeout_ms, stream_guard, upstream_auth,"
-                 " health_path, health_check, start_period_seconds, wake_url,"
+                 " health_path, health_check, start_period_seconds,"
+                 /* R-ANT-4: an operator's credential never goes to a URL a tenant admin set */
+                 " CASE WHEN wake_url_approved = 0 AND upstream_auth IS NOT NULL"
+                 "   AND upstream_auth_by IS NOT 'tenant' THEN NULL ELSE wake_url END,"
                  " anthropic_version, default_max_tokens"
                  " FROM endpoints ORDER BY id", endpoint_row, s, &s->n_endpoints) ||
         each_row(db, "SELECT id, name, status FROM nodes ORDER BY id", node_row, s, &s->n_nodes) ||
         each_row(db,
-                 "SELECT id, endpoint_id, url, engine, weight, max_concurrency, state, healthy, node_id"
-                 " FROM replicas ORDER BY endpoint_id, id", replica_row, s, &s->n_replicas) ||
+                 "SELECT r.id, r.endpoint_id, r.url, r.engine, r.weight, r.max_concurrency, r.state, r.healthy,"
+                 " r.node_id FROM replicas r JOIN endpoints e ON e.id = r.endpoint_id"
+                 " WHERE NOT (r.approved = 0 AND e.upstream_auth IS NOT NULL AND e.upstream_auth_by IS NOT 'tenant')"
+                 " ORDER BY r.endpoint_id, r.id", replica_row, s, &s->n_replicas) ||
         each_row(db,
                  "SELECT id, tenant_id, model, endpoint_id, priority, weight, target_model, created_at"
                  " FROM routes WHERE status = 'active' ORDER BY tenant_id, model, priority, id",
