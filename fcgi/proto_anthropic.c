@@ -90,28 +90,6 @@ static int frame_emit(void *ctx, const char *data, size_t len)
     return st->emit(st->ctx, &ev);
 }
 
-/* The event's name from its raw "event:" line ("" when it has none). */
-static size_t event_name(const struct sse_event *ev, const char **name)
-{
-    const char *p = ev->raw, *end = ev->raw + ev->raw_len;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *le = nl ? nl : end;
-        if (le - p >= 6 && memcmp(p, "event:", 6) == 0) {
-            const char *v = p + 6;
-            if (v < le && *v == ' ')
-                v++;
-            while (le > v && le[-1] == '\r')
-                le--;
-            *name = v;
-            return (size_t)(le - v);
-        }
-        p = nl ? nl + 1 : end;
-    }
-    *name = "";
-    return 0;
-}
-
 static int anthropic_event(struct request *r, void *state, const struct sse_event *ev, proto_emit_fn emit,
                            void *ctx)
 {
@@ -120,10 +98,9 @@ static int anthropic_event(struct request *r, void *state, const struct sse_even
         return 0;                 /* sluice sends its own keep-alives (R-SSE-2) */
     st->emit = emit;
     st->ctx = ctx;
-    const char *name;
-    size_t n = event_name(ev, &name);
     struct usage u = r->usage;
-    int rc = anthropic_stream_event(&st->s, name, n, ev->data, ev->data_len, &u, frame_emit, st);
+    int rc = anthropic_stream_event(&st->s, ev->event ? ev->event : "", ev->event_len, ev->data, ev->data_len, &u,
+                                    frame_emit, st);
     /* R-USE-3 / R-SSE-4: an error event after the first byte ended the stream failed, and the
      * usage event says so, as for a stream that breaks (relay.c); one before it was failed
      * over by the relay (R-SSE-5) and leaves nothing behind. */

@@ -40,6 +40,8 @@ static void sse_parse_fields(struct sse_parser *p, const char *raw, size_t len, 
     buf_reset(&p->data);
     ev->has_data = 0;
     ev->comment_only = 1;
+    ev->event = "";
+    ev->event_len = 0;
     size_t i = 0;
     while (i < len) {
         size_t j = i;
@@ -62,6 +64,15 @@ static void sse_parse_fields(struct sse_parser *p, const char *raw, size_t len, 
                     buf_append(&p->data, "\n", 1);
                 buf_append(&p->data, v, vn);
                 ev->has_data = 1;
+            } else if (name_len == 5 && memcmp(line, "event", 5) == 0) {
+                const char *v = colon ? colon + 1 : line + n;
+                size_t vn = (size_t)(line + n - v);
+                if (vn > 0 && v[0] == ' ') {
+                    v++;
+                    vn--;
+                }
+                ev->event = v;
+                ev->event_len = vn;
             }
         }
         /* Step over one line terminator: CRLF, LF or CR. */

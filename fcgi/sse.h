@@ -15,6 +15,8 @@ struct sse_event {
     size_t data_len;
     int has_data;           /* at least one data field */
     int comment_only;       /* only comment lines (": keep-alive") */
+    const char *event;      /* the event field's value in raw (the last one), "" if none */
+    size_t event_len;
 };
 
 /* Owned by one relay; sse_free releases it. */

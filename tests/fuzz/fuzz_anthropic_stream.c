@@ -2,7 +2,7 @@
  * (fcgi/anthropic_stream.c anthropic_stream_event, R-ANT-1, R-SSE-4) on any bytes.
  *
  * The bytes go through the SSE splitter (fcgi/sse.c) and each event's name is read
- * from its "event:" line the way fcgi/proto_anthropic.c does, so the seeds are
+ * from its "event:" field by the splitter, as fcgi/proto_anthropic.c reads it, so the seeds are
  * plain Anthropic streams.
  *
  * Invariants: every payload is either the literal [DONE] or one strict JSON object
@@ -39,28 +39,6 @@ static int emit(void *ctx, const char *data, size_t len)
     return k->stop_after && k->payloads >= k->stop_after ? -1 : 0;
 }
 
-/* As fcgi/proto_anthropic.c event_name: the value of the raw "event:" line, "" if none. */
-static size_t event_name(const struct sse_event *ev, const char **name)
-{
-    const char *p = ev->raw, *end = ev->raw + ev->raw_len;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        const char *le = nl ? nl : end;
-        if (le - p >= 6 && memcmp(p, "event:", 6) == 0) {
-            const char *v = p + 6;
-            if (v < le && *v == ' ')
-                v++;
-            while (le > v && le[-1] == '\r')
-                le--;
-            *name = v;
-            return (size_t)(le - v);
-        }
-        p = nl ? nl + 1 : end;
-    }
-    *name = "";
-    return 0;
-}
-
 /* 0 when the stream ran to its end, -1 when emit stopped it. */
 static int translate(const uint8_t *data, size_t size, const char *model, int stop_after)
 {
@@ -76,9 +54,7 @@ static int translate(const uint8_t *data, size_t size, const char *model, int st
     int rc = 0, more;
     while ((more = sse_next(&p, &ev)) == 1 || (more == 0 && sse_finish(&p, &ev))) {
         if (!ev.comment_only && ev.has_data) {
-            const char *name;
-            size_t n = event_name(&ev, &name);
-            int r = anthropic_stream_event(&s, name, n, ev.data, ev.data_len, &u, emit, &k);
+            int r = anthropic_stream_event(&s, ev.event, ev.event_len, ev.data, ev.data_len, &u, emit, &k);
             FUZZ_CHECK(r == 0 || r == -1, "returned %d", r);
             FUZZ_CHECK(u.prompt_tokens >= 0 && u.completion_tokens >= 0, "negative usage %lld/%lld",
                        (long long)u.prompt_tokens, (long long)u.completion_tokens);

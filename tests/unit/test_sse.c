@@ -344,9 +344,35 @@ static void test_long_stream(void)
     sse_free(&p);
 }
 
+/* The event field (Anthropic's event names), the last one winning (WHATWG). */
+static void test_event_field(void)
+{
+    static const struct { const char *in, *event; } fields[] = {
+        {"event: message_start\ndata: {}\n\n", "message_start"},
+        {"event:ping\ndata: {}\n\n", "ping"},
+        {"event: a\r\nevent: b\r\ndata: z\r\n\r\n", "b"},
+        {"data: y\n\n", ""},
+        {"event\ndata: y\n\n", ""},
+        {"data: y\nevent: error\n\n", "error"},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        struct sse_parser p;
+        struct sse_event ev;
+        sse_init(&p, 4096);
+        sse_feed(&p, fields[i].in, strlen(fields[i].in));
+        int got = sse_next(&p, &ev);
+        CHECK(got == 1, "event field %zu: an event", i);
+        if (got == 1)
+            CHECK(ev.event_len == strlen(fields[i].event) && memcmp(ev.event, fields[i].event, ev.event_len) == 0,
+                  "event field %zu: \"%.*s\"", i, (int)ev.event_len, ev.event);
+        sse_free(&p);
+    }
+}
+
 int main(void)
 {
     test_cases();
+    test_event_field();
     test_cr_lf_across_feeds();
     test_max_event();
     test_long_stream();
