@@ -106,6 +106,10 @@ static const char *member_str(struct json_object *o, const char *key, size_t *le
     return v ? json_object_get_string(v) : NULL;
 }
 
+/* No answer has more tokens than this; a larger count is clamped, so sums of a
+ * few counts never overflow, whatever an upstream sends. */
+#define COUNT_MAX 1000000000000LL
+
 /* A token count when present (negative counts read as 0): 1, else 0. */
 static int member_count(struct json_object *o, const char *key, int64_t *n)
 {
@@ -115,6 +119,8 @@ static int member_count(struct json_object *o, const char *key, int64_t *n)
     *n = json_object_get_int64(v);
     if (*n < 0)
         *n = 0;
+    if (*n > COUNT_MAX)
+        *n = COUNT_MAX;
     return 1;
 }
 

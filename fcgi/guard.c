@@ -146,7 +146,7 @@ static struct json_object *guard_parse(const struct request *r)
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t used = json_tokener_get_parse_end(tok);
     json_tokener_free(tok);
-    while (used < r->body_len && strchr(" \t\r\n", r->body[used]))
+    while (used < r->body_len && r->body[used] && strchr(" \t\r\n", r->body[used]))
         used++;
     if (!body || jerr != json_tokener_success || used != r->body_len) {
         json_object_put(body);

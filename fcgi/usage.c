@@ -15,6 +15,12 @@ static int usage_counter(struct json_object *usage, const char *name, int64_t *o
     return 1;
 }
 
+/* a + b for counts >= 0, saturating: an upstream's huge counts never overflow. */
+static int64_t usage_add(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 /* OpenAI's usage (prompt_tokens, completion_tokens), or Anthropic's as the
  * pass-through relays it (input_tokens with both cache counts, output_tokens;
  * top level or, in message_start, under "message"). Found only when a known
@@ -35,7 +41,7 @@ static int usage_read(struct json_object *obj, struct usage *u)
                  usage_counter(usage, "cache_read_input_tokens", &cr);
     if (!openai && !anthropic)
         return 0;
-    u->prompt_tokens = openai ? p : in + cw + cr;
+    u->prompt_tokens = openai ? p : usage_add(usage_add(in, cw), cr);
     u->completion_tokens = openai ? c : out;
     u->found = 1;
     return 1;

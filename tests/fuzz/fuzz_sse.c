@@ -4,7 +4,8 @@
  * pieces) never changes the events or what is left at the end; the events' raw
  * bytes tile the input in order, with only line ends (stray blank lines) between
  * them and after the last; each complete event ends with a line end; its data is
- * NUL-terminated and no longer than its raw bytes; with a limit, no event returned
+ * NUL-terminated and no longer than its raw bytes; its event field lies inside its
+ * raw bytes, on one line; with a limit, no event returned
  * is longer than the limit. */
 #include "fuzz.h"
 
@@ -39,12 +40,19 @@ static void record(struct trace *t, const struct sse_event *ev, int final)
     }
     if (!ev->has_data)
         FUZZ_CHECK(ev->data_len == 0, "data without a data field");
+    FUZZ_CHECK(ev->event && (ev->event_len == 0 || (ev->event >= ev->raw &&
+                                                    ev->event + ev->event_len <= ev->raw + ev->raw_len)),
+               "the event field is not inside the event's bytes");
+    for (size_t i = 0; i < ev->event_len; i++)
+        FUZZ_CHECK(ev->event[i] != '\n' && ev->event[i] != '\r', "a line end in the event field");
     char head[64];
     int k = snprintf(head, sizeof head, "%c%zu:%zu:%d:%d|", final ? 'F' : 'E', ev->raw_len, ev->data_len,
                      ev->has_data, ev->comment_only);
     buf_append(&t->out, head, (size_t)k);
     buf_append(&t->out, ev->raw, ev->raw_len);
     buf_append(&t->out, ev->data, ev->data_len);
+    buf_append(&t->out, "|", 1);
+    buf_append(&t->out, ev->event, ev->event_len);
     t->events++;
 }
 

@@ -57,7 +57,9 @@ def test_invalid_utf8_body_is_invalid_json_R_API_3(c):
     n = upstream_requests(c)
     for raw in (b'{"model":"demo\xff","messages":[{"role":"user","content":"x"}]}',
                 b'{"model":"nope\xc3\x28","messages":[{"role":"user","content":"x"}]}',
-                b'{"model":"demo","messages":[{"role":"user","content":"\xed\xa0\x80"}]}'):
+                b'{"model":"demo","messages":[{"role":"user","content":"\xed\xa0\x80"}]}',
+                # a NUL after the object was taken for white space and forwarded (found by tests/fuzz)
+                b'{"model":"demo","messages":[{"role":"user","content":"x"}]}\r\x00 '):
         r = c.gw.request("POST", "/v1/chat/completions", raw, key=c.key)
         refused(c, r, "invalid_json", None)
     assert upstream_requests(c) == n

@@ -1017,8 +1017,36 @@ static void test_stream_stop(void)
     collected_free(&got3);
 }
 
+/* Counts near INT64_MAX from an upstream are clamped, never summed into an overflow. */
+static void test_huge_counts(void)
+{
+    static const char body[] = "{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],"
+                               "\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":9223372036854775807,"
+                               "\"output_tokens\":9223372036854775807,\"cache_read_input_tokens\":9223372036854775807,"
+                               "\"cache_creation_input_tokens\":5}}";
+    struct buf out;
+    struct usage u = {0};
+    char finish[32];
+    buf_init(&out, 0);
+    CHECK(anthropic_response(body, sizeof body - 1, "m", 1, &out, &u, finish, sizeof finish) == 0, "huge counts");
+    CHECK(u.prompt_tokens > 0 && u.prompt_tokens <= 3000000000000LL && u.completion_tokens > 0, "clamped %lld/%lld",
+          (long long)u.prompt_tokens, (long long)u.completion_tokens);
+    CHECK(out.data && !strstr(out.data, "-"), "no negative count: %s", out.data ? out.data : "");
+    buf_free(&out);
+    struct anthropic_stream s;
+    anthropic_stream_init(&s, "m", 1);
+    static const char start[] = "{\"type\":\"message_start\",\"message\":{\"id\":\"m\",\"usage\":"
+                                "{\"input_tokens\":9223372036854775807,\"cache_read_input_tokens\":1}}}";
+    struct usage su = {0};
+    struct collected got = {0};
+    anthropic_stream_event(&s, "message_start", 13, start, sizeof start - 1, &su, collect, &got);
+    CHECK(su.prompt_tokens > 0, "stream prompt clamped: %lld", (long long)su.prompt_tokens);
+    collected_free(&got);
+}
+
 int main(void)
 {
+    test_huge_counts();
     test_requests();
     test_request_arguments();
     test_request_capped();
