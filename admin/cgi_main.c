@@ -7,6 +7,7 @@
 #include "conf.h"
 #include "db.h"
 #include "log.h"
+#include "secret.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@ static int main_conf(struct conf *conf)
     const char *path = getenv("SLUICE_CONF");
     if (path && *path && conf_load(conf, path) != 0)
         return -1;
+    secret_use_key_file(conf->secrets_key_file);   /* R-SEC-9: seals and opens upstream credentials */
     if (conf->billing_tz[0] && !getenv("SLUICE_BILLING_TZ"))
         setenv("TZ", conf->billing_tz, 1);
     else if (getenv("SLUICE_BILLING_TZ"))

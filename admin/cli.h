@@ -17,6 +17,7 @@
 /* One parsed command line. Strings point into argv. */
 struct cli {
     const char *db_path;
+    const char *key_file;               /* --key-file; NULL: sluice.key beside the database (R-SEC-9) */
     int json;
     const char *words[2];               /* the command's words */
     const char *pos[CLI_MAX_POS];       /* positional arguments after them */

@@ -2,8 +2,11 @@
  * bound statements, transactions) plus init and settings (SPEC §20). */
 #include "ops_internal.h"
 
+#include "db.h"
+#include "log.h"
 #include "settings.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -528,20 +531,40 @@ void ops_json_bool(struct json_object *o, const char *key, sqlite3_stmt *st, int
 
 struct json_object *ops_init(sqlite3 *db, const char *path, struct ops_error *err)
 {
-    int64_t version = 0;
+    int64_t version = 0, sealed = 0;
+    char key_path[PATH_MAX] = "";
+    /* R-SEC-9: the database and its -wal and -shm readable by the owner's group only. */
+    if (db_protect(path) != 0) {
+        ops_fail(err, OPS_ERR_INTERNAL, NULL, "cannot set the database files to mode %o (logged)",
+                 DB_FILE_MODE);
+        return NULL;
+    }
     if (ops_begin(db, err) != 0)
         return NULL;
     struct json_object *res = NULL;
     if (ops_run(db, err, "INSERT INTO tenants (name) VALUES ('default') ON CONFLICT (name) DO NOTHING",
                 "") != 0 ||
-        ops_query_i64(db, err, &version, "PRAGMA user_version", "") != 1)
+        ops_query_i64(db, err, &version, "PRAGMA user_version", "") != 1 ||
+        ops_endpoint_seal_all(db, key_path, sizeof key_path, &sealed, err) != 0)
         goto out;
     res = json_object_new_object();
     json_object_object_add(res, "ok", json_object_new_boolean(1));
     ops_json_str(res, "database", path);
     json_object_object_add(res, "schema_version", json_object_new_int64(version));
+    ops_json_str(res, "key_file", key_path);
+    json_object_object_add(res, "credentials_sealed", json_object_new_int64(sealed));
 out:
-    return ops_finish(db, res, err);
+    res = ops_finish(db, res, err);
+    /* The clear values just sealed may linger in free space and in the WAL: the database
+     * is rewritten and the WAL emptied (once, when something was sealed). */
+    int64_t busy = 1;
+    if (res && sealed > 0 &&
+        (db_exec(db, "VACUUM") != 0 ||
+         ops_query_i64(db, &(struct ops_error){0}, &busy, "PRAGMA wal_checkpoint(TRUNCATE)", "") != 1 ||
+         busy != 0))
+        log_warn("the sealed credentials' clear values may remain in %s's free pages until the"
+                 " next VACUUM", path);
+    return res;
 }
 
 /* ---- settings -------------------------------------------------------------- */

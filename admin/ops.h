@@ -104,7 +104,9 @@ struct json_object *ops_alert_resolve(sqlite3 *db, int64_t id, struct ops_error 
 
 /* ---- database and settings (ops.c) --------------------------------------- */
 
-/* Ensures tenant "default" exists. {"ok":true,"database":path,"schema_version":N} */
+/* Ensures tenant "default" exists; R-SEC-9: sets the database files (path, -wal, -shm) to
+ * mode 0640, creates the key file when missing (0600) and seals every clear upstream_auth.
+ * {"ok":true,"database":path,"schema_version":N,"key_file":path,"credentials_sealed":N} */
 struct json_object *ops_init(sqlite3 *db, const char *path, struct ops_error *err);
 
 /* {"key":...,"value":...}; list: {"settings":[{"key","value"}...]}. set takes the

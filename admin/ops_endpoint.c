@@ -1,10 +1,13 @@
 /* ops_endpoint.c: endpoints, their keys and their replicas (SPEC §0, R-SEC-1, R-SEC-3). */
 #include "ops_internal.h"
 
+#include "secret.h"
 #include "util.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -151,10 +154,99 @@ static int endpoint_check_opts(const struct ops_endpoint_opts *o, struct ops_err
     return 0;
 }
 
+/* ---- the credential at rest (R-SEC-9) ---------------------------------------------
+ * upstream_auth is stored sealed (lib/secret.h: "enc1:" + AES-256-GCM, the endpoint's id
+ * as additional data) with the key file beside the database (or secrets.key_file), which
+ * the first credential stored creates (0600) when `sluicectl init` has not. */
+
+static const struct secret_key *endpoint_key(sqlite3 *db, char *path, size_t cap, struct ops_error *err)
+{
+    const struct secret_key *key = secret_process_key(sqlite3_db_filename(db, "main"), 1, path, cap);
+    if (!key)
+        ops_fail(err, OPS_ERR_INTERNAL, "upstream_auth",
+                 "the upstream credential cannot be stored: the key file that seals it cannot be read"
+                 " or created (the reason is logged)");
+    return key;
+}
+
+/* The stored form of endpoint id's credential plain: NULL for NULL or "" (kept or cleared
+ * as they are), else sealed (heap). 0, or -1 with err set. */
+static int endpoint_seal(sqlite3 *db, int64_t id, const char *plain, char **stored, struct ops_error *err)
+{
+    char path[PATH_MAX], aad[SECRET_AAD_MAX];
+    *stored = NULL;
+    if (!plain || !*plain)
+        return 0;
+    const struct secret_key *key = endpoint_key(db, path, sizeof path, err);
+    if (!key)
+        return -1;
+    secret_aad_endpoint(id, aad);
+    if (!(*stored = secret_seal(key, plain, aad))) {
+        ops_fail(err, OPS_ERR_INVALID, "upstream_auth", "upstream_auth is too long");
+        return -1;
+    }
+    return 0;
+}
+
+int ops_endpoint_seal_all(sqlite3 *db, char *key_path, size_t cap, int64_t *sealed, struct ops_error *err)
+{
+    *sealed = 0;
+    if (!endpoint_key(db, key_path, cap, err))
+        return -1;
+    /* Read first, then written: a table is not changed under its own scan. */
+    sqlite3_stmt *st = ops_prepare(db, err, "SELECT id, upstream_auth FROM endpoints"
+                                   " WHERE upstream_auth IS NOT NULL AND upstream_auth <> ''"
+                                   " AND substr(upstream_auth, 1, ?1) <> ?2 ORDER BY id",
+                                   "it", (int64_t)(sizeof SECRET_PREFIX - 1), SECRET_PREFIX);
+    if (!st)
+        return -1;
+    struct clear { int64_t id; char *value; } *rows = NULL;
+    size_t n = 0, cap_rows = 0;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (n == cap_rows) {
+            cap_rows = cap_rows ? 2 * cap_rows : 16;
+            if (!(rows = realloc(rows, cap_rows * sizeof *rows)))
+                abort();
+        }
+        rows[n].id = sqlite3_column_int64(st, 0);
+        if (!(rows[n++].value = strdup((const char *)sqlite3_column_text(st, 1))))
+            abort();
+    }
+    sqlite3_finalize(st);
+    int res = 0;
+    if (rc != SQLITE_DONE) {
+        ops_fail_db(err, db);
+        res = -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *stored = NULL;
+        if (res == 0 && endpoint_seal(db, rows[i].id, rows[i].value, &stored, err) == 0) {
+            struct json_object *after = json_object_new_object();
+            json_object_object_add(after, "credential", json_object_new_string("sealed"));
+            res = ops_run(db, err, "UPDATE endpoints SET upstream_auth = ?1 WHERE id = ?2", "ti", stored,
+                          rows[i].id) != 0 ||
+                  ops_audit_event(db, "seal", "endpoint", rows[i].id, 0, after, err) != 0 ? -1 : 0;
+            json_object_put(after);
+            if (res == 0)
+                (*sealed)++;
+        } else {
+            res = -1;
+        }
+        free(stored);
+        secret_free(rows[i].value);
+    }
+    free(rows);
+    return res;
+}
+
 /* wake_approved: R-SEC-9 approval of a wake URL given in o (endpoint_check_wake_url). */
 static int endpoint_update(sqlite3 *db, int64_t id, const struct ops_endpoint_opts *o,
                            int64_t wake_approved, struct ops_error *err)
 {
+    char *sealed = NULL;
+    if (endpoint_seal(db, id, o->upstream_auth, &sealed, err) != 0)
+        return -1;
     /* R-SEC-9: who set the credential is recorded with it. */
     const char *by = ops_actor_role() == AUTHZ_OPERATOR ? "operator" : "tenant";
     /* Text "" clears; NULL keeps. */
@@ -173,10 +265,13 @@ static int endpoint_update(sqlite3 *db, int64_t id, const struct ops_endpoint_op
                 " business_probe_rounds = COALESCE(?6, business_probe_rounds),"
                 " anthropic_version = COALESCE(?7, anthropic_version),"
                 " default_max_tokens = COALESCE(?8, default_max_tokens) WHERE id = ?9",
-                "ttooootoiti", o->upstream_auth, o->wake_url, o->health_check, o->failure_threshold,
-                o->start_period_seconds, o->business_probe_rounds, o->anthropic_version,
-                o->default_max_tokens, id, by, wake_approved) != 0)
+                "ttooootoiti", sealed ? sealed : o->upstream_auth, o->wake_url, o->health_check,
+                o->failure_threshold, o->start_period_seconds, o->business_probe_rounds,
+                o->anthropic_version, o->default_max_tokens, id, by, wake_approved) != 0) {
+        free(sealed);
         return -1;
+    }
+    free(sealed);
     return ops_run(db, err,
                    "UPDATE endpoints SET algorithm = COALESCE(?1, algorithm),"
                    " protocol = COALESCE(?2, protocol), health_path = COALESCE(?3, health_path),"

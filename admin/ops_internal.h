@@ -91,6 +91,12 @@ int ops_actor_check(struct ops_error *err);
 /* R-KEY-1 limits as authz sees them: set members with their values, unset ones 0. */
 void ops_limits_authz(const struct ops_key_limits *l, struct authz_limits *out);
 
+/* ---- the credential at rest (R-SEC-9, ops_endpoint.c) -------------------------- */
+/* Inside the caller's transaction: creates the key file when missing (its path into
+ * key_path) and seals every clear upstream_auth (a row written before sealing existed),
+ * with an audit row "seal" each; how many into *sealed. 0, or -1 with err set. */
+int ops_endpoint_seal_all(sqlite3 *db, char *key_path, size_t cap, int64_t *sealed, struct ops_error *err);
+
 /* ---- lookups by name (NOT_FOUND when missing) -------------------------------- */
 int ops_tenant_id(sqlite3 *db, const char *name, int64_t *id, struct ops_error *err);
 int ops_endpoint_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,

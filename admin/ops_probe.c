@@ -3,6 +3,7 @@
 #include "ops_internal.h"
 #include "upstream.h"
 
+#include "secret.h"
 #include "util.h"
 
 #include <curl/curl.h>
@@ -20,6 +21,7 @@ struct probe_target {
     char anthropic_version[72];
     char model[OPS_NAME_MAX + 1];
     char *auth;                     /* upstream credential or NULL; wiped after use */
+    int auth_unopened;              /* one is stored but cannot be opened (secret.c) */
 };
 
 struct probe_body {
@@ -59,8 +61,10 @@ static int probe_find(sqlite3 *db, const char *name, struct probe_target *t, str
         return -1;
     if (sqlite3_step(st) == SQLITE_ROW) {
         probe_copy(t->protocol, sizeof t->protocol, st, 0);
+        /* R-SEC-9: stored sealed; one that cannot be opened is logged and the test says so. */
         const char *a = (const char *)sqlite3_column_text(st, 1);
-        t->auth = a && *a ? strdup(a) : NULL;
+        t->auth = secret_open_endpoint(sqlite3_db_filename(db, "main"), t->endpoint_id, name, a);
+        t->auth_unopened = a && *a && !t->auth;
         probe_copy(t->anthropic_version, sizeof t->anthropic_version, st, 2);
         operator_cred = sqlite3_column_int64(st, 3);
     }
@@ -169,18 +173,18 @@ struct json_object *ops_endpoint_test(sqlite3 *db, const char *name, int64_t tim
         timeout_ms = PROBE_TIMEOUT_DEFAULT_MS;
     int found = probe_find(db, name, &t, err);
     if (found < 0) {
-        free(t.auth);
+        secret_free(t.auth);
         return NULL;
     }
     char why[256] = "no healthy running replica";
     long status = 0;
     int64_t latency = 0;
-    if (found)
+    if (found && t.auth_unopened)
+        snprintf(why, sizeof why, "the upstream credential cannot be opened: the key file is missing"
+                 " or not the one it was sealed with (see the log)");
+    else if (found)
         probe_run(&t, timeout_ms, &status, &latency, why, sizeof why);
-    if (t.auth) {
-        explicit_bzero(t.auth, strlen(t.auth));
-        free(t.auth);
-    }
+    secret_free(t.auth);
     struct json_object *res = json_object_new_object();
     json_object_object_add(res, "ok", json_object_new_boolean(found && why[0] == '\0'));
     json_object_object_add(res, "endpoint", json_object_new_string(name));

@@ -6,6 +6,7 @@
 
 #include "db.h"
 #include "log.h"
+#include "secret.h"
 #include "util.h"
 
 #include <stdint.h>
@@ -514,8 +515,9 @@ static int words_has(const char *list, const char *name, int *takes_value)
 
 static void cli_usage(FILE *f)
 {
-    fputs("usage: sluicectl --db PATH [--json] COMMAND [ARGS] [OPTIONS]\n"
-          "       (--db defaults to $SLUICE_DB; --db and --json may also follow the command)\n"
+    fputs("usage: sluicectl --db PATH [--key-file PATH] [--json] COMMAND [ARGS] [OPTIONS]\n"
+          "       (--db defaults to $SLUICE_DB; --key-file, the key sealing upstream credentials,\n"
+          "       to sluice.key beside the database; all three may also follow the command)\n"
           "commands:\n", f);
     for (size_t i = 0; i < CLI_NCMDS; i++) {
         const struct cli_cmd *k = &cli_cmds[i];
@@ -555,6 +557,14 @@ static const struct cli_cmd *cli_parse(int argc, char **argv, struct cli *c, cha
             c->db_path = argv[i];
         } else if (dashdash < 0 && strncmp(argv[i], "--db=", 5) == 0) {
             c->db_path = argv[i] + 5;
+        } else if (dashdash < 0 && strcmp(argv[i], "--key-file") == 0) {
+            if (++i >= argc) {
+                snprintf(why, whylen, "--key-file needs a path");
+                return NULL;
+            }
+            c->key_file = argv[i];
+        } else if (dashdash < 0 && strncmp(argv[i], "--key-file=", 11) == 0) {
+            c->key_file = argv[i] + 11;
         } else if (nrest < (int)(sizeof rest / sizeof rest[0])) {
             rest[nrest++] = argv[i];
         } else {
@@ -789,6 +799,7 @@ int main(int argc, char **argv)
         return fail(&c, &err, EXIT_USAGE);
     }
 
+    secret_use_key_file(c.key_file);   /* R-SEC-9 */
     sqlite3 *db = NULL;
     struct json_object *res = NULL;
     if (!k->creates && access(c.db_path, F_OK) != 0) {

@@ -20,7 +20,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$lighttpd" ] || lighttpd=$(command -v lighttpd || echo /usr/sbin/lighttpd)
 [ -x "$lighttpd" ] || { echo "lighttpd not found: apt-get install lighttpd" >&2; exit 1; }
-mkdir -p "$state"
+# R-SEC-9: a state folder made here is 0750 (an existing one is left as it is).
+[ -d "$state" ] || (umask 027 && mkdir -p "$state")
 state=$(cd "$state" && pwd)
 [ -n "$upstream_port" ] || upstream_port=$((port + 10000))
 ctl="$builddir/admin/sluicectl"

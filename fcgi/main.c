@@ -14,6 +14,7 @@
 #include "reply.h"
 #include "request.h"
 #include "route.h"
+#include "secret.h"
 #include "shm.h"
 #include "snapshot.h"
 #include "usage_writer.h"
@@ -289,6 +290,7 @@ int main(int argc, char **argv)
         return 1;
     }
     raise_fd_limit(conf.pool_threads);
+    secret_use_key_file(conf.secrets_key_file);   /* R-SEC-9: opens upstream credentials */
     curl_global_init(CURL_GLOBAL_ALL);
     if (shm_attach(&shm, conf.state_file) != 0 || shm_register(&shm) != 0)
         return 1;

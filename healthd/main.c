@@ -8,6 +8,7 @@
 #include "conf.h"
 #include "db.h"
 #include "log.h"
+#include "secret.h"
 #include "util.h"
 
 #include <errno.h>
@@ -164,6 +165,7 @@ int main(int argc, char **argv)
         conf.health_round_ms = (int)o.round_ms;
     if (o.timeout_ms)
         conf.health_timeout_ms = (int)o.timeout_ms;
+    secret_use_key_file(conf.secrets_key_file);   /* R-SEC-9 */
     const char *log_path = o.log ? o.log : conf.health_log_file;
     if (log_open(log_path, "sluice-healthd") != 0) {
         fprintf(stderr, "sluice-healthd: cannot open log file %s: %s\n", log_path, strerror(errno));

@@ -3,6 +3,7 @@
 #include "healthd.h"
 
 #include "log.h"
+#include "secret.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -85,7 +86,11 @@ static void endpoint_row(void *arg, struct arena *a, sqlite3_stmt *st, int i)
     e->name = text(a, st, 2);
     e->health_path = text(a, st, 3);
     e->protocol = text(a, st, 4);
-    e->upstream_auth = text(a, st, 5);
+    /* R-SEC-9: stored sealed; a credential that cannot be opened is logged and not sent. */
+    char *auth = secret_open_endpoint(sqlite3_db_filename(sqlite3_db_handle(st), "main"), e->id, e->name,
+                                      (const char *)sqlite3_column_text(st, 5));
+    e->upstream_auth = auth ? arena_strdup(a, auth) : NULL;
+    secret_free(auth);
     e->health_check = sqlite3_column_int(st, 6);
     e->failure_threshold = sqlite3_column_int(st, 7);
     e->start_period_seconds = sqlite3_column_int(st, 8);

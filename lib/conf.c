@@ -109,6 +109,7 @@ static int conf_apply(struct conf *c, config_t *cf, const char *path)
         conf_str(cf, "access_log", c->access_log, sizeof c->access_log) ||
         conf_str(cf, "billing_tz", c->billing_tz, sizeof c->billing_tz) ||
         conf_str(cf, "limits.trusted_proxies", c->trusted_proxies, sizeof c->trusted_proxies) ||
+        conf_str(cf, "secrets.key_file", c->secrets_key_file, sizeof c->secrets_key_file) ||
         conf_str(cf, "health.log_file", c->health_log_file, sizeof c->health_log_file))
         return -1;
     struct { const char *name; long long min, max; void *dst; int is64; } ints[] = {

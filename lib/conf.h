@@ -42,6 +42,7 @@ struct conf {
     int auth_fail_limit;         /* auth.fail_limit: failures per client address before 429 (20) */
     int auth_fail_window_ms;     /* auth.fail_window_ms: the window those failures count in (60000) */
     char trusted_proxies[512];   /* limits.trusted_proxies: fronts whose X-Forwarded-For names the client ("") */
+    char secrets_key_file[512];  /* secrets.key_file: the key sealing upstream credentials ("": sluice.key beside database; R-SEC-9) */
     /* sluice-healthd (SPEC §8) and what the data plane reads of its results */
     char health_log_file[512];   /* health.log_file: sluice-healthd's diagnostics ("-" = stderr) */
     int health_round_ms;         /* health.round_ms: one probe round every (5000) */

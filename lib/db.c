@@ -3,7 +3,12 @@
 
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 int db_exec(sqlite3 *db, const char *sql)
 {
@@ -61,9 +66,35 @@ fail:
     return -1;
 }
 
+int db_protect(const char *path)
+{
+    static const char *const suffix[] = {"", "-wal", "-shm"};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
+        char p[4096];
+        if (snprintf(p, sizeof p, "%s%s", path, suffix[i]) >= (int)sizeof p)
+            return -1;
+        if (chmod(p, DB_FILE_MODE) != 0 && !(i > 0 && errno == ENOENT)) {
+            log_error("cannot chmod %s to %o: %s", p, DB_FILE_MODE, strerror(errno));
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
 sqlite3 *db_open(const char *path, int create)
 {
     sqlite3 *db = NULL;
+    /* R-SEC-9: a new database is created 0640 here, not 0644 by SQLite, which gives its
+     * -wal and -shm files the database's mode. */
+    if (create && path[0] != ':' && strncmp(path, "file:", 5) != 0) {   /* not :memory: or a URI */
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, DB_FILE_MODE);
+        if (fd >= 0) {
+            if (fchmod(fd, DB_FILE_MODE) != 0)
+                log_error("cannot chmod %s to %o: %s", path, DB_FILE_MODE, strerror(errno));
+            close(fd);
+        }
+    }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
     if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
         log_error("cannot open database %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");

@@ -10,6 +10,12 @@
 sqlite3 *db_open(const char *path, int create);
 void db_close(sqlite3 *db);
 
+/* R-SEC-9: the mode of the database file and its -wal and -shm. */
+#define DB_FILE_MODE 0640
+/* Sets the database file, and its -wal and -shm where they exist, to DB_FILE_MODE.
+ * 0, or -1 (logged). */
+int db_protect(const char *path);
+
 /* Runs SQL text with no parameters (schema, BEGIN/COMMIT). 0 or -1 (logged). */
 int db_exec(sqlite3 *db, const char *sql);
 

@@ -3,6 +3,7 @@
 
 #include "db.h"
 #include "log.h"
+#include "secret.h"
 #include "settings.h"
 
 #include <pthread.h>
@@ -117,7 +118,12 @@ static void endpoint_row(struct snapshot *s, sqlite3_stmt *st, int i)
     e->first_byte_timeout_ms = sqlite3_column_int(st, 7);
     e->idle_timeout_ms = sqlite3_column_int(st, 8);
     e->stream_guard = sqlite3_column_int(st, 9);
-    e->upstream_auth = col_str(&s->mem, st, 10);
+    /* R-SEC-9: stored sealed; the snapshot keeps the opened value (process memory). One
+     * that cannot be opened is logged (secret.c) and counts as no credential. */
+    char *auth = secret_open_endpoint(sqlite3_db_filename(sqlite3_db_handle(st), "main"), e->id, e->name,
+                                      (const char *)sqlite3_column_text(st, 10));
+    e->upstream_auth = auth ? arena_strdup(&s->mem, auth) : NULL;
+    secret_free(auth);
     e->first_replica = 0;
     e->n_replicas = 0;
     e->slot = -1;

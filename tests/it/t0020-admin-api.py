@@ -198,8 +198,9 @@ def test_endpoints_per_role_R_SEC_5(c):
                                                   "upstream_auth": "upstream-secret-1", "affinity": True}), 200)
     assert e["tenant"] == "ta" and e["key"].startswith("sk-") and e["upstream_auth_set"] is True, e
     assert "upstream-secret-1" not in json.dumps(e)
-    row = c.gw.sql("SELECT key_hash, upstream_auth, affinity FROM endpoints WHERE id = ?", e["id"])[0]
-    assert row == (hashlib.sha256(e["key"].encode()).hexdigest(), "upstream-secret-1", 1), row
+    row = c.gw.sql("SELECT key_hash, affinity FROM endpoints WHERE id = ?", e["id"])[0]
+    assert row == (hashlib.sha256(e["key"].encode()).hexdigest(), 1), row
+    assert c.gw.upstream_auth(e["id"]) == "upstream-secret-1"   # stored sealed (R-SEC-9)
     got = expect(c.adm_a.get("/api/v1/endpoints/%d" % e["id"]), 200)
     assert "key" not in got and "upstream_auth" not in got and got["key_prefix"] == e["key"][:12], got
     expect(c.adm_a.get("/api/v1/endpoints/%d" % c.ep["ep-b"]), 403, "permission_denied")
@@ -575,8 +576,8 @@ def test_sql_metacharacters_verbatim_R_SEC_2(c):
         assert r.status == 200, (s, r)                   # the password went through verbatim
         e = expect(c.root.post("/api/v1/endpoints", {"name": "e-" + s.replace("/", "|"), "tenant_id": t["id"],
                                                      "upstream_auth": "cred-" + s}), 200)
-        assert c.gw.sql("SELECT name, upstream_auth FROM endpoints WHERE id = ?", e["id"]) == \
-            [("e-" + s.replace("/", "|"), "cred-" + s)]
+        assert c.gw.sql("SELECT name FROM endpoints WHERE id = ?", e["id"]) == [("e-" + s.replace("/", "|"),)]
+        assert c.gw.upstream_auth(e["id"]) == "cred-" + s, s   # sealed, and opens verbatim (R-SEC-9)
         rt = expect(c.root.post("/api/v1/model-routes", {"model": "m-" + s, "endpoint_id": e["id"],
                                                          "target_model": "tm-" + s}), 200)
         assert (rt["model"], rt["target_model"]) == ("m-" + s, "tm-" + s)

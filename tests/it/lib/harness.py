@@ -23,6 +23,25 @@ FAKE = os.path.join(BUILDDIR, "tests", "fake", "sluice-fake-upstream")
 FCGI = os.path.join(BUILDDIR, "fcgi", "sluice-fcgi")
 HEALTHD = os.path.join(BUILDDIR, "healthd", "sluice-healthd")
 
+# Sanitizer builds: tests/run-all names a folder for the test's reports. ASan writes
+# there itself; UBSan (gcc) writes only to stderr, so a report in the stderr of a program
+# a test ran with subprocess.run(capture_output=...) is copied there as well.
+SANITIZER_REPORTS = os.environ.get("SLUICE_SANITIZER_REPORTS")
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "SUMMARY: AddressSanitizer", "SUMMARY: UndefinedBehaviorSanitizer")
+if SANITIZER_REPORTS:
+    _subprocess_run = subprocess.run
+
+    def _run_keeping_reports(*args, **kwargs):
+        p = _subprocess_run(*args, **kwargs)
+        err = p.stderr.decode(errors="replace") if isinstance(p.stderr, bytes) else (p.stderr or "")
+        if any(m in err for m in SANITIZER_MARKS):
+            with open(os.path.join(SANITIZER_REPORTS, "stderr.%d" % os.getpid()), "a") as f:
+                f.write("$ %r\n%s\n" % (p.args, err))
+        return p
+
+    subprocess.run = _run_keeping_reports
+
 
 def free_port():
     s = socket.socket()
@@ -175,8 +194,10 @@ class Gateway:
         self.name = name
         self.dir = os.path.join(OUTDIR, "%s-%d" % (name, os.getpid()))
         shutil.rmtree(self.dir, ignore_errors=True)
-        os.makedirs(self.dir)
+        os.makedirs(self.dir, mode=0o750)
+        os.chmod(self.dir, 0o750)               # R-SEC-9: the state folder is 0750
         self.db = os.path.join(self.dir, "sluice.db")
+        self.key_file = os.path.join(self.dir, "sluice.key")   # the default: beside the database
         self.port = free_port()
         self.procs, self.threads = procs, threads
         self.conf_path = os.path.join(self.dir, "sluice.conf")
@@ -219,6 +240,20 @@ class Gateway:
             return con.execute(query, params).fetchall()
         finally:
             con.close()
+
+    def upstream_auth(self, endpoint_id):
+        """R-SEC-9: the endpoint's stored upstream_auth opened with the key file (open_sealed):
+        the clear value, None for none, or an AssertionError if it is stored clear or does not open."""
+        rows = self.sql("SELECT upstream_auth FROM endpoints WHERE id = ?", endpoint_id)
+        assert rows, "no endpoint %s" % endpoint_id
+        stored = rows[0][0]
+        if stored is None:
+            return None
+        assert stored.startswith("enc1:"), "endpoint %s: upstream_auth is stored in clear" % endpoint_id
+        with open(self.key_file, "rb") as f:
+            plain = open_sealed(stored, f.read(), "endpoint:%d" % endpoint_id)
+        assert plain is not None, "endpoint %s: upstream_auth does not open with %s" % (endpoint_id, self.key_file)
+        return plain
 
     def start(self):
         with open(os.path.join(self.dir, "lighttpd.conf"), "w") as f:
@@ -314,6 +349,51 @@ class Gateway:
                 return f.read()
         except OSError:
             return ""
+
+
+def open_sealed(stored, key_text, aad):
+    """R-SEC-9: opens a sealed upstream_auth independently of lib/secret.c, with libcrypto
+    through ctypes: "enc1:" + base64(nonce[12] | ciphertext | tag[16]), AES-256-GCM under the
+    key file's 32 bytes (raw, or 64 hex characters), additional data aad. A value without the
+    prefix is returned as it is; None when it does not open."""
+    import base64
+    import binascii
+    import ctypes
+    import ctypes.util
+    if not stored.startswith("enc1:"):
+        return stored
+    key = key_text if len(key_text) == 32 else bytes.fromhex(key_text.decode().strip())
+    try:
+        raw = base64.b64decode(stored[5:], validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if len(raw) < 28:
+        return None
+    nonce, body, tag = raw[:12], raw[12:-16], raw[-16:]
+    lib = ctypes.CDLL(ctypes.util.find_library("crypto") or "libcrypto.so.3")
+    vp, ip = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)
+    lib.EVP_CIPHER_CTX_new.restype = vp
+    lib.EVP_aes_256_gcm.restype = vp
+    lib.EVP_CIPHER_CTX_free.argtypes = [vp]
+    lib.EVP_DecryptInit_ex.argtypes = [vp, vp, vp, ctypes.c_char_p, ctypes.c_char_p]
+    lib.EVP_CIPHER_CTX_ctrl.argtypes = [vp, ctypes.c_int, ctypes.c_int, vp]
+    lib.EVP_DecryptUpdate.argtypes = [vp, vp, ip, ctypes.c_char_p, ctypes.c_int]
+    lib.EVP_DecryptFinal_ex.argtypes = [vp, vp, ip]
+    ctx = lib.EVP_CIPHER_CTX_new()
+    out = ctypes.create_string_buffer(len(body) + 32)
+    n = ctypes.c_int(0)
+    tagbuf = ctypes.create_string_buffer(tag, 16)
+    try:
+        ok = (lib.EVP_DecryptInit_ex(ctx, lib.EVP_aes_256_gcm(), None, None, None) == 1 and
+              lib.EVP_CIPHER_CTX_ctrl(ctx, 0x9, 12, None) == 1 and          # EVP_CTRL_GCM_SET_IVLEN
+              lib.EVP_DecryptInit_ex(ctx, None, None, key, nonce) == 1 and
+              (not aad or lib.EVP_DecryptUpdate(ctx, None, ctypes.byref(n), aad.encode(), len(aad.encode())) == 1) and
+              (not body or lib.EVP_DecryptUpdate(ctx, out, ctypes.byref(n), body, len(body)) == 1) and
+              lib.EVP_CIPHER_CTX_ctrl(ctx, 0x11, 16, ctypes.cast(tagbuf, vp)) == 1 and  # EVP_CTRL_GCM_SET_TAG
+              lib.EVP_DecryptFinal_ex(ctx, ctypes.cast(ctypes.byref(out, len(body)), vp), ctypes.byref(n)) == 1)
+    finally:
+        lib.EVP_CIPHER_CTX_free(ctx)
+    return out.raw[:len(body)].decode() if ok else None
 
 
 def setup_tenant(gw, tenant="t1", user="u1", role="member"):
