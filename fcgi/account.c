@@ -32,16 +32,16 @@ void account_record(struct request *r)
     /* Requests that never authenticated belong to nobody and are not billed. */
     if (r->caller.tenant_id == 0)
         return;
-    /* A models listing has no usage event, but the calls it spent are counted. */
-    if (r->kind == REQ_MODELS && !r->quota_shared)
+    /* A models listing has no usage event (its call was written at admission). */
+    if (r->kind == REQ_MODELS)
         return;
     struct usage_record *u = xcalloc(1, sizeof *u);
-    u->no_event = r->kind == REQ_MODELS;
-    if (r->quota_shared && r->key) {
+    if (r->quota_shared && r->key && r->quota_month_tokens != r->month_tokens_reserved) {
+        /* R-KEY-5: the settlement of what admission reserved (admit.c wrote the call). */
         u->quota_key_id = r->key->id;
         snprintf(u->quota_day, sizeof u->quota_day, "%s", r->quota_day);
         snprintf(u->quota_month, sizeof u->quota_month, "%s", r->month_period);
-        u->quota_tokens = r->quota_month_tokens;
+        u->quota_tokens = r->quota_month_tokens - r->month_tokens_reserved;
     }
     u->ts_ms = r->admitted_ms ? r->admitted_ms : r->start_ms;
     snprintf(u->request_id, sizeof u->request_id, "%s", r->request_id);

@@ -7,9 +7,11 @@
 #include "keylimits.h"
 #include "log.h"
 #include "quota.h"
+#include "usage_writer.h"
 #include "reply.h"
 #include "util.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +33,7 @@ static struct shm_key *key_lock(struct request *r)
     int rc = pthread_mutex_lock(&k->lock);
     if (rc == EOWNERDEAD) {
         pthread_mutex_consistent(&k->lock);
+        quota_forget_shared(k);     /* whatever the dead holder was writing: reload the periods */
         rc = 0;
     }
     return rc == 0 ? k : NULL;
@@ -215,19 +218,38 @@ static int admit_quotas_shared(struct request *r, int64_t want, int qps_taken, i
                                const char *day, const char *month)
 {
     const struct snap_key *k = r->key;
-    struct quota_ask ask = {k->daily_limit, k->monthly_quota, tokens ? k->monthly_token_quota : 0, 0, day, month};
+    struct quota_ask ask = {k->daily_limit, k->monthly_quota, tokens ? k->monthly_token_quota : 0, 0, "", ""};
     ask.want = want > k->monthly_token_quota && k->monthly_token_quota ? k->monthly_token_quota : want;
-    /* A period seen for the first time here is read from SQLite: take the
-     * connection before the key's lock, never while holding it. */
-    struct dbconn *c = quota_shared_loaded(&r->shm->r->keys[k->slot], day, month) ? NULL : dbpool_get();
-    struct shm_key *sk = key_lock(r);
     enum quota_kind which = 0;
     int64_t cur = 0, retry_ms = 0;
-    enum quota_result q = sk ? quota_take_shared(sk, c, k->id, &ask, &which, &cur) : QUOTA_DB_ERROR;
-    if (sk)
+    enum quota_result q = QUOTA_DB_ERROR;
+    struct shm_key *sk;
+    /* A period new to the state is read from SQLite before the key's lock is
+     * taken, never while holding it; if another process moved on meanwhile
+     * (midnight), one more round. */
+    snprintf(ask.day, sizeof ask.day, "%s", day);
+    snprintf(ask.month, sizeof ask.month, "%s", month);
+    for (int round = 0; round < 2 && q == QUOTA_DB_ERROR; round++) {
+        struct quota_loaded pre, *have = NULL;
+        if (!quota_shared_loaded(&r->shm->r->keys[k->slot], ask.day, ask.month)) {
+            struct dbconn *c = dbpool_get();
+            have = quota_preload(c, k->id, &ask, &pre) == 0 ? &pre : NULL;
+            dbpool_put(c);
+            if (!have)
+                break;
+        }
+        if (!(sk = key_lock(r)))
+            break;
+        q = quota_take_shared(sk, have, &ask, &which, &cur);
         pthread_mutex_unlock(&sk->lock);
-    if (c)
-        dbpool_put(c);
+        if (q == QUOTA_DB_ERROR) {          /* the periods turned over: today's, now */
+            char d[16], m[16];
+            quota_day_period(now_ms(), d);
+            quota_month_period(now_ms(), m);
+            snprintf(ask.day, sizeof ask.day, "%s", d);
+            snprintf(ask.month, sizeof ask.month, "%s", m);
+        }
+    }
     if (q == QUOTA_DB_ERROR) {
         /* R-KEY-4: the database must never take the inference path down. */
         static _Atomic int64_t warned_ms;
@@ -248,8 +270,8 @@ static int admit_quotas_shared(struct request *r, int64_t want, int qps_taken, i
     }
     if (q == QUOTA_OK) {
         r->quota_shared = 1;
-        snprintf(r->quota_day, sizeof r->quota_day, "%s", day);
-        snprintf(r->month_period, sizeof r->month_period, "%s", month);
+        snprintf(r->quota_day, sizeof r->quota_day, "%s", ask.day);
+        snprintf(r->month_period, sizeof r->month_period, "%s", ask.month);
         if (ask.monthly_token_quota)
             r->month_tokens_reserved = ask.want;
     }
@@ -264,6 +286,18 @@ static int admit_quotas_shared(struct request *r, int64_t want, int qps_taken, i
         refuse(r, ERR_TPM_EXCEEDED, k->tpm_limit, cur, retry_ms, 0);
         return -1;
     }
+    if (r->quota_shared) {
+        /* Durable at once, not when the request ends: a responder killed mid-stream
+         * loses nothing but the settlement (R-KEY-4). */
+        struct usage_record *u = xcalloc(1, sizeof *u);
+        u->no_event = 1;
+        u->quota_key_id = k->id;
+        u->quota_calls = 1;
+        u->quota_tokens = r->month_tokens_reserved;
+        snprintf(u->quota_day, sizeof u->quota_day, "%s", ask.day);
+        snprintf(u->quota_month, sizeof u->quota_month, "%s", ask.month);
+        usage_writer_enqueue(u);
+    }
     return 0;
 }
 
@@ -275,9 +309,10 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
     int64_t now = now_ms(), cur = 0, retry_ms = 0;
     int tokens = r->kind != REQ_MODELS;   /* a models listing spends calls, not tokens */
     int tpm = tokens && k->tpm_limit && k->slot >= 0;
-    /* What the request needs for sure: its prompt and the max_tokens it set
-     * (without one, the default reservation is clamped to the bucket). */
-    int64_t need = r->max_tokens > 0 ? want : (r->prompt_estimate > 0 ? r->prompt_estimate : 0);
+    /* Refused for good only when the answer it asked for alone (max_tokens,
+     * times n) exceeds the bucket: the prompt is only estimated from bytes, and
+     * a reservation without max_tokens is clamped to the bucket. */
+    int64_t need = r->max_tokens * (r->choices > 1 ? r->choices : 1);
     if (tpm && need > k->tpm_limit) {
         give_back(r, qps_taken);
         refuse_never_fits(r, need);
@@ -392,8 +427,9 @@ static int admit_limits(struct request *r)
             return -1;
         }
     }
+    int64_t n = r->choices > 1 ? r->choices : 1;      /* <= 128, and max_tokens <= the cap: no overflow */
     int64_t want = limits_estimate_tokens(r->prompt_estimate ? r->prompt_estimate : (int64_t)r->body_len / 4 + 1,
-                                          r->max_tokens, admit_conf->default_max_output);
+                                          r->max_tokens * n, admit_conf->default_max_output * n);
     return admit_quotas(r, want, qps_taken);
 }
 
@@ -529,34 +565,76 @@ static size_t client_address(struct request *r, const char **addr)
     return n;
 }
 
-/* The failure counter of (client address, credential prefix), or of the address
- * alone when prefix is NULL. */
+/* The client as the slow-down counts it: an IPv4 address, an IPv6 /64 (one
+ * host can hold a whole /64, so rotating addresses in it gains nothing), an
+ * IPv4-mapped IPv6 address as its IPv4; anything unparsable as its text. */
+static uint64_t client_hash(const char *addr, size_t n)
+{
+    char text[INET6_ADDRSTRLEN + 1];
+    unsigned char bin[16];
+    const unsigned char *key = (const unsigned char *)addr;
+    size_t klen = n;
+    if (n < sizeof text) {
+        memcpy(text, addr, n);
+        text[n] = '\0';
+        if (inet_pton(AF_INET, text, bin) == 1) {
+            key = bin, klen = 4;
+        } else if (inet_pton(AF_INET6, text, bin) == 1) {
+            static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+            key = memcmp(bin, mapped, 12) == 0 ? bin + 12 : bin;
+            klen = key == bin ? 8 : 4;
+        }
+    }
+    uint64_t h = 1469598103934665603ULL;       /* FNV-1a */
+    for (size_t i = 0; i < klen; i++)
+        h = (h ^ key[i]) * 1099511628211ULL;
+    return h;
+}
+
+/* The failure counter of (client, credential prefix), or of the client alone
+ * when prefix is NULL. The two kinds live in separate halves of the table, so
+ * spraying prefixes cannot push the per-client counters out; a full probe
+ * window gives way to its oldest entry, so filling the table evicts rather
+ * than blinds the slow-down. */
 static struct shm_client *client_slot(struct request *r, const char *prefix, int create)
 {
     const char *addr;
     size_t n = client_address(r, &addr);
-    uint64_t h = 1469598103934665603ULL;       /* FNV-1a of address "|" prefix */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)addr[i]) * 1099511628211ULL;
-    h = (h ^ '|') * 1099511628211ULL;
-    for (const char *p = prefix ? prefix : "*"; *p && p - (prefix ? prefix : "*") < 8; p++)
-        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    uint64_t h = client_hash(addr, n);
+    if (prefix) {
+        h = (h ^ '|') * 1099511628211ULL;
+        for (const char *p = prefix; *p && p - prefix < 8; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    }
     if (!h)
         h = 1;
+    const int half = SHM_MAX_CLIENTS / 2, base = prefix ? half : 0;
+    struct shm_client *oldest = NULL;
+    int64_t now = now_ms(), oldest_start = INT64_MAX;
     for (int k = 0; k < 8; k++) {
-        struct shm_client *c = &r->shm->r->clients[(h + (uint64_t)k) % SHM_MAX_CLIENTS];
+        struct shm_client *c = &r->shm->r->clients[base + (int)((h + (uint64_t)k) % (uint64_t)half)];
         uint64_t cur = atomic_load(&c->addr_hash);
         if (cur == h)
             return c;
-        if (create) {
-            int64_t now = now_ms();
-            /* Free, or an entry whose window ended long ago: take it. */
-            if ((cur == 0 || now - atomic_load(&c->window_start_ms) > 2 * admit_conf->auth_fail_window_ms) &&
-                atomic_compare_exchange_strong(&c->addr_hash, &cur, h)) {
-                atomic_store(&c->window_start_ms, now);
-                atomic_store(&c->failures, 0);
-                return c;
-            }
+        if (!create)
+            continue;
+        int64_t start = atomic_load(&c->window_start_ms);
+        /* Free, or an entry whose window has ended: take it. */
+        if ((cur == 0 || now - start >= admit_conf->auth_fail_window_ms) &&
+            atomic_compare_exchange_strong(&c->addr_hash, &cur, h)) {
+            atomic_store(&c->window_start_ms, now);
+            atomic_store(&c->failures, 0);
+            return c;
+        }
+        if (start < oldest_start)
+            oldest = c, oldest_start = start;
+    }
+    if (oldest) {
+        uint64_t cur = atomic_load(&oldest->addr_hash);
+        if (atomic_compare_exchange_strong(&oldest->addr_hash, &cur, h)) {
+            atomic_store(&oldest->window_start_ms, now);
+            atomic_store(&oldest->failures, 0);
+            return oldest;
         }
     }
     return NULL;

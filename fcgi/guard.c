@@ -113,6 +113,9 @@ static int guard_types(struct request *r, struct json_object *body)
     if (guard_max_tokens(r, body) != 0 || guard_number(r, body, "temperature", 0, 2, 0) != 0 ||
         guard_number(r, body, "top_p", 0, 1, 0) != 0 || guard_number(r, body, "n", 1, 128, 1) != 0)
         return -1;
+    /* n answers may each be max_tokens long: the reservation counts them all. */
+    if (json_object_object_get_ex(body, "n", &v) && json_object_get_type(v) == json_type_int)
+        r->choices = (int)json_object_get_int64(v);
     if (r->kind == REQ_EMBEDDINGS && r->stream)
         return guard_fail(r, ERR_INVALID_TYPE, "embeddings cannot be streamed", "stream");
     if (json_object_object_get_ex(body, "stream_options", &v) && json_object_get_type(v) != json_type_null) {
@@ -191,35 +194,44 @@ static void guard_rewrite(struct request *r, struct json_object *body, enum req_
     }
 }
 
-/* The OpenAI operation a pass-through path names, or REQ_UNKNOWN. */
-static enum req_kind guard_proxy_kind(const struct request *r)
+/* Is the pass-through path an inference operation (counted like /v1, R-KEY-0)?
+ * *kind: the OpenAI operation, or REQ_UNKNOWN for Anthropic Messages (parsed for
+ * its max_tokens and stream, never rewritten). */
+static int guard_proxy_inference(const struct request *r, enum req_kind *kind)
 {
     char name[129];
     const char *rest;
     if (strcmp(r->method, "POST") != 0 || pathcheck_proxy(r->uri, name, sizeof name, &rest) != PATH_OK)
-        return REQ_UNKNOWN;
+        return 0;
     size_t n = strcspn(rest, "?");
     static const struct { const char *path; enum req_kind kind; } ops[] = {
         {"/v1/chat/completions", REQ_CHAT}, {"/v1/completions", REQ_COMPLETIONS}, {"/v1/embeddings", REQ_EMBEDDINGS},
+        {"/v1/messages", REQ_UNKNOWN},
     };
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
-        if (strlen(ops[i].path) == n && strncmp(rest, ops[i].path, n) == 0)
-            return ops[i].kind;
-    return REQ_UNKNOWN;
+        if (strlen(ops[i].path) == n && strncmp(rest, ops[i].path, n) == 0) {
+            *kind = ops[i].kind;
+            return 1;
+        }
+    return 0;
 }
 
 /* R-KEY-0, R-USE-1: the pass-through to an inference path is counted like the
- * /v1 routes (stream, max_tokens, usage) but never refused for its body: the
- * upstream judges it. Anything else passes byte for byte. */
-static void guard_proxy(struct request *r)
+ * /v1 routes (stream, max_tokens, usage); its fields are the upstream's to
+ * judge, but a body sluice cannot read as one JSON object would escape the
+ * count, so it is refused. Anything else passes byte for byte. 0 or -1. */
+static int guard_proxy(struct request *r)
 {
     r->fwd_body = r->body;
     r->fwd_len = r->body_len;
-    enum req_kind kind = guard_proxy_kind(r);
-    struct json_object *body = kind != REQ_UNKNOWN ? guard_parse(r) : NULL, *v;
+    enum req_kind kind = REQ_UNKNOWN;
+    if (!guard_proxy_inference(r, &kind))
+        return 0;
+    struct json_object *body = guard_parse(r), *v;
     if (!body || !json_object_is_type(body, json_type_object)) {
         json_object_put(body);
-        return;
+        return guard_fail(r, ERR_INVALID_JSON, "The body of an inference path must be one JSON object in UTF-8.",
+                          NULL);
     }
     r->json = body;
     if (json_object_object_get_ex(body, "model", &v) && json_object_is_type(v, json_type_string))
@@ -240,15 +252,17 @@ static void guard_proxy(struct request *r)
     /* The upstream judges the pass-through; the reservation never exceeds the cap. */
     if (r->max_tokens > r->conf->max_tokens_cap)
         r->max_tokens = r->conf->max_tokens_cap;
-    guard_rewrite(r, body, kind);
+    if (kind != REQ_UNKNOWN)
+        guard_rewrite(r, body, kind);
+    else
+        r->prompt_estimate = (int64_t)(r->body_len / 4) + 1;    /* Messages: counted, never rewritten */
+    return 0;
 }
 
 int guard_check(struct request *r)
 {
-    if (r->kind == REQ_PROXY) {
-        guard_proxy(r);
-        return 0;
-    }
+    if (r->kind == REQ_PROXY)
+        return guard_proxy(r);
     struct json_object *body = guard_parse(r);
     if (!body)
         return guard_fail(r, ERR_INVALID_JSON, "We could not parse the JSON body of your request.", NULL);

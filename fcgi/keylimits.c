@@ -61,6 +61,8 @@ void limits_bucket_refill(struct token_bucket *b, int64_t limit, int64_t now)
     int64_t elapsed = now - b->refill_ms;
     if (elapsed <= 0)
         return;
+    if (elapsed > 60000)
+        elapsed = 60000;    /* a full minute refills the bucket; more cannot overflow the product */
     /* limit tokens per 60 000 ms = limit milli-tokens per 60 ms. */
     b->level_milli += elapsed * limit / 60;
     if (b->level_milli > limit * 1000)
@@ -89,9 +91,14 @@ int limits_bucket_take(struct token_bucket *b, int64_t limit, int64_t want, int6
 
 void limits_bucket_settle(struct token_bucket *b, int64_t delta)
 {
+    /* Bounded first, so the products cannot overflow whatever an upstream reported. */
+    const int64_t bound = INT64_MAX / 4000;
+    delta = delta > bound ? bound : delta < -bound ? -bound : delta;
     b->level_milli += delta * 1000;
     if (b->level_milli > b->limit * 1000)
         b->level_milli = b->limit * 1000;
+    if (b->level_milli < -b->limit * 1000)
+        b->level_milli = -b->limit * 1000;    /* an overrun is at most one bucket of debt */
 }
 
 int64_t limits_estimate_tokens(int64_t prompt_estimate, int64_t max_tokens, int64_t default_output)

@@ -129,7 +129,7 @@ static int handle(struct worker *w)
     }
     admit_finish(&r);
     auto_finish(&r);
-    if (!r.replayed)
+    if (r.kind != REQ_MODELS && !r.replayed)
         account_record(&r);
     json_object_put(r.json);
     snapshot_release(r.snap);
@@ -173,7 +173,11 @@ static void *worker_main(void *arg)
 static void *config_main(void *arg)
 {
     sqlite3 *db = arg;
-    int64_t seen = snapshot_db_version(db), last_reap = 0, last_warn = 0;
+    /* From the version the published snapshot was built from, not the database's
+     * now: a change committed in between must not wait for the next one. */
+    struct snapshot *first = snapshot_acquire();
+    int64_t seen = first->version, last_reap = 0, last_warn = 0;
+    snapshot_release(first);
     while (!atomic_load(&stopping)) {
         struct timespec pause = {conf.config_poll_ms / 1000, (conf.config_poll_ms % 1000) * 1000000L};
         nanosleep(&pause, NULL);

@@ -1,7 +1,10 @@
 /* pathcheck.c: the pass-through path can only name a path under the replica. */
 #include "pathcheck.h"
 
+#include "buf.h"
+
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -15,10 +18,14 @@ static int hexval(int c)
     return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* Is segment [s, e) "." or ".." once percent-decoded? */
+/* Is segment [s, e) "." or ".." once percent-decoded? A ';' ends the part
+ * that counts: servers that take path parameters read "..;x" as "..". */
 static int dot_segment(const char *s, const char *e)
 {
     int dots = 0;
+    const char *semi = memchr(s, ';', (size_t)(e - s));
+    if (semi)
+        e = semi;
     while (s < e) {
         if (*s == '.') {
             s++;
@@ -30,6 +37,31 @@ static int dot_segment(const char *s, const char *e)
         dots++;
     }
     return dots == 1 || dots == 2;
+}
+
+/* The path part, percent-decoded once, is well-formed UTF-8: an overlong form
+ * such as %c0%ae (a '.' to a lenient decoder) is refused. */
+static int path_utf8(const char *path)
+{
+    size_t n = strcspn(path, "?");
+    unsigned char *d = malloc(n + 1);
+    if (!d)
+        return 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (path[i] == '%' && i + 2 < n + 1 && hexval((unsigned char)path[i + 1]) >= 0 &&
+            hexval((unsigned char)path[i + 2]) >= 0) {
+            d[k++] = (unsigned char)(hexval((unsigned char)path[i + 1]) * 16 + hexval((unsigned char)path[i + 2]));
+            i += 2;
+        } else {
+            d[k++] = (unsigned char)path[i];
+        }
+    }
+    int ok = 1;
+    for (size_t i = 0, len; ok && i < k; i += len)
+        ok = (len = utf8_sequence(d + i, k - i)) > 0;
+    free(d);
+    return ok;
 }
 
 enum pathcheck_result pathcheck_proxy(const char *uri, char *endpoint, size_t cap, const char **rest)
@@ -82,6 +114,8 @@ enum pathcheck_result pathcheck_proxy(const char *uri, char *endpoint, size_t ca
         }
     }
     if (!in_query && dot_segment(seg, p))
+        return PATH_INVALID;
+    if (!path_utf8(slash))
         return PATH_INVALID;
     *rest = slash;
     return PATH_OK;

@@ -106,6 +106,17 @@ void quota_month_period(int64_t ms, char out[16])
 
 /* ---- shared-state quotas ---------------------------------------------------- */
 
+/* a + b, kept within [0, QUOTA_TOKENS_MAX]: no count can overflow a counter. */
+#define QUOTA_TOKENS_MAX (INT64_MAX / 4)
+static int64_t quota_sum(int64_t a, int64_t b)
+{
+    if (b > 0 && a > QUOTA_TOKENS_MAX - b)
+        return QUOTA_TOKENS_MAX;
+    int64_t s = a + b;
+    return s < 0 ? 0 : s;
+}
+
+
 static int quota_load(struct dbconn *c, int64_t key_id, const char *period, int64_t *calls, int64_t *tokens)
 {
     sqlite3_stmt *q = NULL;
@@ -123,28 +134,59 @@ static int quota_load(struct dbconn *c, int64_t key_id, const char *period, int6
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
+int quota_preload(struct dbconn *c, int64_t key_id, const struct quota_ask *a, struct quota_loaded *out)
+{
+    int64_t unused;
+    memset(out, 0, sizeof *out);
+    if (quota_load(c, key_id, a->day, &out->day_calls, &unused) != 0 ||
+        quota_load(c, key_id, a->month, &out->month_calls, &out->month_tokens) != 0)
+        return -1;
+    snprintf(out->day, sizeof out->day, "%s", a->day);
+    snprintf(out->month, sizeof out->month, "%s", a->month);
+    return 0;
+}
+
 int quota_shared_loaded(const struct shm_key *k, const char *day, const char *month)
 {
     return strncmp(k->day, day, sizeof k->day) == 0 && strncmp(k->month, month, sizeof k->month) == 0;
 }
 
-enum quota_result quota_take_shared(struct shm_key *k, struct dbconn *c, int64_t key_id, const struct quota_ask *a,
+void quota_forget_shared(struct shm_key *k)
+{
+    k->day[0] = k->month[0] = '\0';
+}
+
+/* Brings the state's period to want (or keeps its newer one, copied into want).
+ * 0, or -1 when want is new here and pre has nothing for it. */
+static int period_align(char *have, size_t have_size, char *want, size_t want_size, const char *pre_period,
+                        int64_t *counter, int64_t pre_value, int64_t *counter2, int64_t pre_value2)
+{
+    int cmp = strncmp(have, want, have_size);
+    if (cmp == 0)
+        return 0;
+    if (have[0] && cmp > 0) {
+        snprintf(want, want_size, "%s", have);     /* never backwards */
+        return 0;
+    }
+    if (!pre_period || strncmp(pre_period, want, want_size) != 0)
+        return -1;
+    /* The counts first, the period last: a holder dying in between leaves the
+     * old period's name, so the next caller loads again. */
+    *counter = pre_value;
+    if (counter2)
+        *counter2 = pre_value2;
+    snprintf(have, have_size, "%s", want);
+    return 0;
+}
+
+enum quota_result quota_take_shared(struct shm_key *k, const struct quota_loaded *pre, struct quota_ask *a,
                                     enum quota_kind *which, int64_t *current)
 {
-    int64_t calls, tokens;
-    if (strncmp(k->day, a->day, sizeof k->day) != 0) {
-        if (quota_load(c, key_id, a->day, &calls, &tokens) != 0)
-            return QUOTA_DB_ERROR;
-        snprintf(k->day, sizeof k->day, "%s", a->day);
-        k->day_calls = calls;
-    }
-    if (strncmp(k->month, a->month, sizeof k->month) != 0) {
-        if (quota_load(c, key_id, a->month, &calls, &tokens) != 0)
-            return QUOTA_DB_ERROR;
-        snprintf(k->month, sizeof k->month, "%s", a->month);
-        k->month_calls = calls;
-        k->month_tokens = tokens;
-    }
+    if (period_align(k->day, sizeof k->day, a->day, sizeof a->day, pre ? pre->day : NULL, &k->day_calls,
+                     pre ? pre->day_calls : 0, NULL, 0) != 0 ||
+        period_align(k->month, sizeof k->month, a->month, sizeof a->month, pre ? pre->month : NULL,
+                     &k->month_calls, pre ? pre->month_calls : 0, &k->month_tokens, pre ? pre->month_tokens : 0) != 0)
+        return QUOTA_DB_ERROR;
     /* R-KEY-2 order; all checked before anything is counted (the paired refund). */
     if (a->daily_limit && k->day_calls >= a->daily_limit) {
         *which = QUOTA_DAILY, *current = k->day_calls;
@@ -161,7 +203,7 @@ enum quota_result quota_take_shared(struct shm_key *k, struct dbconn *c, int64_t
     k->day_calls++;
     k->month_calls++;
     if (a->monthly_token_quota)
-        k->month_tokens += a->want;
+        k->month_tokens = quota_sum(k->month_tokens, a->want);
     return QUOTA_OK;
 }
 
@@ -174,10 +216,8 @@ void quota_adjust_shared(struct shm_key *k, const char *day, const char *month, 
     }
     if (month && strncmp(k->month, month, sizeof k->month) == 0) {
         k->month_calls += calls;
-        k->month_tokens += tokens;
+        k->month_tokens = quota_sum(k->month_tokens, tokens);
         if (k->month_calls < 0)
             k->month_calls = 0;
-        if (k->month_tokens < 0)
-            k->month_tokens = 0;
     }
 }

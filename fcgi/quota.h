@@ -30,13 +30,25 @@ int quota_settle_tokens(struct dbconn *c, int64_t key_id, const char *period, in
 struct quota_ask {
     int64_t daily_limit, monthly_quota, monthly_token_quota;   /* 0: none */
     int64_t want;                                              /* tokens to reserve */
-    const char *day, *month;                                   /* the current periods */
+    char day[16], month[16];      /* the request's periods; on QUOTA_OK the ones it was counted in */
 };
+/* A period's counters as SQLite has them, read before the key's lock is taken. */
+struct quota_loaded {
+    char day[16], month[16];      /* "" when not read */
+    int64_t day_calls, month_calls, month_tokens;
+};
+/* Reads the counters of a's periods from SQLite into *out. 0, or -1. */
+int quota_preload(struct dbconn *c, int64_t key_id, const struct quota_ask *a, struct quota_loaded *out);
+/* After a robust lock was taken from a holder that died: its periods are
+ * reloaded, whatever it was writing (call with the lock held). */
+void quota_forget_shared(struct shm_key *k);
 enum quota_kind { QUOTA_DAILY = 1, QUOTA_MONTHLY, QUOTA_MONTHLY_TOKENS };
 /* All of them or none: QUOTA_OK (counted), QUOTA_REFUSED (*which and *current
- * say which and at what count), QUOTA_DB_ERROR (a period could not be loaded;
- * nothing counted). */
-enum quota_result quota_take_shared(struct shm_key *k, struct dbconn *c, int64_t key_id, const struct quota_ask *a,
+ * say which and at what count), QUOTA_DB_ERROR (a new period and pre holds no
+ * counters for it; nothing counted). A request whose period the state has
+ * already left behind (it raced midnight) counts in the state's newer one:
+ * periods never move backwards. */
+enum quota_result quota_take_shared(struct shm_key *k, const struct quota_loaded *pre, struct quota_ask *a,
                                     enum quota_kind *which, int64_t *current);
 /* Does the state already hold these periods (no SQLite needed)? A hint, read unlocked. */
 int quota_shared_loaded(const struct shm_key *k, const char *day, const char *month);

@@ -49,8 +49,12 @@ static int header_dropped(const char *name, size_t n)
                                  "proxy-connection", "proxy-authenticate", "te", "trailer", "upgrade",
                                  "date", "server", "x-request-id", "content-type", "status",
                                  /* the operator's upstream account, not the caller's business */
-                                 "set-cookie", "openai-organization", "anthropic-organization-id"};
+                                 "set-cookie", "openai-organization", "openai-project", "anthropic-organization-id"};
     if (n >= 15 && strncasecmp(name, "access-control-", 15) == 0)
+        return 1;
+    /* The operator's upstream account's limits are not the caller's (sluice sends its own). */
+    if ((n >= 12 && strncasecmp(name, "x-ratelimit-", 12) == 0) ||
+        (n >= 20 && strncasecmp(name, "anthropic-ratelimit-", 20) == 0))
         return 1;
     for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
         if (strlen(drop[i]) == n && strncasecmp(name, drop[i], n) == 0)

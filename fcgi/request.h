@@ -93,6 +93,7 @@ struct request {
     struct buf *capture;          /* the response as sent, for the idempotency record */
     int capture_overflow;
     int64_t max_tokens;           /* the request's max_tokens / max_completion_tokens, or 0 */
+    int choices;                  /* n (1..128), 0 when absent: answers the reservation covers */
     int64_t month_tokens_delta;   /* settlement of the monthly token quota (account writes it) */
     int quota_shared;             /* the call/token quotas were counted in the shared state */
     char quota_day[16];           /* ... for this day period (month: month_period) */

@@ -11,7 +11,7 @@ static int usage_counter(struct json_object *usage, const char *name, int64_t *o
     if (!json_object_object_get_ex(usage, name, &v) || !json_object_is_type(v, json_type_int))
         return 0;
     int64_t n = json_object_get_int64(v);
-    *out = n > 0 ? n : 0;
+    *out = n <= 0 ? 0 : n > USAGE_COUNT_MAX ? USAGE_COUNT_MAX : n;
     return 1;
 }
 

@@ -5,6 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* No answer has more tokens than this: an upstream's larger count is clamped,
+ * so no limit arithmetic on counts can overflow (R-KEY-5). */
+#define USAGE_COUNT_MAX 1000000000000LL
+
 struct usage {
     int64_t prompt_tokens, completion_tokens;
     int found;

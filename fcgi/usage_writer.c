@@ -32,14 +32,35 @@ static const char SQL_DAILY[] =
     " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
     " completion_tokens = completion_tokens + excluded.completion_tokens";
 
+/* Token sums saturate at 2^62 in SQL too: an addition that overflows would turn
+ * the counter into a REAL, which the schema refuses (R-KEY-5). */
 static const char SQL_SETTLE[] =
-    "INSERT INTO quota_counters (key_id, period, tokens) VALUES (?1, ?2, max(?3, 0))"
-    " ON CONFLICT (key_id, period) DO UPDATE SET tokens = max(tokens + ?3, 0)";
+    "INSERT INTO quota_counters (key_id, period, tokens) VALUES (?1, ?2, max(min(?3, 4611686018427387904), 0))"
+    " ON CONFLICT (key_id, period) DO UPDATE SET tokens = CASE WHEN ?3 > 4611686018427387904 - tokens"
+    " THEN 4611686018427387904 ELSE max(tokens + ?3, 0) END";
 
 static const char SQL_QUOTA_ADD[] =
-    "INSERT INTO quota_counters (key_id, period, calls, tokens) VALUES (?1, ?2, ?3, max(?4, 0))"
-    " ON CONFLICT (key_id, period) DO UPDATE SET calls = calls + ?3, tokens = max(tokens + ?4, 0)";
+    "INSERT INTO quota_counters (key_id, period, calls, tokens)"
+    " VALUES (?1, ?2, max(?3, 0), max(min(?4, 4611686018427387904), 0))"
+    " ON CONFLICT (key_id, period) DO UPDATE SET calls = max(calls + ?3, 0),"
+    " tokens = CASE WHEN ?4 > 4611686018427387904 - tokens THEN 4611686018427387904 ELSE max(tokens + ?4, 0) END";
 static sqlite3_stmt *st_quota;
+
+/* Steps a write of the batch: 0 done, or refused by the schema (that one record's
+ * row is logged and left out: a bad record must never stop the writer for
+ * good); -1 for anything a retry may cure (busy, locked, I/O). */
+static int step_kept(sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if ((rc & 0xff) == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_MISMATCH || (rc & 0xff) == SQLITE_TOOBIG) {
+        log_error("usage writer: a %s was refused by the database (%s); left out", what,
+                  sqlite3_errmsg(sqlite3_db_handle(st)));
+        return 0;
+    }
+    return -1;
+}
 
 static int quota_add(int64_t key_id, const char *period, int64_t calls, int64_t tokens)
 {
@@ -48,7 +69,7 @@ static int quota_add(int64_t key_id, const char *period, int64_t calls, int64_t 
     sqlite3_bind_text(st_quota, 2, period, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st_quota, 3, calls);
     sqlite3_bind_int64(st_quota, 4, tokens);
-    return sqlite3_step(st_quota) == SQLITE_DONE ? 0 : -1;
+    return step_kept(st_quota, "quota counter update");
 }
 
 static int bind_text(sqlite3_stmt *st, int i, const char *s)
@@ -81,7 +102,7 @@ static int write_event(const struct usage_record *u)
     sqlite3_bind_int(e, 19, u->retries);
     sqlite3_bind_int(e, 20, u->stream);
     sqlite3_bind_int(e, 21, u->usage_estimated);
-    return sqlite3_step(e) == SQLITE_DONE ? 0 : -1;
+    return step_kept(e, "usage event");
 }
 
 /* One row of usage_daily, summed over the batch's records of the same group. */
@@ -111,7 +132,7 @@ static int write_daily(const struct daily_sum *d)
     sqlite3_bind_int64(st, 7, d->errors);
     sqlite3_bind_int64(st, 8, d->prompt_tokens);
     sqlite3_bind_int64(st, 9, d->completion_tokens);
-    return sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    return step_kept(st, "daily aggregate");
 }
 
 /* One transaction for the batch: every event, then the daily aggregates summed
@@ -126,8 +147,8 @@ static int write_batch(struct usage_record *list)
     if (db_exec(q_db, "BEGIN IMMEDIATE") != 0)
         return -1;
     for (struct usage_record *u = list; u; u = u->next) {
-        if (u->quota_key_id && (quota_add(u->quota_key_id, u->quota_day, 1, 0) != 0 ||
-                                quota_add(u->quota_key_id, u->quota_month, 1, u->quota_tokens) != 0))
+        if (u->quota_key_id && ((u->quota_calls && quota_add(u->quota_key_id, u->quota_day, u->quota_calls, 0) != 0) ||
+                                quota_add(u->quota_key_id, u->quota_month, u->quota_calls, u->quota_tokens) != 0))
             goto fail;
         if (u->no_event)
             continue;
@@ -138,7 +159,7 @@ static int write_batch(struct usage_record *list)
             sqlite3_bind_int64(st_settle, 1, u->settle_key_id);
             sqlite3_bind_text(st_settle, 2, u->settle_period, -1, SQLITE_TRANSIENT);
             sqlite3_bind_int64(st_settle, 3, u->settle_tokens);
-            if (sqlite3_step(st_settle) != SQLITE_DONE)
+            if (step_kept(st_settle, "token settlement") != 0)
                 goto fail;
         }
         char day[11];

@@ -23,6 +23,7 @@ struct usage_record {
     /* R-KEY-4: the net effect on the key's quota counters of a request counted in
      * the shared state: one call in each period, its tokens in the month. */
     int64_t quota_key_id, quota_tokens;
+    int quota_calls;              /* 1 in the admission's record, 0 in the settlement's */
     char quota_day[16], quota_month[16];
     int no_event;                 /* only the quota counters (a models listing) */
     struct usage_record *next;

@@ -65,7 +65,30 @@ static int shm_init_region(struct shm_region *r)
     return 0;
 }
 
+static int shm_attach_once(struct shm *s, const char *path, int *stale);
+
+/* A state file of another layout (an older or newer sluice) is moved aside to
+ * PATH.stale and a fresh one made: processes of the other version keep the
+ * mapping they have, so an upgrade restarts the counters instead of refusing
+ * to start (the call and token quotas reload from SQLite). */
 int shm_attach(struct shm *s, const char *path)
+{
+    int stale = 0;
+    int rc = shm_attach_once(s, path, &stale);
+    if (rc != 0 && stale) {
+        char aside[4096];
+        snprintf(aside, sizeof aside, "%s.stale", path);
+        int moved = rename(path, aside) == 0;
+        if (moved || errno == ENOENT) {      /* ENOENT: a process starting with us moved it first */
+            if (moved)
+                log_warn("state file %s was of another layout; moved to %s, starting a fresh one", path, aside);
+            rc = shm_attach_once(s, path, &stale);
+        }
+    }
+    return rc;
+}
+
+static int shm_attach_once(struct shm *s, const char *path, int *stale)
 {
     s->r = NULL;
     s->row = -1;
@@ -86,8 +109,8 @@ int shm_attach(struct shm *s, const char *path)
         goto out;
     }
     if (!fresh && (size_t)st.st_size != sizeof(struct shm_region)) {
-        log_error("state file %s has another layout (size %lld); remove it while no responder runs",
-                  path, (long long)st.st_size);
+        log_error("state file %s has another layout (size %lld)", path, (long long)st.st_size);
+        *stale = 1;
         goto out;
     }
     void *m = mmap(NULL, sizeof(struct shm_region), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -102,6 +125,9 @@ int shm_attach(struct shm *s, const char *path)
     } else if (s->r->version != SHM_VERSION) {
         log_error("state file %s has version %u, this build needs %u", path, s->r->version,
                   SHM_VERSION);
+        munmap(m, sizeof(struct shm_region));
+        s->r = NULL;
+        *stale = 1;
         goto out;
     }
     rc = 0;

@@ -115,6 +115,33 @@ def test_request_larger_than_the_tpm_bucket_never_fits_R_KEY_5(c):
     assert c.gw.chat(key, max_tokens=50).status == 200
 
 
+def test_only_max_tokens_can_never_fit_R_KEY_5(c):
+    """A large prompt without max_tokens is estimated from its bytes: it waits for the bucket
+    like any request (429 that may be retried), it is not refused for good."""
+    key, _ = new_key(c, "--tpm", 2000)
+    r = c.gw.chat(key, content="x" * 20000)
+    assert r.status in (200, 429), r
+    if r.status == 429:
+        assert r.headers.get("x-should-retry") != "false" and "never" not in r.json()["error"]["message"], r
+    r = c.gw.chat(key, max_tokens=100, n=30)                  # 3000 tokens of answers: never
+    assert r.status == 429 and r.headers.get("x-should-retry") == "false", r
+
+
+def test_pass_through_bodies_that_cannot_be_counted_are_refused_R_KEY_0(c):
+    """An inference pass-through sluice cannot read (an encoded surrogate, a BOM) escaped the
+    token count; now it is a 400 and never reaches the upstream."""
+    key, _ = new_key(c, "--tpm", 5000)
+    n = c.fake.stats()["requests"]
+    for raw in (b'{"model":"m","max_tokens":100000,"messages":[{"role":"user","content":"\xed\xa0\x80"}]}',
+                b'\xef\xbb\xbf{"model":"m","max_tokens":100000,"messages":[{"role":"user","content":"x"}]}'):
+        r = c.gw.request("POST", "/api/v1/proxy/ep/v1/chat/completions", raw, key=key)
+        assert r.status == 400 and r.json()["error"]["code"] == "invalid_json", r
+    assert c.fake.stats()["requests"] == n
+    r = c.gw.request("POST", "/api/v1/proxy/ep/v1/chat/completions",
+                     {"model": "m", "max_tokens": 100000, "messages": [{"role": "user", "content": "x"}]}, key=key)
+    assert r.status == 429 and r.headers.get("x-should-retry") == "false", r
+
+
 def test_monthly_tokens_settle_before_the_next_request_R_KEY_5(c):
     """Item 6: a quota of 100 tokens and requests of ~4 real tokens each, one after another:
     each reservation is settled when its request ends, so ~20 fit, not 4."""

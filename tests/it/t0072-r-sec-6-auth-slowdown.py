@@ -70,5 +70,22 @@ def test_trusted_front_names_the_client_R_SEC_6(c):
     assert models(c, "sk-bad-proxyclient-x", xff="1.2.3.4, 198.51.100.1").status == 429
 
 
+def test_spraying_prefixes_cannot_blind_the_slow_down_R_SEC_6(c):
+    """Many clients spraying ever new prefixes used to fill the table, after which nobody was
+    slowed: per-client counters are kept apart and a full window evicts its oldest entry."""
+    for a in range(12):
+        for i in range(40):
+            models(c, "sk-%02d%02dspray" % (a, i), xff="192.0.2.%d" % (10 + a))
+    for a in range(3):
+        codes = [models(c, "sk-samekey-x", xff="198.18.0.%d" % (1 + a)).status for _ in range(8)]
+        assert codes[:5] == [401] * 5 and codes[5:] == [429] * 3, (a, codes)
+
+
+def test_an_ipv6_slash64_is_one_client_R_SEC_6(c):
+    codes = [models(c, "sk-v6rotate-x", xff="2001:db8:1:2::%x" % (i + 1)).status for i in range(7)]
+    assert codes[:5] == [401] * 5 and codes[5:] == [429] * 2, codes
+    assert models(c, "sk-v6rotate-x", xff="2001:db8:1:3::1").status == 401     # another /64
+
+
 if __name__ == "__main__":
     run_tests(globals(), setup, teardown)

@@ -101,6 +101,17 @@ static void test_bucket(void)
     CHECK_INT(b.level_milli, 150000 + 0, "refund settles the level");
     limits_bucket_settle(&b, -400);                 /* actual above the estimate: debt */
     CHECK(b.level_milli < 0, "level below zero: %lld", (long long)b.level_milli);
+    {
+        /* R-KEY-5: an idle day with a limit near KEY_LIMIT_MAX, and an upstream's huge usage,
+         * neither overflows the bucket's arithmetic */
+        struct token_bucket big = {0, 0, 0};
+        int64_t r2 = 0, c2 = 0;
+        limits_bucket_take(&big, 1000000000000LL, 1, 0, &r2, &c2);
+        CHECK_INT(limits_bucket_take(&big, 1000000000000LL, 1, 86400000LL * 365, &r2, &c2), 1, "a year idle");
+        CHECK(big.level_milli > 0 && big.level_milli <= 1000000000000LL * 1000, "level in range");
+        limits_bucket_settle(&big, -INT64_MAX / 2);
+        CHECK(big.level_milli >= -1000000000000LL * 1000, "debt bounded");
+    }
     limits_bucket_settle(&b, 10000);
     CHECK_INT(b.level_milli, 600000, "never above capacity");
     /* A request larger than the whole limit passes a full bucket (capped), not never. */

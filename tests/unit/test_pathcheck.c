@@ -37,7 +37,13 @@ static const struct {
     {"/api/v1/proxy/ep/a%23b", 0, BAD, NULL, NULL},
     {"/api/v1/proxy/ep/v1%2Fmodels", 0, BAD, NULL, NULL},
     {"/api/v1/proxy/ep/x.%2e/y", 0, BAD, NULL, NULL},
-    {"/api/v1/proxy/ep/x?q=%25", 0, OK, "ep", "/x?q=%25"},         /* the query is the upstream's business */
+    {"/api/v1/proxy/ep/x?q=%25", 0, OK, "ep", "/x?q=%25"},
+    {"/api/v1/proxy/ep/..;x/secret", 0, BAD, NULL, NULL},       /* a path parameter after a dot segment */
+    {"/api/v1/proxy/ep/a/..;/b", 0, BAD, NULL, NULL},
+    {"/api/v1/proxy/ep/a;v=1/b", 0, OK, "ep", "/a;v=1/b"},
+    {"/api/v1/proxy/ep/%c0%ae%c0%ae/x", 0, BAD, NULL, NULL},    /* overlong '.' */
+    {"/api/v1/proxy/ep/caf%C3%A9", 0, OK, "ep", "/caf%C3%A9"},
+    {"/api/v1/proxy/ep/bad%ff", 0, BAD, NULL, NULL},         /* the query is the upstream's business */
     /* the query is not a path: "..", "/" and "\" encoded there are fine */
     {"/api/v1/proxy/ep/x?a=../b", 0, OK, "ep", "/x?a=../b"},
     {"/api/v1/proxy/ep/x?p=..", 0, OK, "ep", "/x?p=.."},

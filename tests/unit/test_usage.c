@@ -21,6 +21,10 @@ static const struct {
      1, 19, 6},
     {"anthropic message without cache counts",
      "{\"type\":\"message\",\"usage\":{\"input_tokens\":7,\"output_tokens\":2}}", 1, 7, 2},
+    /* R-KEY-5: an upstream's absurd counts are clamped, so no sum of them overflows */
+    {"huge counts clamped",
+     "{\"usage\":{\"prompt_tokens\":3000000000000000000,\"completion_tokens\":9223372036854775807}}",
+     1, 1000000000000LL, 1000000000000LL},
     {"an empty usage object is no usage", "{\"id\":\"x\",\"usage\":{}}", 0, 0, 0},
     {"a foreign usage object is no usage", "{\"id\":\"x\",\"usage\":{\"seconds\":3}}", 0, 0, 0},
     {"chat completion",
