@@ -103,8 +103,19 @@ static void run(const uint8_t *data, size_t size, enum req_kind kind, const char
     int rc = guard_check(&r);
     FUZZ_CHECK(rc == 0 || rc == -1, "returned %d", rc);
     if (kind == REQ_PROXY) {
-        FUZZ_CHECK(rc == 0 && replies == 0, "the pass-through was refused");
-        check_forwarded(&r, guard_proxy_kind(&r));
+        /* Only an inference path whose body is not one JSON object may be refused. */
+        enum req_kind op = REQ_UNKNOWN;
+        int inference = guard_proxy_inference(&r, &op);
+        if (rc != 0) {
+            struct json_object *body = fuzz_json((const char *)data, size, 0);
+            FUZZ_CHECK(inference && replies == 1, "a pass-through refused outside the rule");
+            FUZZ_CHECK(!body || !json_object_is_type(body, json_type_object) || memchr(data, 0, size) ||
+                       guard_parse(&r) == NULL, "an inference pass-through with a readable body refused");
+            json_object_put(body);
+            goto out;
+        }
+        FUZZ_CHECK(replies == 0, "accepted after a reply");
+        check_forwarded(&r, op);
         goto out;
     }
     if (rc != 0) {
