@@ -62,8 +62,7 @@ void drive_run(struct request *r)
         };
         struct retry_decision d;
         retry_decide(&f, &d);
-        if (a.outcome != ATTEMPT_REFUSED && a.outcome != ATTEMPT_CLIENT_GONE && a.outcome != ATTEMPT_TOO_LARGE &&
-            a.outcome != ATTEMPT_SHUTDOWN)
+        if (d.report)
             serving_report(r, rep, !d.failed, outcome_name(a.outcome, a.status));
         if (d.other_endpoint && route_skip_endpoint(r) == 0) {
             log_info("request %s: endpoint %s (%s) cannot express it (%s); trying endpoint %s", r->request_id,

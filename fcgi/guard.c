@@ -122,7 +122,6 @@ static int guard_types(struct request *r, struct json_object *body)
         if (json_object_get_type(v) != json_type_object)
             return guard_fail(r, ERR_INVALID_TYPE, "stream_options must be an object", "stream_options");
         struct json_object *inc = NULL;
-        r->client_usage = 1;
         if (json_object_object_get_ex(v, "include_usage", &inc) &&
             json_object_get_type(inc) != json_type_boolean)
             return guard_fail(r, ERR_INVALID_TYPE, "include_usage must be a boolean",
@@ -144,7 +143,7 @@ static struct json_object *guard_parse(const struct request *r)
         else if (!(k = utf8_sequence(p + i, r->body_len - i)))
             return NULL;
     struct json_tokener *tok = json_tokener_new();
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
+    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);     /* UTF-8 was checked above, more strictly */
     struct json_object *body = json_tokener_parse_ex(tok, r->body, (int)r->body_len);
     enum json_tokener_error jerr = json_tokener_get_error(tok);
     size_t used = json_tokener_get_parse_end(tok);
@@ -240,7 +239,6 @@ static int guard_proxy(struct request *r)
         r->stream = json_object_get_boolean(v);
     if (json_object_object_get_ex(body, "stream_options", &v) && !json_object_is_type(v, json_type_null)) {
         struct json_object *inc = NULL;
-        r->client_usage = 1;
         r->want_usage_chunk = json_object_object_get_ex(v, "include_usage", &inc) &&
                               json_object_is_type(inc, json_type_boolean) && json_object_get_boolean(inc);
     }

@@ -207,6 +207,12 @@ static void relay_note_finish(struct request *r, const char *data, size_t len)
         snprintf(r->finish_reason, sizeof r->finish_reason, "%.*s", (int)(e - f), f);
 }
 
+/* Are the upstream's events another protocol's, turned into the caller's by the adapter? */
+static int relay_translates(const struct relay *x)
+{
+    return x->proto && x->proto->stream_event;
+}
+
 static int relay_event(struct relay *x, const struct sse_event *ev)
 {
     struct request *r = x->r;
@@ -234,8 +240,7 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
     }
     /* R-USE-2: sluice asked for the usage chunk (or the adapter made one):
      * the client gets it only when it asked itself. */
-    int translated = x->proto && x->proto->stream_event;
-    if (kind == CHUNK_USAGE_ONLY && (translated ? !r->want_usage_chunk : r->injected_usage))
+    if (kind == CHUNK_USAGE_ONLY && (relay_translates(x) ? !r->want_usage_chunk : r->injected_usage))
         return 0;
     /* R-SSE-5: a server-side error before anything went out may be failed over
      * invisibly; a caller's own mistake (and any pass-through) goes on as sent. */
@@ -302,7 +307,7 @@ size_t relay_write_cb(char *p, size_t size, size_t n, void *ud)
     struct sse_event ev;
     int got;
     while ((got = sse_next(&x->sse, &ev)) == 1) {
-        int rc = x->proto && x->proto->stream_event
+        int rc = relay_translates(x)
                      ? x->proto->stream_event(r, x->proto_state, &ev, relay_emit, x)
                      : relay_event(x, &ev);
         if (rc != 0) {
@@ -335,7 +340,7 @@ void relay_finish_sse(struct relay *x)
     buf_reset(&x->held);
     x->holding = 0;
     /* Unterminated trailing bytes go on only when they are the caller's protocol. */
-    if (sse_finish(&x->sse, &ev) && !(x->proto && x->proto->stream_event))
+    if (sse_finish(&x->sse, &ev) && !relay_translates(x))
         relay_send_event(x, ev.raw, ev.raw_len, 1);
     relay_stream_head(x);
 }

@@ -110,7 +110,6 @@ struct request {
     struct json_object *json;     /* parsed body, owned until request_end */
     const char *model;            /* the client's model name */
     int stream;
-    int client_usage;             /* the client set stream_options itself */
     int injected_usage;           /* sluice added include_usage (R-USE-2) */
     const char *fwd_body;         /* body sent upstream */
     size_t fwd_len;

@@ -15,7 +15,7 @@ void retry_decide(const struct retry_facts *f, struct retry_decision *d)
         f->outcome == ATTEMPT_CONNECT || (f->outcome == ATTEMPT_DONE && retryable_status(f->status)) ||
         (f->outcome == ATTEMPT_BROKEN && f->sse && !f->data_sent);
     if (before_data) {
-        d->failed = 1;
+        d->report = d->failed = 1;
         /* Once any byte went out, nothing is tried again (R-AUTO-5, R-SSE-4). */
         d->other_replica = !f->data_sent && f->replica_retries == 0;
         d->next_model = !f->data_sent && !f->headers_sent;
@@ -36,21 +36,22 @@ void retry_decide(const struct retry_facts *f, struct retry_decision *d)
     }
     switch (f->outcome) {
     case ATTEMPT_DONE:
+        d->report = 1;
         d->failed = f->status >= 500;
         d->final = FINAL_DELIVER;            /* a 4xx passes through, never degraded */
         break;
     case ATTEMPT_FIRST_BYTE:                 /* a read timeout is never retried (R-HC-8) */
-        d->failed = 1;
+        d->report = d->failed = 1;
         d->final = FINAL_ERROR;
         d->code = ERR_UPSTREAM_TIMEOUT;
         break;
     case ATTEMPT_IDLE:
-        d->failed = 1;
+        d->report = d->failed = 1;
         d->final = FINAL_ERROR;
         d->code = ERR_UPSTREAM_IDLE_TIMEOUT;
         break;
     case ATTEMPT_BROKEN:
-        d->failed = 1;
+        d->report = d->failed = 1;
         d->final = FINAL_ERROR;
         d->code = f->data_sent ? ERR_UPSTREAM_ERROR : ERR_UPSTREAM_BAD_RESPONSE;
         d->message = "the upstream response ended early";

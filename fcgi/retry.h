@@ -40,7 +40,8 @@ enum retry_final {
 };
 
 struct retry_decision {
-    int failed;                   /* report the replica as failing (R-HC-5) */
+    int report;                   /* the outcome says how the replica did (R-HC-5, R-HC-2) */
+    int failed;                   /* ... and it failed */
     int other_replica;            /* another replica of this model may be tried (R-HC-8: once) */
     int next_model;               /* the plan's next model may be tried (R-AUTO-5) */
     int other_endpoint;           /* the adapter refused: another endpoint (then model) may serve it */

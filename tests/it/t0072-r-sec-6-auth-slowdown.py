@@ -7,31 +7,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, run_tests, setup_tenant
-
-
-class Ctx:
-    pass
+from harness import SingleSetup, run_tests, stop_setup
 
 
 def setup():
-    c = Ctx()
-    c.fake = Fake("slow")
-    c.gw = Gateway("t0072", procs=2, threads=8,
-                   conf={"auth": "key_cache_ms = 30000; fail_limit = 5; fail_window_ms = 60000;",
-                         "limits": 'max_body_bytes = 8388608; max_response_bytes = 67108864;'
-                                   ' max_sse_event_bytes = 4194304; trusted_proxies = "127.0.0.1";'})
-    c.key = setup_tenant(c.gw, "acme", "alice")
-    add_endpoint(c.gw, "ep", "acme", [c.fake])
-    c.gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
-    c.gw.start()
-    return c
-
-
-def teardown(c):
-    if c:
-        c.gw.stop()
-        c.fake.stop()
+    return SingleSetup("t0072", "slow", procs=2,
+                       conf={"auth": "key_cache_ms = 30000; fail_limit = 5; fail_window_ms = 60000;",
+                             "limits": 'max_body_bytes = 8388608; max_response_bytes = 67108864;'
+                                       ' max_sse_event_bytes = 4194304; trusted_proxies = "127.0.0.1";'})
 
 
 def models(c, key, xff=None):
@@ -88,4 +71,4 @@ def test_an_ipv6_slash64_is_one_client_R_SEC_6(c):
 
 
 if __name__ == "__main__":
-    run_tests(globals(), setup, teardown)
+    run_tests(globals(), setup, stop_setup)

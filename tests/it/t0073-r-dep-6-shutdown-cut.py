@@ -10,28 +10,11 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, run_tests, setup_tenant, wait_for
-
-
-class Ctx:
-    pass
+from harness import SingleSetup, run_tests, stop_setup, wait_for
 
 
 def setup():
-    c = Ctx()
-    c.fake = Fake("cut")
-    c.gw = Gateway("t0073", procs=1, threads=8, conf={"shutdown": "grace_ms = 1000;"})
-    c.key = setup_tenant(c.gw, "acme", "alice")
-    add_endpoint(c.gw, "ep", "acme", [c.fake])
-    c.gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
-    c.gw.start()
-    return c
-
-
-def teardown(c):
-    if c:
-        c.gw.stop()
-        c.fake.stop()
+    return SingleSetup("t0073", "cut", conf={"shutdown": "grace_ms = 1000;"})
 
 
 def test_stream_past_the_grace_ends_with_shutting_down_R_DEP_6(c):
@@ -67,4 +50,4 @@ def test_stream_past_the_grace_ends_with_shutting_down_R_DEP_6(c):
 
 
 if __name__ == "__main__":
-    run_tests(globals(), setup, teardown)
+    run_tests(globals(), setup, stop_setup)

@@ -10,7 +10,7 @@ import sys
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, run_tests, setup_tenant
+from harness import SingleSetup, run_tests, stop_setup
 
 REFUSED = ["/v1/%252e%252e/secret", "/%252e%252e%252fetc/passwd", "/v1/..%3f/x", "/v1/a%3fb", "/v1/a%23b",
            "/v1%2Fmodels", "/x/.%2e/y", "/%2e%2e/x", "/v1/../x", "/v1/%5c..%5cx", "/a/%2e"]
@@ -18,24 +18,8 @@ PASSED = ["/v1/models", "/v1/files/file-abc%3Ax", "/a%20b/c", "/v1/x?q=%252e%252
           "/v1/caf%C3%A9"]
 
 
-class Ctx:
-    pass
-
-
 def setup():
-    c = Ctx()
-    c.fake = Fake("esc")
-    c.gw = Gateway("t0074", procs=1, threads=8)
-    c.key = setup_tenant(c.gw, "acme", "alice")
-    add_endpoint(c.gw, "ep", "acme", [c.fake])
-    c.gw.start()
-    return c
-
-
-def teardown(c):
-    if c:
-        c.gw.stop()
-        c.fake.stop()
+    return SingleSetup("t0074", "esc", model=None)
 
 
 def normalised(path):
@@ -71,4 +55,4 @@ def test_what_passes_stays_under_the_root_R_SEC_3(c):
 
 
 if __name__ == "__main__":
-    run_tests(globals(), setup, teardown)
+    run_tests(globals(), setup, stop_setup)

@@ -66,6 +66,11 @@ int main(void)
         struct retry_decision d;
         retry_decide(&cases[i].f, &d);
         CHECK(d.failed == cases[i].failed, "%s: failed %d", cases[i].name, d.failed);
+        /* Only outcomes the replica caused are reported (a refusal, a client leaving, a
+         * response over sluice's own cap or the shutdown say nothing about it). */
+        int silent = cases[i].f.outcome == ATTEMPT_REFUSED || cases[i].f.outcome == ATTEMPT_CLIENT_GONE ||
+                     cases[i].f.outcome == ATTEMPT_TOO_LARGE || cases[i].f.outcome == ATTEMPT_SHUTDOWN;
+        CHECK(d.report == !silent, "%s: report %d", cases[i].name, d.report);
         CHECK(d.other_replica == cases[i].other_replica, "%s: other_replica %d", cases[i].name, d.other_replica);
         CHECK(d.next_model == cases[i].next_model, "%s: next_model %d", cases[i].name, d.next_model);
         CHECK(d.final == cases[i].final, "%s: final %d", cases[i].name, (int)d.final);

@@ -403,6 +403,29 @@ def setup_tenant(gw, tenant="t1", user="u1", role="member"):
     return gw.ctl("key", "add", "--user", user)["key"]
 
 
+class SingleSetup:
+    """The most common fixture: one stand-in behind endpoint "ep" of tenant "acme", a member key
+    (c.key), optionally a route for `model`, the gateway started. stop() ends both."""
+
+    def __init__(self, name, fake_name, model="m", procs=1, threads=8, conf=None):
+        self.fake = Fake(fake_name)
+        self.gw = Gateway(name, procs=procs, threads=threads, conf=conf)
+        self.key = setup_tenant(self.gw, "acme", "alice")
+        add_endpoint(self.gw, "ep", "acme", [self.fake])
+        if model:
+            self.gw.ctl("route", "add", model, "ep", "--tenant", "acme")
+        self.gw.start()
+
+    def stop(self):
+        self.gw.stop()
+        self.fake.stop()
+
+
+def stop_setup(c):
+    if c:
+        c.stop()
+
+
 def add_endpoint(gw, name, tenant, fakes, algorithm="round_robin", **opts):
     extra = []
     for k, v in opts.items():
@@ -497,8 +520,9 @@ def fcgi_request(sock_path, method, uri, body=None, headers=None, timeout=30):
             params["HTTP_" + k.upper().replace("-", "_")] = v
     if body and "CONTENT_TYPE" not in params:
         params["CONTENT_TYPE"] = "application/json"
-    pairs = b"".join(_fcgi_len(len(k.encode())) + _fcgi_len(len(v.encode())) + k.encode() + v.encode()
-                     for k, v in params.items())
+    # surrogateescape: a test can send any byte ("\udcff" is the byte 0xff), as a front server may.
+    enc = lambda t: t.encode("utf-8", "surrogateescape")
+    pairs = b"".join(_fcgi_len(len(enc(k))) + _fcgi_len(len(enc(v))) + enc(k) + enc(v) for k, v in params.items())
     msg = (_fcgi_record(1, struct.pack("!HB5x", 1, 0)) + _fcgi_record(4, pairs) + _fcgi_record(4, b"") +
            (_fcgi_record(5, body) if body else b"") + _fcgi_record(5, b""))
     t0 = time.time()
