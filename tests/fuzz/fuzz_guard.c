@@ -137,7 +137,8 @@ static void run(const uint8_t *data, size_t size, enum req_kind kind, const char
     FUZZ_CHECK(r.max_tokens >= 0 && r.max_tokens <= cap, "max_tokens %lld, cap %lld", (long long)r.max_tokens,
                (long long)cap);
     FUZZ_CHECK(r.prompt_estimate > 0, "prompt estimate %lld", (long long)r.prompt_estimate);
-    if (r.stream && !r.client_usage)
+    /* R-USE-1: usage is always asked of the upstream for a stream the client takes no usage chunk from. */
+    if (r.stream && kind != REQ_EMBEDDINGS && !r.want_usage_chunk)
         FUZZ_CHECK(r.injected_usage, "a stream without include_usage");
     check_forwarded(&r, kind);
 out:
