@@ -57,6 +57,16 @@ void account_record(struct request *r)
     snprintf(u->routed_model, sizeof u->routed_model, "%s", r->routed_model ? r->routed_model : "");
     snprintf(u->path, sizeof u->path, "%s", r->path ? r->path : "");
     account_billable_tokens(r, &u->prompt_tokens, &u->completion_tokens);
+    if (r->usage.found) {
+        u->cache_read_tokens = r->usage.cache_read_tokens;
+        u->cache_creation_tokens = r->usage.cache_creation_tokens;
+        u->reasoning_tokens = r->usage.reasoning_tokens;
+    }
+    /* R-ANT-7, R-API-8: a token count or a stored-response call spends a call,
+     * never tokens (a count's input_tokens is an answer, not a use). */
+    if (!req_kind_spends_tokens(r->kind))
+        u->prompt_tokens = u->completion_tokens = u->cache_read_tokens = u->cache_creation_tokens =
+            u->reasoning_tokens = 0;
     u->latency_ms = mono_ms() - r->start_mono;
     u->ttft_ms = r->ttft_ms;
     u->status = r->client_gone ? 499 : r->status;
@@ -71,7 +81,8 @@ void account_record(struct request *r)
         /* R-USE-4: failures carry tokens only when the upstream produced some
          * (a client that left, a stream ended by the shutdown). */
         if (!r->client_gone && !r->data_sent)
-            u->prompt_tokens = u->completion_tokens = 0;
+            u->prompt_tokens = u->completion_tokens = u->cache_read_tokens = u->cache_creation_tokens =
+                u->reasoning_tokens = 0;
     }
     u->usage_estimated = !r->usage.found && (u->prompt_tokens || u->completion_tokens);
     if (r->month_tokens_delta && r->key) {

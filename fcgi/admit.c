@@ -307,7 +307,7 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
 {
     const struct snap_key *k = r->key;
     int64_t now = now_ms(), cur = 0, retry_ms = 0;
-    int tokens = r->kind != REQ_MODELS;   /* a models listing spends calls, not tokens */
+    int tokens = req_kind_spends_tokens(r->kind);   /* a listing or a count spends calls, not tokens */
     int tpm = tokens && k->tpm_limit && k->slot >= 0;
     /* Refused for good only when the answer it asked for alone (max_tokens,
      * times n) exceeds the bucket: the prompt is only estimated from bytes, and

@@ -56,6 +56,40 @@ static const char *content_text(struct json_object *msg, char *tmp, size_t cap, 
     return tmp;
 }
 
+/* A Messages system prompt: a string, or text blocks. A client may put a block
+ * that changes on every request (a billing or attribution line) next to the
+ * stable prompt; the blocks it marks cache_control are the stable prefix, so
+ * when any are marked only those are hashed. */
+static const char *system_text(struct json_object *sys, char *tmp, size_t cap, size_t *len)
+{
+    *len = 0;
+    if (json_object_is_type(sys, json_type_string)) {
+        *len = (size_t)json_object_get_string_len(sys);
+        return json_object_get_string(sys);
+    }
+    if (!json_object_is_type(sys, json_type_array))
+        return "";
+    int marked = 0;
+    for (size_t i = 0; i < json_object_array_length(sys); i++)
+        marked |= json_object_object_get_ex(json_object_array_get_idx(sys, i), "cache_control", NULL);
+    size_t n = 0;
+    for (size_t i = 0; i < json_object_array_length(sys); i++) {
+        struct json_object *part = json_object_array_get_idx(sys, i), *text;
+        if ((marked && !json_object_object_get_ex(part, "cache_control", NULL)) ||
+            !json_object_object_get_ex(part, "text", &text) || !json_object_is_type(text, json_type_string))
+            continue;
+        size_t tn = (size_t)json_object_get_string_len(text);
+        if (tn > cap - n)
+            tn = cap - n;
+        memcpy(tmp + n, json_object_get_string(text), tn);
+        n += tn;
+        if (n < cap)
+            tmp[n++] = '\n';                /* ("ab","c") and ("a","bc") differ */
+    }
+    *len = n;
+    return tmp;
+}
+
 static const char *role_of(struct json_object *msg)
 {
     struct json_object *r;
@@ -91,8 +125,10 @@ void aff_keys_build(struct aff_keys *k, const char *scope, const char *session_h
         k->present[AFF_PROMPT_CACHE_KEY] = 1;
         aff_hash(k->hash[AFF_PROMPT_CACHE_KEY], scope, AFF_PROMPT_CACHE_KEY, s, capped(n, cap), "", 0, "", 0);
     }
-    if (string_field(body, "user", &s, &n)) {
-        k->present[AFF_USER] = 1;
+    struct json_object *meta = NULL;
+    if (string_field(body, "user", &s, &n) ||
+        (body && json_object_object_get_ex(body, "metadata", &meta) && string_field(meta, "user_id", &s, &n))) {
+        k->present[AFF_USER] = 1;           /* Anthropic's metadata.user_id is its "user" */
         aff_hash(k->hash[AFF_USER], scope, AFF_USER, s, capped(n, cap), "", 0, "", 0);
     }
     struct json_object *msgs;
@@ -102,6 +138,9 @@ void aff_keys_build(struct aff_keys *k, const char *scope, const char *session_h
     char sys_tmp[4096], user_tmp[4096], asst_tmp[4096];
     const char *sys = "", *user = NULL, *asst = NULL;
     size_t sys_n = 0, user_n = 0, asst_n = 0;
+    struct json_object *top_system;
+    if (json_object_object_get_ex(body, "system", &top_system))     /* Messages: system is top-level */
+        sys = system_text(top_system, sys_tmp, sizeof sys_tmp, &sys_n);
     for (size_t i = 0; i < json_object_array_length(msgs); i++) {
         struct json_object *m = json_object_array_get_idx(msgs, i);
         const char *role = role_of(m);

@@ -20,7 +20,8 @@ struct aff_keys {
     unsigned char hash[AFF_LEVELS][32];   /* SHA-256 of (scope, level, capped input) */
 };
 
-/* R-AFF-1/2: builds the cascade for a chat body. scope is "endpoint_id/tenant_id"
+/* R-AFF-1/2: builds the cascade for a chat or Messages body (a top-level
+ * system, and metadata.user_id as the user level; see system_text). scope is "endpoint_id/tenant_id"
  * so no key works across endpoints or tenants; inputs are capped at cap bytes. */
 void aff_keys_build(struct aff_keys *k, const char *scope, const char *session_header,
                     struct json_object *body, size_t cap);

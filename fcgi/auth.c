@@ -11,11 +11,18 @@
 #include <string.h>
 #include <strings.h>
 
-/* The key from "Authorization: Bearer <key>", or NULL. */
+/* The key from "Authorization: Bearer <key>", else from "x-api-key: <key>"
+ * (the Anthropic SDKs' header, R-ANT-7; accepted on every path), or NULL. */
 static const char *auth_bearer(const struct request *r)
 {
     const char *h = request_param(r, "HTTP_AUTHORIZATION");
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+    if (!h || !*h) {
+        h = request_param(r, "HTTP_X_API_KEY");
+        while (h && *h == ' ')
+            h++;
+        return h && *h ? h : NULL;
+    }
+    if (strncasecmp(h, "Bearer ", 7) != 0)
         return NULL;
     h += 7;
     while (*h == ' ')
@@ -110,7 +117,7 @@ int auth_caller(struct request *r)
         return auth_session(r, key);
     if (!key || strncmp(key, "sk-", 3) != 0 || strlen(key) > 256)
         return auth_fail(r, key, key ? "Incorrect API key provided."
-                                     : "You didn't provide an API key. Use Authorization: Bearer <key>.");
+                                     : "You didn't provide an API key. Use Authorization: Bearer <key> or x-api-key: <key>.");
     /* R-AUTH-2: only the SHA-256 is compared; the snapshot is the key cache,
      * replaced within config.poll_ms of a revocation. */
     char hash[65];

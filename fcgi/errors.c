@@ -34,3 +34,27 @@ int errors_body(struct buf *out, const struct error_def *e, const char *message,
     rc |= buf_puts(out, "}}");
     return rc ? -1 : 0;
 }
+
+const char *errors_anthropic_type(int status)
+{
+    switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503:
+    case 529: return "overloaded_error";
+    default: return status >= 500 ? "api_error" : "invalid_request_error";
+    }
+}
+
+int errors_body_anthropic(struct buf *out, const char *type, const char *message)
+{
+    int rc = buf_puts(out, "{\"type\":\"error\",\"error\":{\"type\":");
+    rc |= buf_json_str(out, type, strlen(type));
+    rc |= buf_puts(out, ",\"message\":");
+    rc |= buf_json_str(out, message, strlen(message));
+    rc |= buf_puts(out, "}}");
+    return rc ? -1 : 0;
+}

@@ -40,4 +40,11 @@ const struct error_def *errors_find(const char *code);
 /* {"error":{"message":..,"type":..,"param":..|null,"code":..}} appended to out. */
 int errors_body(struct buf *out, const struct error_def *e, const char *message, const char *param);
 
+/* R-ANT-6: the Anthropic error type the Anthropic SDKs expect for an HTTP
+ * status (401 authentication_error, 429 rate_limit_error, 529 and 503
+ * overloaded_error, other 5xx api_error, ...). */
+const char *errors_anthropic_type(int status);
+/* {"type":"error","error":{"type":..,"message":..}} appended to out. */
+int errors_body_anthropic(struct buf *out, const char *type, const char *message);
+
 #endif

@@ -10,18 +10,26 @@
 #include <string.h>
 #include <sys/socket.h>
 
-/* The adapter of every upstream protocol (enum upstream_protocol). */
-static const struct proto_ops *const adapters[] = {
-    [PROTO_OPENAI] = &proto_openai,
-    [PROTO_ANTHROPIC] = &proto_anthropic,
+/* The adapter for each pair of caller protocol and upstream protocol. */
+static const struct adapter_row {
+    enum ingress caller;
+    enum upstream_protocol upstream;
+    const struct proto_ops *ops;
+} adapters[] = {
+    {INGRESS_OPENAI, PROTO_OPENAI, &proto_openai},
+    {INGRESS_OPENAI, PROTO_ANTHROPIC, &proto_anthropic},
+    {INGRESS_ANTHROPIC, PROTO_ANTHROPIC, &proto_messages_native},
+    {INGRESS_ANTHROPIC, PROTO_OPENAI, &proto_messages_openai},
 };
 
 static const struct proto_ops *adapter_for(const struct request *r)
 {
     if (r->kind == REQ_PROXY)
         return &proto_passthrough;          /* the pass-through stays raw */
-    unsigned p = (unsigned)r->ep->protocol;
-    return p < sizeof adapters / sizeof adapters[0] && adapters[p] ? adapters[p] : &proto_openai;
+    for (size_t i = 0; i < sizeof adapters / sizeof adapters[0]; i++)
+        if (adapters[i].caller == r->ingress && adapters[i].upstream == r->ep->protocol)
+            return adapters[i].ops;
+    return &proto_openai;
 }
 
 void forward_curl_init(CURL *c)

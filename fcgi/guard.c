@@ -55,32 +55,37 @@ static int guard_number(struct request *r, struct json_object *body, const char 
 }
 
 /* R-KEY-5: max_tokens is range-checked before any arithmetic: at most the
- * model's max_output (its policy) or limits.max_tokens_cap. */
-static int guard_max_tokens(struct request *r, struct json_object *body)
+ * model's max_output (its policy) or limits.max_tokens_cap. names: the
+ * protocol's fields for it; required: absent is an error (Messages). */
+static int guard_max_tokens(struct request *r, struct json_object *body, const char *const *names, int n_names,
+                            int required)
 {
     const struct snap_policy *p = snapshot_policy(r->snap, r->model);
     int64_t cap = p && p->max_output > 0 ? p->max_output : r->conf->max_tokens_cap;
-    const char *max_names[] = {"max_completion_tokens", "max_tokens"};
     struct json_object *v;
-    for (int i = 0; i < 2; i++) {
-        if (!json_object_object_get_ex(body, max_names[i], &v) || json_object_get_type(v) == json_type_null)
+    for (int i = 0; i < n_names; i++) {
+        if (!json_object_object_get_ex(body, names[i], &v) || json_object_get_type(v) == json_type_null)
             continue;
         errno = 0;
         int64_t n = json_object_get_int64(v);
-        if (json_object_get_type(v) != json_type_int || n < 0)
-            return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be a non-negative integer",
-                                                                max_names[i]), max_names[i]);
+        if (json_object_get_type(v) != json_type_int || n < required)
+            return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s: must be %s integer", names[i],
+                                                                required ? "a positive" : "a non-negative"),
+                              names[i]);
         if (n > cap || errno == ERANGE)
             return guard_fail(r, ERR_INVALID_VALUE,
-                              arena_printf(r->arena, "%s is %s; the most model %s allows is %lld", max_names[i],
-                                           json_object_get_string(v), r->model, (long long)cap), max_names[i]);
+                              arena_printf(r->arena, "%s is %s; the most model %s allows is %lld", names[i],
+                                           json_object_get_string(v), r->model, (long long)cap), names[i]);
         if (!r->max_tokens)
             r->max_tokens = n;
     }
+    if (required && !r->max_tokens)
+        return guard_fail(r, ERR_MISSING_FIELD, arena_printf(r->arena, "%s: Field required", names[0]), names[0]);
     return 0;
 }
 
-static int guard_types(struct request *r, struct json_object *body)
+/* "model": a plain non-empty string of at most 256 bytes. */
+static int guard_model(struct request *r, struct json_object *body)
 {
     struct json_object *v;
     if (!json_object_object_get_ex(body, "model", &v) || json_object_get_type(v) == json_type_null)
@@ -91,6 +96,104 @@ static int guard_types(struct request *r, struct json_object *body)
     if (!guard_plain_string(v))
         return guard_fail(r, ERR_INVALID_VALUE, "model must not contain control characters", "model");
     r->model = json_object_get_string(v);
+    return 0;
+}
+
+/* "stream": a boolean or absent. */
+static int guard_stream(struct request *r, struct json_object *body)
+{
+    struct json_object *v;
+    if (json_object_object_get_ex(body, "stream", &v) && json_object_get_type(v) != json_type_null) {
+        if (json_object_get_type(v) != json_type_boolean)
+            return guard_fail(r, ERR_INVALID_TYPE, "stream must be a boolean", "stream");
+        r->stream = json_object_get_boolean(v);
+    }
+    return 0;
+}
+
+/* R-ANT-6/7: a Messages (or count_tokens) body: what sluice routes, counts and
+ * reserves by; the rest is the upstream's (or the translation's) to judge. */
+static int guard_messages(struct request *r, struct json_object *body)
+{
+    struct json_object *v;
+    if (guard_model(r, body) != 0)
+        return -1;
+    if (!json_object_object_get_ex(body, "messages", &v) || json_object_get_type(v) == json_type_null)
+        return guard_fail(r, ERR_MISSING_FIELD, "messages: Field required", "messages");
+    if (json_object_get_type(v) != json_type_array || json_object_array_length(v) == 0)
+        return guard_fail(r, ERR_INVALID_TYPE, "messages: must be a non-empty array", "messages");
+    if (r->kind == REQ_COUNT_TOKENS)
+        return 0;
+    static const char *const names[] = {"max_tokens"};
+    if (guard_stream(r, body) != 0 || guard_max_tokens(r, body, names, 1, 1) != 0 ||
+        guard_number(r, body, "temperature", 0, 1, 0) != 0 || guard_number(r, body, "top_p", 0, 1, 0) != 0 ||
+        guard_number(r, body, "top_k", 0, 1e9, 1) != 0)
+        return -1;
+    return 0;
+}
+
+/* A response id as the Responses API spells them: letters, digits, '_' and '-'. */
+static int response_id_ok(const char *s, size_t n)
+{
+    if (n == 0 || n > 128)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') ||
+              s[i] == '_' || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* R-API-8: a Responses body; previous_response_id pins it to its replica. */
+static int guard_responses(struct request *r, struct json_object *body)
+{
+    struct json_object *v;
+    static const char *const names[] = {"max_output_tokens"};
+    if (guard_model(r, body) != 0 || guard_stream(r, body) != 0 || guard_max_tokens(r, body, names, 1, 0) != 0 ||
+        guard_number(r, body, "temperature", 0, 2, 0) != 0 || guard_number(r, body, "top_p", 0, 1, 0) != 0)
+        return -1;
+    if (json_object_object_get_ex(body, "input", &v) && json_object_get_type(v) != json_type_null &&
+        json_object_get_type(v) != json_type_string && json_object_get_type(v) != json_type_array)
+        return guard_fail(r, ERR_INVALID_TYPE, "input must be a string or an array", "input");
+    if (json_object_object_get_ex(body, "previous_response_id", &v) && json_object_get_type(v) != json_type_null) {
+        if (json_object_get_type(v) != json_type_string ||
+            !response_id_ok(json_object_get_string(v), (size_t)json_object_get_string_len(v)))
+            return guard_fail(r, ERR_INVALID_VALUE, "previous_response_id must be a response id",
+                              "previous_response_id");
+        r->response_ref = arena_strdup(r->arena, json_object_get_string(v));
+    }
+    return 0;
+}
+
+/* GET/DELETE /v1/responses/{id}, POST .../cancel, GET .../input_items (R-API-8):
+ * no body to judge, only the path and its method. */
+static int guard_response_op(struct request *r)
+{
+    static const struct { const char *tail; const char *m1, *m2; } ops[] = {
+        {"", "GET", "DELETE"}, {"/cancel", "POST", NULL}, {"/input_items", "GET", NULL},
+    };
+    const char *id = r->path + strlen("/v1/responses/");
+    size_t n = strcspn(id, "/");
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        if (strcmp(id + n, ops[i].tail) != 0)
+            continue;
+        if (!response_id_ok(id, n))
+            return guard_fail(r, ERR_RESPONSE_NOT_FOUND, "No response with this id.", NULL);
+        if (strcmp(r->method, ops[i].m1) != 0 && (!ops[i].m2 || strcmp(r->method, ops[i].m2) != 0))
+            return guard_fail(r, ERR_METHOD_NOT_ALLOWED, NULL, NULL);
+        r->response_ref = arena_strndup(r->arena, id, n);
+        r->fwd_body = r->body;
+        r->fwd_len = r->body_len;
+        return 0;
+    }
+    return guard_fail(r, ERR_NOT_FOUND, arena_printf(r->arena, "Unknown path %s", r->path), NULL);
+}
+
+static int guard_types(struct request *r, struct json_object *body)
+{
+    struct json_object *v;
+    if (guard_model(r, body) != 0)
+        return -1;
     if (json_object_object_get_ex(body, "user", &v) && json_object_get_type(v) == json_type_string &&
         !guard_plain_string(v))
         return guard_fail(r, ERR_INVALID_VALUE, "user must not contain control characters", "user");
@@ -104,13 +207,9 @@ static int guard_types(struct request *r, struct json_object *body)
     if (r->kind != REQ_CHAT && t != json_type_string && t != json_type_array)
         return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be a string or an array", field), field);
 
-    if (json_object_object_get_ex(body, "stream", &v) && json_object_get_type(v) != json_type_null) {
-        if (json_object_get_type(v) != json_type_boolean)
-            return guard_fail(r, ERR_INVALID_TYPE, "stream must be a boolean", "stream");
-        r->stream = json_object_get_boolean(v);
-    }
     /* R-KEY-5: what the request may produce, for the token pre-deduction. */
-    if (guard_max_tokens(r, body) != 0 || guard_number(r, body, "temperature", 0, 2, 0) != 0 ||
+    static const char *const max_names[] = {"max_completion_tokens", "max_tokens"};
+    if (guard_stream(r, body) != 0 || guard_max_tokens(r, body, max_names, 2, 0) != 0 || guard_number(r, body, "temperature", 0, 2, 0) != 0 ||
         guard_number(r, body, "top_p", 0, 1, 0) != 0 || guard_number(r, body, "n", 1, 128, 1) != 0)
         return -1;
     /* n answers may each be max_tokens long: the reservation counts them all. */
@@ -170,7 +269,7 @@ static void guard_rewrite(struct request *r, struct json_object *body, enum req_
     /* R-USE-1: always ask the upstream for usage (billing does not depend on
      * the client's choice); the relay removes the chunk unless the client asked
      * for it (R-USE-2), and the stream_options it sent are kept otherwise. */
-    if (r->stream && !r->want_usage_chunk && kind != REQ_EMBEDDINGS) {
+    if (r->stream && !r->want_usage_chunk && (kind == REQ_CHAT || kind == REQ_COMPLETIONS)) {
         struct json_object *so = NULL;
         if (!json_object_object_get_ex(body, "stream_options", &so) || !json_object_is_type(so, json_type_object)) {
             so = json_object_new_object();
@@ -261,13 +360,18 @@ int guard_check(struct request *r)
 {
     if (r->kind == REQ_PROXY)
         return guard_proxy(r);
+    if (r->kind == REQ_RESPONSE_OP)
+        return guard_response_op(r);
     struct json_object *body = guard_parse(r);
     if (!body)
         return guard_fail(r, ERR_INVALID_JSON, "We could not parse the JSON body of your request.", NULL);
     r->json = body;
     if (json_object_get_type(body) != json_type_object)
         return guard_fail(r, ERR_INVALID_TYPE, "the request body must be a JSON object", NULL);
-    if (guard_types(r, body) != 0)
+    int rc = r->kind == REQ_MESSAGES || r->kind == REQ_COUNT_TOKENS ? guard_messages(r, body)
+             : r->kind == REQ_RESPONSES                             ? guard_responses(r, body)
+                                                                    : guard_types(r, body);
+    if (rc != 0)
         return -1;
     guard_rewrite(r, body, r->kind);
     return 0;

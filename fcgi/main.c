@@ -5,6 +5,8 @@
 #include "auto.h"
 #include "auth.h"
 #include "conf.h"
+#include "cors.h"
+#include "count.h"
 #include "db.h"
 #include "drive.h"
 #include "forward.h"
@@ -53,6 +55,30 @@ static void serve_inference(struct request *r)
     drive_run(r);
 }
 
+/* POST /v1/messages/count_tokens (R-ANT-7): an anthropic endpoint counts
+ * natively; for any other the answer is the estimate the token pre-deduction
+ * uses, without an upstream call. Spends a call, never tokens. */
+static void serve_count_tokens(struct request *r)
+{
+    if (guard_check(r) != 0 || admit_request(r) != 0 || route_plan(r) != 0)
+        return;
+    if (r->ep->protocol == PROTO_ANTHROPIC)
+        drive_run(r);
+    else
+        count_reply(r);
+}
+
+/* R-API-7: a browser's preflight, answered here and never authenticated. */
+static void serve_preflight(struct request *r)
+{
+    if (!r->cors_origin) {
+        reply_error(r, ERR_CORS_ORIGIN_NOT_ALLOWED, NULL, NULL);
+        return;
+    }
+    const char *extra = cors_preflight_headers(r->arena, request_header(r, "Access-Control-Request-Headers"));
+    reply_head(r, 204, NULL, extra);
+}
+
 /* The data-plane route table (R-API-1, DESIGN.md stage 0): one row per path.
  * Anything else is 404 before authentication, a known path with another
  * method 405 (R-SEC-8: the responder checks its own path and method).
@@ -71,6 +97,10 @@ static const struct path_row {
     {"POST", "/v1/chat/completions", REQ_CHAT, INGRESS_OPENAI, serve_inference},
     {"POST", "/v1/completions", REQ_COMPLETIONS, INGRESS_OPENAI, serve_inference},
     {"POST", "/v1/embeddings", REQ_EMBEDDINGS, INGRESS_OPENAI, serve_inference},
+    {"POST", "/v1/messages", REQ_MESSAGES, INGRESS_ANTHROPIC, serve_inference},
+    {"POST", "/v1/messages/count_tokens", REQ_COUNT_TOKENS, INGRESS_ANTHROPIC, serve_count_tokens},
+    {"POST", "/v1/responses", REQ_RESPONSES, INGRESS_OPENAI, serve_inference},
+    {NULL, "/v1/responses/", REQ_RESPONSE_OP, INGRESS_OPENAI, serve_inference},   /* guard checks the method */
     {"GET", "/v1/models", REQ_MODELS, INGRESS_OPENAI, serve_models},
     {"GET", "/v1/models/", REQ_MODELS, INGRESS_OPENAI, serve_models},
     {NULL, "/api/v1/proxy/", REQ_PROXY, INGRESS_NONE, serve_inference},
@@ -93,6 +123,14 @@ static void dispatch(struct request *r)
         if (!path_table[i].method || strcmp(path_table[i].method, r->method) == 0)
             row = &path_table[i];
     }
+    /* R-API-7: an allowed Origin is echoed on whatever this request answers. */
+    const char *origin = request_header(r, "Origin");
+    if (origin && *origin && cors_origin_allowed(r->snap->cors_origins, origin))
+        r->cors_origin = origin;
+    if (r->kind != REQ_UNKNOWN && origin && strcmp(r->method, "OPTIONS") == 0) {
+        serve_preflight(r);
+        return;
+    }
     if (!row) {
         if (r->kind != REQ_UNKNOWN)
             reply_error(r, ERR_METHOD_NOT_ALLOWED, NULL, NULL);
@@ -101,6 +139,9 @@ static void dispatch(struct request *r)
         return;
     }
     r->ingress = row->ingress;
+    /* R-ANT-7: a models listing is answered in the protocol anthropic-version says. */
+    if (row->kind == REQ_MODELS && request_header(r, "anthropic-version"))
+        r->ingress = INGRESS_ANTHROPIC;
     if (auth_caller(r) != 0)
         return;
     row->serve(r);
@@ -118,6 +159,7 @@ static int handle(struct worker *w)
     r.start_ms = now_ms();
     r.start_mono = mono_ms();
     r.caller.endpoint = -1;
+    r.plan.pinned = -1;
     r.snap = snapshot_acquire();
     if (request_read(&r) == 0) {
         if (atomic_load(&stopping))

@@ -3,7 +3,8 @@
  * One ops struct per upstream protocol, in the manner of curl's per-scheme
  * handler tables: forward.c runs the same transfer for every protocol and
  * calls only these; retries, failover and accounting never branch on the
- * protocol. A new protocol is one file and one row in forward.c's table. */
+ * protocol. A new protocol is one file and one row per caller protocol in
+ * forward.c's table. */
 #ifndef SLUICE_PROTO_H
 #define SLUICE_PROTO_H
 
@@ -50,8 +51,14 @@ struct proto_ops {
                  const char **content_type, int *retry_after);
 };
 
+/* R-RT-5: the client's parsed body with the name the backend knows as "model"
+ * (serialised again only when it differs), into out->body / out->len. */
+void proto_model_body(struct request *r, struct proto_request *out);
+
 extern const struct proto_ops proto_openai;       /* proto_openai.c: OpenAI-compatible upstreams */
 extern const struct proto_ops proto_passthrough;  /* proto_openai.c: /api/v1/proxy, bytes as they came */
 extern const struct proto_ops proto_anthropic;    /* proto_anthropic.c: Anthropic Messages upstreams */
+extern const struct proto_ops proto_messages_native;  /* proto_messages.c: Anthropic callers, Anthropic upstreams */
+extern const struct proto_ops proto_messages_openai;  /* proto_messages.c: Anthropic callers, OpenAI upstreams */
 
 #endif

@@ -73,7 +73,7 @@ static const char *bearer(struct request *r)
 
 /* R-RT-5: the backend gets the model name it knows; the body is serialised
  * again only when this attempt's name differs from what it says. */
-static void openai_body(struct request *r, struct proto_request *out)
+void proto_model_body(struct request *r, struct proto_request *out)
 {
     out->body = r->fwd_body;
     out->len = r->fwd_len;
@@ -92,7 +92,7 @@ static void openai_body(struct request *r, struct proto_request *out)
 static int openai_build(struct request *r, struct proto_request *out, struct proto_refusal *why)
 {
     (void)why;
-    openai_body(r, out);
+    proto_model_body(r, out);
     out->path = r->upstream_path;
     out->headers = client_headers(r, out->len, bearer(r));
     return 0;
@@ -107,7 +107,7 @@ static int passthrough_build(struct request *r, struct proto_request *out, struc
     const char *cred = !a || !*a ? NULL
                        : r->ep->protocol == PROTO_ANTHROPIC ? arena_printf(r->arena, "x-api-key: %s", a)
                                                             : bearer(r);
-    openai_body(r, out);
+    proto_model_body(r, out);
     out->path = r->upstream_path;
     out->headers = client_headers(r, out->len, cred);
     return 0;

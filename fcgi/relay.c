@@ -4,16 +4,37 @@
 #include "auto.h"
 #include "proto.h"
 #include "reply.h"
+#include "sticky.h"
 #include "util.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+/* Is the pass-through's path this operation (query aside)? */
+static int proxy_path_is(const struct request *r, const char *op)
+{
+    size_t n = strlen(op);
+    return r->kind == REQ_PROXY && r->upstream_path && strncmp(r->upstream_path, op, n) == 0 &&
+           (r->upstream_path[n] == '\0' || r->upstream_path[n] == '?');
+}
+
+/* The protocol of the events the client receives: the caller's (an adapter
+ * translates into it), or for the pass-through what its path speaks. */
+static enum dialect relay_dialect(const struct request *r)
+{
+    if (r->ingress == INGRESS_ANTHROPIC || proxy_path_is(r, "/v1/messages"))
+        return DIALECT_MESSAGES;
+    if (r->kind == REQ_RESPONSES || r->kind == REQ_RESPONSE_OP || proxy_path_is(r, "/v1/responses"))
+        return DIALECT_RESPONSES;
+    return DIALECT_CHAT;
+}
+
 void relay_init(struct relay *x, struct request *r)
 {
     memset(x, 0, sizeof *x);
     x->r = r;
+    x->dialect = relay_dialect(r);
     buf_init(&x->headers, 64 * 1024);
     buf_init(&x->held, (size_t)r->conf->max_sse_event_bytes);
     buf_init(&x->early_error, (size_t)r->conf->max_sse_event_bytes);
@@ -196,17 +217,6 @@ static int relay_send_event(struct relay *x, const char *raw, size_t len, int is
     return relay_send_raw(x, p, n, is_data);
 }
 
-static void relay_note_finish(struct request *r, const char *data, size_t len)
-{
-    const char *f = memmem(data, len, "\"finish_reason\":\"", 17);
-    if (!f)
-        return;
-    f += 17;
-    const char *e = memchr(f, '"', (size_t)(data + len - f));
-    if (e && e - f < (long)sizeof r->finish_reason)
-        snprintf(r->finish_reason, sizeof r->finish_reason, "%.*s", (int)(e - f), f);
-}
-
 /* Are the upstream's events another protocol's, turned into the caller's by the adapter? */
 static int relay_translates(const struct relay *x)
 {
@@ -221,31 +231,38 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
             return buf_append(&x->held, ev->raw, ev->raw_len) == 0 ? 0 : -1;
         return relay_send_event(x, ev->raw, ev->raw_len, 0);
     }
-    enum chunk_kind kind;
-    struct usage u = {0};
-    /* Parsing JSON costs; only chunks that can matter are parsed. */
-    if (x->holding || usage_has_object(ev->data, ev->data_len))
-        kind = usage_classify_chunk(ev->data, ev->data_len, &u);
-    else
-        kind = ev->data_len == 6 && memcmp(ev->data, "[DONE]", 6) == 0 ? CHUNK_DONE : CHUNK_CONTENT;
+    struct event_facts f;
+    /* Parsing JSON costs; a chat chunk is parsed only when it can matter. */
+    dialect_classify(x->dialect, x->holding, ev->event, ev->event_len, ev->data, ev->data_len, &f);
+    enum chunk_kind kind = f.kind;
     /* A stream may report usage in pieces (Anthropic's message_start, then
-     * cumulative message_delta counts through the pass-through): keep the most
-     * each counter has reached. */
-    if (u.found) {
-        if (r->usage.found && u.prompt_tokens < r->usage.prompt_tokens)
-            u.prompt_tokens = r->usage.prompt_tokens;
-        if (r->usage.found && u.completion_tokens < r->usage.completion_tokens)
-            u.completion_tokens = r->usage.completion_tokens;
-        r->usage = u;
+     * cumulative message_delta counts): keep the most each counter has reached. */
+    if (f.usage.found) {
+        struct usage *u = &f.usage;
+        if (r->usage.found) {
+            if (u->prompt_tokens < r->usage.prompt_tokens)
+                u->prompt_tokens = r->usage.prompt_tokens;
+            if (u->completion_tokens < r->usage.completion_tokens)
+                u->completion_tokens = r->usage.completion_tokens;
+            if (u->cache_read_tokens < r->usage.cache_read_tokens)
+                u->cache_read_tokens = r->usage.cache_read_tokens;
+            if (u->cache_creation_tokens < r->usage.cache_creation_tokens)
+                u->cache_creation_tokens = r->usage.cache_creation_tokens;
+            if (u->reasoning_tokens < r->usage.reasoning_tokens)
+                u->reasoning_tokens = r->usage.reasoning_tokens;
+        }
+        r->usage = *u;
     }
+    /* R-API-8: later calls naming this response go to this replica. */
+    if (f.response_id[0] && r->replica)
+        sticky_pin_store(r, f.response_id, r->replica->id);
     /* R-USE-2: sluice asked for the usage chunk (or the adapter made one):
      * the client gets it only when it asked itself. */
     if (kind == CHUNK_USAGE_ONLY && (relay_translates(x) ? !r->want_usage_chunk : r->injected_usage))
         return 0;
     /* R-SSE-5: a server-side error before anything went out may be failed over
      * invisibly; a caller's own mistake (and any pass-through) goes on as sent. */
-    if (x->holding && kind == CHUNK_ERROR && !r->data_sent && r->kind != REQ_PROXY &&
-        usage_error_is_server_side(ev->data, ev->data_len)) {
+    if (x->holding && kind == CHUNK_ERROR && !r->data_sent && r->kind != REQ_PROXY && f.server_error) {
         buf_reset(&x->early_error);
         size_t n;
         const char *p = relay_rewrite(x, ev->raw, ev->raw_len, &n);
@@ -265,11 +282,10 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
         buf_reset(&x->held);
     }
     if (kind == CHUNK_CONTENT) {
-        /* A chunk that only closes the choice ("delta":{} with a finish_reason)
-         * produced no token: it does not count for estimates (R-SSE-3, R-USE-1). */
-        if (!memmem(ev->data, ev->data_len, "\"delta\":{}", 10))
+        if (f.counts)
             r->content_chunks++;
-        relay_note_finish(r, ev->data, ev->data_len);
+        if (f.finish[0])
+            snprintf(r->finish_reason, sizeof r->finish_reason, "%s", f.finish);
     }
     return relay_send_event(x, ev->raw, ev->raw_len, 1);
 }
@@ -356,6 +372,16 @@ void relay_finish_failed(struct relay *x)
     x->r->error_code = errors_get(ERR_UPSTREAM_ERROR)->code;
 }
 
+/* R-API-8: a created response's id (the body's top-level "id") is pinned to this replica. */
+static void relay_pin_response(struct request *r, const char *body, size_t len)
+{
+    struct json_object *o = len ? json_tokener_parse(body) : NULL, *id;
+    if (o && r->replica && json_object_object_get_ex(o, "id", &id) && json_object_is_type(id, json_type_string) &&
+        json_object_get_string_len(id) <= 128)
+        sticky_pin_store(r, json_object_get_string(id), r->replica->id);
+    json_object_put(o);
+}
+
 void relay_send_buffered(struct relay *x)
 {
     struct request *r = x->r;
@@ -375,9 +401,12 @@ void relay_send_buffered(struct relay *x)
             return;
         }
     }
-    if (x->status >= 200 && x->status < 300 && !usage_from_body(b->data ? b->data : "", b->len, &r->usage) &&
-        (r->kind == REQ_CHAT || r->kind == REQ_COMPLETIONS))
+    int ok = x->status >= 200 && x->status < 300;
+    if (ok && req_kind_spends_tokens(r->kind) && !usage_from_body(b->data ? b->data : "", b->len, &r->usage) &&
+        r->kind != REQ_EMBEDDINGS && r->kind != REQ_PROXY)
         r->content_chunks = (int64_t)(b->len / 4) + 1;   /* R-USE-1: no usage: about 4 bytes a token */
+    if (ok && r->kind == REQ_RESPONSES)
+        relay_pin_response(r, b->data ? b->data : "", b->len);
     size_t n = b->len;
     const char *body = b->len ? relay_rewrite(x, b->data, b->len, &n) : "";
     if (r->headers_sent) {
@@ -388,11 +417,17 @@ void relay_send_buffered(struct relay *x)
             struct json_object *obj = json_tokener_parse(b->data ? b->data : "");
             struct json_object *err = NULL;
             if (obj && json_object_object_get_ex(obj, "error", &err) && json_object_is_type(err, json_type_object)) {
+                /* The answer is in the caller's protocol already: Anthropic's
+                 * whole error object, or OpenAI's {"error":...} part of it. */
                 struct buf ev;
                 buf_init(&ev, 0);
-                buf_printf(&ev, "data: {\"error\":%s}\n\n",
-                           json_object_to_json_string_ext(err, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-                reply_body(r, ev.data, ev.len, 1);
+                if (r->ingress == INGRESS_ANTHROPIC)
+                    buf_puts(&ev, json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
+                                                                          JSON_C_TO_STRING_NOSLASHESCAPE));
+                else
+                    buf_printf(&ev, "{\"error\":%s}", json_object_to_json_string_ext(err, JSON_C_TO_STRING_PLAIN |
+                                                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
+                reply_error_event(r, ev.data, ev.len);
                 buf_free(&ev);
                 r->error_code = errors_get(ERR_UPSTREAM_ERROR)->code;
             } else {

@@ -3,6 +3,7 @@
 #ifndef SLUICE_RELAY_H
 #define SLUICE_RELAY_H
 
+#include "dialect.h"
 #include "request.h"
 #include "sse.h"
 
@@ -31,6 +32,7 @@ struct relay {
     struct buf early_error;                    /* R-SSE-5: the server-side error event that ended it early */
     const struct proto_ops *proto;             /* the attempt's adapter (translation hooks) */
     void *proto_state;                         /* its stream state, request arena */
+    enum dialect dialect;                      /* the events the client receives */
 };
 
 void relay_init(struct relay *x, struct request *r);

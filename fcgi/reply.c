@@ -1,6 +1,7 @@
 /* reply.c: response head and body through libfcgi (R-API-2, R-API-4, R-SSE-1). */
 #include "reply.h"
 
+#include "cors.h"
 #include "errors.h"
 
 #include <stdio.h>
@@ -33,6 +34,8 @@ int reply_head(struct request *r, int status, const char *content_type, const ch
     }
     if (extra && FCGX_PutS(extra, r->w->fcgi.out) < 0)
         return reply_failed(r);
+    if (r->cors_origin && FCGX_PutS(cors_response_headers(r->arena, r->cors_origin), r->w->fcgi.out) < 0)
+        return reply_failed(r);
     if (FCGX_PutStr("\r\n", 2, r->w->fcgi.out) < 0)
         return reply_failed(r);
     return 0;
@@ -56,6 +59,28 @@ int reply_body(struct request *r, const char *data, size_t len, int flush)
     return 0;
 }
 
+/* The error body in the caller's protocol (R-API-2, R-ANT-6). */
+static void error_body(const struct request *r, struct buf *b, const struct error_def *e, const char *message,
+                       const char *param)
+{
+    if (r->ingress == INGRESS_ANTHROPIC)
+        errors_body_anthropic(b, errors_anthropic_type(e->status), message ? message : e->meaning);
+    else
+        errors_body(b, e, message, param);
+}
+
+void reply_error_event(struct request *r, const char *body, size_t len)
+{
+    struct buf ev;
+    buf_init(&ev, 0);
+    /* The Anthropic SDKs raise on a named error event; OpenAI's on a data error object. */
+    buf_puts(&ev, r->ingress == INGRESS_ANTHROPIC ? "event: error\ndata: " : "data: ");
+    buf_append(&ev, body, len);
+    buf_puts(&ev, "\n\n");
+    reply_body(r, ev.data, ev.len, 1);
+    buf_free(&ev);
+}
+
 static void reply_error_full(struct request *r, enum error_code code, const char *message, const char *param,
                              const char *more_headers)
 {
@@ -63,17 +88,13 @@ static void reply_error_full(struct request *r, enum error_code code, const char
     r->error_code = e->code;
     struct buf *b = &r->w->out;
     buf_reset(b);
+    error_body(r, b, e, message, param);
     if (r->headers_sent) {
         /* R-SSE-4: the client already has a 200 stream; end it with an error event. */
-        if (r->client_gone)
-            return;
-        buf_puts(b, "data: ");
-        errors_body(b, e, message, param);
-        buf_puts(b, "\n\n");
-        reply_body(r, b->data, b->len, 1);
+        if (!r->client_gone)
+            reply_error_event(r, b->data, b->len);
         return;
     }
-    errors_body(b, e, message, param);
     const char *extra = arena_printf(r->arena, "%s%s%sContent-Length: %zu\r\n",
                                      e->no_retry ? "x-should-retry: false\r\n" : "",
                                      e->retry_after ? arena_printf(r->arena, "Retry-After: %d\r\n",
@@ -113,11 +134,15 @@ void reply_limit(struct request *r, const struct limit_info *li)
     const char *msg = li->message ? li->message
                       : arena_printf(r->arena, "Rate limit reached for this API key: %s (limit %lld, current %lld).",
                                      e->code, (long long)li->limit, (long long)li->current);
-    buf_puts(b, "{\"error\":{\"message\":");
-    buf_json_str(b, msg, strlen(msg));
-    buf_printf(b, ",\"type\":\"rate_limit_error\",\"param\":null,\"code\":\"%s\",\"limit\":%lld,"
-               "\"current\":%lld,\"remaining\":%lld,\"scope\":\"per_api_key\",\"reset_at\":\"%s\"}}",
-               e->code, (long long)li->limit, (long long)li->current, (long long)li->remaining, reset_at);
+    if (r->ingress == INGRESS_ANTHROPIC) {
+        errors_body_anthropic(b, "rate_limit_error", msg);      /* the numbers are in the headers */
+    } else {
+        buf_puts(b, "{\"error\":{\"message\":");
+        buf_json_str(b, msg, strlen(msg));
+        buf_printf(b, ",\"type\":\"rate_limit_error\",\"param\":null,\"code\":\"%s\",\"limit\":%lld,"
+                   "\"current\":%lld,\"remaining\":%lld,\"scope\":\"per_api_key\",\"reset_at\":\"%s\"}}",
+                   e->code, (long long)li->limit, (long long)li->current, (long long)li->remaining, reset_at);
+    }
     struct buf h;
     buf_init(&h, 1024);
     buf_printf(&h, "Retry-After: %lld\r\nX-RateLimit-Limit: %lld\r\nX-RateLimit-Remaining: %lld\r\n"

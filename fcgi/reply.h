@@ -12,6 +12,9 @@ int reply_body(struct request *r, const char *data, size_t len, int flush);
 /* An error from sluice itself (R-API-2). Before the head: a JSON error reply;
  * after a stream began: a data: {"error":...} event (R-SSE-4). */
 void reply_error(struct request *r, enum error_code code, const char *message, const char *param);
+/* An error body already in the caller's protocol as the event that ends a
+ * stream: `event: error` + data for Anthropic callers, `data:` for OpenAI's. */
+void reply_error_event(struct request *r, const char *body, size_t len);
 /* The same with extra header lines ("Name: value\r\n"). */
 void reply_error_extra(struct request *r, enum error_code code, const char *message, const char *extra_headers);
 

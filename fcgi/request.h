@@ -15,10 +15,25 @@
 #include <json-c/json.h>
 #include <stdint.h>
 
-enum req_kind { REQ_CHAT, REQ_COMPLETIONS, REQ_EMBEDDINGS, REQ_MODELS, REQ_PROXY, REQ_UNKNOWN };
+enum req_kind {
+    REQ_CHAT, REQ_COMPLETIONS, REQ_EMBEDDINGS, REQ_MODELS, REQ_PROXY,
+    REQ_MESSAGES,                 /* POST /v1/messages (R-ANT-6) */
+    REQ_COUNT_TOKENS,             /* POST /v1/messages/count_tokens (R-ANT-7) */
+    REQ_RESPONSES,                /* POST /v1/responses (R-API-8) */
+    REQ_RESPONSE_OP,              /* GET/DELETE /v1/responses/{id}, .../cancel, .../input_items */
+    REQ_UNKNOWN
+};
 
-/* The protocol the caller speaks on a path (a row of the route table, main.c). */
-enum ingress { INGRESS_NONE, INGRESS_OPENAI };
+/* Does a request of this kind spend tokens (TPM, token quotas, a usage event
+ * with tokens)? Listings, token counts and stored-response calls spend calls only. */
+static inline int req_kind_spends_tokens(enum req_kind k)
+{
+    return k != REQ_MODELS && k != REQ_COUNT_TOKENS && k != REQ_RESPONSE_OP;
+}
+
+/* The protocol the caller speaks on a path (a row of the route table, main.c):
+ * errors, events and translations take its shape. */
+enum ingress { INGRESS_NONE, INGRESS_OPENAI, INGRESS_ANTHROPIC };
 
 #define PLAN_MAX_MODELS 4           /* one model, or auto's chain (AUTO_MAX_TRIES) */
 #define PLAN_MAX_ROUTES 64
@@ -37,6 +52,7 @@ struct plan {
     int n_excluded;
     int excluded_ep[PLAN_MAX_EXCLUDED];           /* endpoints whose adapter refused the request */
     int n_excluded_ep;
+    int pinned;                                   /* R-API-8: replica index that holds the response, -1 */
 };
 
 /* The uniform caller (R-AUTH-1): routing and accounting see only this. */
@@ -77,6 +93,7 @@ struct request {
     size_t body_len;
     int body_complete;            /* the FastCGI input was read to its end */
     char request_id[80];
+    const char *cors_origin;      /* R-API-7: an allowed Origin, echoed on the response */
 
     /* auth */
     struct caller caller;
@@ -114,6 +131,7 @@ struct request {
     const char *fwd_body;         /* body sent upstream */
     size_t fwd_len;
     int64_t prompt_estimate;      /* rough prompt tokens, for disconnect records */
+    const char *response_ref;     /* R-API-8: previous_response_id, or the {id} of a responses call */
 
     /* route: the plan, and the attempt being made from it (set by route, read by the rest) */
     struct plan plan;

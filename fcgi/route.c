@@ -150,6 +150,41 @@ static int plan_proxy(struct request *r)
     return 0;
 }
 
+/* The replica index of a replica id, or -1. */
+static int replica_index(const struct request *r, int64_t id)
+{
+    for (int i = 0; i < r->snap->n_replicas; i++)
+        if (r->snap->replicas[i].id == id)
+            return i;
+    return -1;
+}
+
+/* R-API-8: the replica holding r->response_ref, when the table knows it for
+ * the caller's tenant. 0 (plan.pinned set, or -1 when unknown), or -1 after
+ * replying 404 (another tenant's id, or a call that can go nowhere else). */
+static int plan_pin(struct request *r)
+{
+    int64_t id = 0;
+    enum pin_result pin = sticky_pin_lookup(r, r->response_ref, &id);
+    int idx = pin == PIN_FOUND ? replica_index(r, id) : -1;
+    const struct snap_endpoint *e = idx >= 0 ? &r->snap->endpoints[r->snap->replicas[idx].endpoint] : NULL;
+    /* R-AUTH-5: an endpoint key reaches only its own endpoint. */
+    if (e && r->caller.endpoint >= 0 && &r->snap->endpoints[r->caller.endpoint] != e)
+        e = NULL, idx = -1;
+    if (pin == PIN_OTHER_TENANT || (!e && r->kind == REQ_RESPONSE_OP)) {
+        reply_error(r, ERR_RESPONSE_NOT_FOUND,
+                    arena_printf(r->arena, "Response with id '%s' not found.", r->response_ref),
+                    r->kind == REQ_RESPONSES ? "previous_response_id" : NULL);
+        return -1;
+    }
+    r->plan.pinned = idx;
+    if (r->kind == REQ_RESPONSE_OP) {
+        r->plan.proxy = e;
+        r->upstream_path = r->query && *r->query ? arena_printf(r->arena, "%s?%s", r->path, r->query) : r->path;
+    }
+    return 0;
+}
+
 /* The current model's routes the caller may use (R-AUTH-3..5). */
 static void plan_routes(struct request *r)
 {
@@ -171,6 +206,15 @@ static int choose_proxy(struct request *r)
     const struct snap_endpoint *e = r->plan.proxy;
     int64_t now = now_ms();
     int idx, strict;
+    if (r->kind == REQ_RESPONSE_OP) {
+        /* Only the replica that holds the response can answer for it. */
+        idx = r->plan.pinned;
+        if (idx < 0 || excluded(r, idx) || !serving_replica_up(r, &r->snap->replicas[idx], now))
+            return -1;
+        hand_out(r, idx, 0);
+        r->ep = e;
+        return 0;
+    }
     do {
         strict = 1;
         idx = choose_replica(r, e, 1, now);
@@ -196,6 +240,20 @@ static int choose_routed(struct request *r)
     int nc = r->plan.n_routes;
     const struct snap_route *const *cands = r->plan.routes;
     int64_t now = now_ms();
+    int pin = r->plan.pinned;
+    /* R-API-8: previous_response_id goes to the replica that made it, when one
+     * of this model's routes reaches it and it is up. */
+    for (int i = 0; pin >= 0 && !excluded(r, pin) && i < nc; i++) {
+        const struct snap_endpoint *e = &r->snap->endpoints[cands[i]->endpoint];
+        if (pin < e->first_replica || pin >= e->first_replica + e->n_replicas || !replica_usable(r, pin, 0, now))
+            continue;
+        hand_out(r, pin, 0);
+        r->route = cands[i];
+        r->ep = e;
+        r->routed_model = cands[i]->target_model ? cands[i]->target_model : r->model;
+        r->upstream_path = r->path;
+        return 0;
+    }
     for (int strict = 1; strict >= 0; strict--) {
         struct pick_route pr[MAX_CANDIDATES];
         for (int i = 0; i < nc; i++) {
@@ -251,7 +309,11 @@ static int plan_wake(struct request *r)
 
 int route_plan(struct request *r)
 {
-    if (r->kind == REQ_PROXY) {
+    if (r->response_ref && plan_pin(r) != 0)
+        return -1;
+    if (r->kind == REQ_RESPONSE_OP) {
+        /* planned by plan_pin */
+    } else if (r->kind == REQ_PROXY) {
         if (plan_proxy(r) != 0)
             return -1;
     } else {

@@ -16,11 +16,18 @@ int sticky_applies(const struct request *r, const struct snap_endpoint *e)
 {
     if (!e || !e->affinity)
         return 0;
-    if (r->kind == REQ_CHAT)
+    if (r->kind == REQ_CHAT || r->kind == REQ_MESSAGES)
         return 1;
-    /* The pass-through to an endpoint's chat completions counts too (R-AFF). */
-    return r->kind == REQ_PROXY && r->upstream_path && strncmp(r->upstream_path, "/v1/chat/completions", 20) == 0 &&
-           (r->upstream_path[20] == '\0' || r->upstream_path[20] == '?');
+    /* The pass-through to an endpoint's chat completions or Messages counts too (R-AFF). */
+    if (r->kind != REQ_PROXY || !r->upstream_path)
+        return 0;
+    static const char *const ops[] = {"/v1/chat/completions", "/v1/messages"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        size_t n = strlen(ops[i]);
+        if (strncmp(r->upstream_path, ops[i], n) == 0 && (r->upstream_path[n] == '\0' || r->upstream_path[n] == '?'))
+            return 1;
+    }
+    return 0;
 }
 
 static struct shm_affinity *table_lock(struct request *r)
@@ -127,4 +134,50 @@ void sticky_commit(struct request *r, const struct snap_endpoint *e, int replica
     else
         snprintf(r->affinity_header, sizeof r->affinity_header, "%s:%s", outcome_names[st->outcome],
                  aff_level_names[st->level]);
+}
+
+/* The key of a response id in the table: scope "resp/<tenant>" for the owner,
+ * "resp/any" to know that the id exists for some tenant. */
+static void pin_key(unsigned char out[32], int64_t tenant, const char *id)
+{
+    char scope[48];
+    struct aff_keys k;
+    if (tenant)
+        snprintf(scope, sizeof scope, "resp/%lld", (long long)tenant);
+    else
+        snprintf(scope, sizeof scope, "resp/any");
+    aff_keys_build(&k, scope, id, NULL, STICKY_INPUT_CAP);
+    memcpy(out, k.hash[AFF_HEADER], 32);
+}
+
+enum pin_result sticky_pin_lookup(struct request *r, const char *id, int64_t *replica_id)
+{
+    unsigned char mine[32], any[32];
+    pin_key(mine, r->caller.tenant_id, id);
+    pin_key(any, 0, id);
+    *replica_id = 0;
+    struct shm_affinity *a = table_lock(r);
+    if (!a)
+        return PIN_UNKNOWN;
+    int64_t now = now_ms();
+    *replica_id = aff_table_lookup(a->entries, r->conf->affinity_max_entries, mine, now, STICKY_TTL_MS);
+    int elsewhere = !*replica_id && aff_table_lookup(a->entries, r->conf->affinity_max_entries, any, now, STICKY_TTL_MS);
+    pthread_mutex_unlock(&a->lock);
+    /* Another tenant's id is not found, exactly as an unknown one would be to
+     * that tenant, but it must not reach the replica that holds it either. */
+    return *replica_id ? PIN_FOUND : elsewhere ? PIN_OTHER_TENANT : PIN_UNKNOWN;
+}
+
+void sticky_pin_store(struct request *r, const char *id, int64_t replica_id)
+{
+    unsigned char mine[32], any[32];
+    pin_key(mine, r->caller.tenant_id, id);
+    pin_key(any, 0, id);
+    struct shm_affinity *a = table_lock(r);
+    if (!a)
+        return;
+    int64_t now = now_ms();
+    aff_table_store(a->entries, r->conf->affinity_max_entries, mine, replica_id, now, STICKY_TTL_MS);
+    aff_table_store(a->entries, r->conf->affinity_max_entries, any, replica_id, now, STICKY_TTL_MS);
+    pthread_mutex_unlock(&a->lock);
 }

@@ -17,7 +17,8 @@ struct sticky {
     int64_t replica_id;           /* the mapped replica, 0 if none */
 };
 
-/* Does affinity apply (endpoint opt-in, chat completions incl. the pass-through)? */
+/* Does affinity apply (endpoint opt-in; chat completions and Messages, the
+ * pass-through's included)? */
 int sticky_applies(const struct request *r, const struct snap_endpoint *e);
 
 /* R-AFF-1/3/5: among cand[0..n) (replica indexes) with their load signal, the
@@ -28,5 +29,11 @@ int sticky_lookup(struct request *r, const struct snap_endpoint *e, const int *c
 /* After the choice: maps every present level (and a new session token) to the
  * chosen replica, counts the outcome, and sets the response headers' values. */
 void sticky_commit(struct request *r, const struct snap_endpoint *e, int replica_index, struct sticky *st);
+
+/* R-API-8: a response id -> the replica that created it, in the same pool-wide
+ * table and TTL, scoped by tenant. */
+enum pin_result { PIN_UNKNOWN, PIN_FOUND, PIN_OTHER_TENANT };
+enum pin_result sticky_pin_lookup(struct request *r, const char *id, int64_t *replica_id);
+void sticky_pin_store(struct request *r, const char *id, int64_t replica_id);
 
 #endif

@@ -1,4 +1,4 @@
-/* usage.c: token usage and chunk kinds from OpenAI-shaped JSON. */
+/* usage.c: token usage from upstream JSON (OpenAI chat, Responses, Anthropic) and OpenAI chunk kinds. */
 #include "usage.h"
 
 #include <json-c/json.h>
@@ -21,28 +21,57 @@ static int64_t usage_add(int64_t a, int64_t b)
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
-/* OpenAI's usage (prompt_tokens, completion_tokens), or Anthropic's as the
- * pass-through relays it (input_tokens with both cache counts, output_tokens;
- * top level or, in message_start, under "message"). Found only when a known
- * counter is there: an empty or foreign usage object is no usage. */
+/* A counter inside a details object of usage (prompt_tokens_details.cached_tokens, ...). */
+static void usage_detail(struct json_object *usage, const char *obj, const char *name, int64_t *out)
+{
+    struct json_object *d;
+    if (json_object_object_get_ex(usage, obj, &d) && json_object_is_type(d, json_type_object))
+        usage_counter(d, name, out);
+}
+
+/* OpenAI chat's usage (prompt_tokens, completion_tokens, their details), the
+ * Responses API's (input_tokens including cached ones, input_tokens_details,
+ * output_tokens_details), or Anthropic's (input_tokens without the cache
+ * counts, which are added). Top level, or under "message" (message_start) or
+ * "response" (response.completed). Found only when a known counter is there:
+ * an empty or foreign usage object is no usage. */
 static int usage_read(struct json_object *obj, struct usage *u)
 {
     struct json_object *usage, *msg;
     if (!json_object_object_get_ex(obj, "usage", &usage) &&
         !(json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_object) &&
+          json_object_object_get_ex(msg, "usage", &usage)) &&
+        !(json_object_object_get_ex(obj, "response", &msg) && json_object_is_type(msg, json_type_object) &&
           json_object_object_get_ex(msg, "usage", &usage)))
         return 0;
     if (!json_object_is_type(usage, json_type_object))
         return 0;
-    int64_t p = 0, c = 0, in = 0, cw = 0, cr = 0, out = 0;
+    int64_t p = 0, c = 0, in = 0, cw = 0, cr = 0, out = 0, reasoning = 0;
     int openai = usage_counter(usage, "prompt_tokens", &p) | usage_counter(usage, "completion_tokens", &c);
-    int anthropic = usage_counter(usage, "input_tokens", &in) | usage_counter(usage, "output_tokens", &out);
-    anthropic |= usage_counter(usage, "cache_creation_input_tokens", &cw) |
-                 usage_counter(usage, "cache_read_input_tokens", &cr);
-    if (!openai && !anthropic)
+    int other = usage_counter(usage, "input_tokens", &in) | usage_counter(usage, "output_tokens", &out);
+    int anthropic = usage_counter(usage, "cache_creation_input_tokens", &cw) |
+                    usage_counter(usage, "cache_read_input_tokens", &cr);
+    if (!openai && !other && !anthropic)
         return 0;
-    u->prompt_tokens = openai ? p : usage_add(usage_add(in, cw), cr);
-    u->completion_tokens = openai ? c : out;
+    memset(u, 0, sizeof *u);
+    if (openai) {
+        u->prompt_tokens = p;
+        u->completion_tokens = c;
+        usage_detail(usage, "prompt_tokens_details", "cached_tokens", &u->cache_read_tokens);
+        usage_detail(usage, "completion_tokens_details", "reasoning_tokens", &reasoning);
+    } else if (json_object_object_get_ex(usage, "input_tokens_details", NULL) ||
+               json_object_object_get_ex(usage, "output_tokens_details", NULL)) {
+        u->prompt_tokens = in;            /* Responses: input_tokens counts the cached ones */
+        u->completion_tokens = out;
+        usage_detail(usage, "input_tokens_details", "cached_tokens", &u->cache_read_tokens);
+        usage_detail(usage, "output_tokens_details", "reasoning_tokens", &reasoning);
+    } else {
+        u->prompt_tokens = usage_add(usage_add(in, cw), cr);
+        u->completion_tokens = out;
+        u->cache_read_tokens = cr;
+        u->cache_creation_tokens = cw;
+    }
+    u->reasoning_tokens = reasoning;
     u->found = 1;
     return 1;
 }

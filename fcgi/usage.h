@@ -10,7 +10,10 @@
 #define USAGE_COUNT_MAX 1000000000000LL
 
 struct usage {
-    int64_t prompt_tokens, completion_tokens;
+    int64_t prompt_tokens, completion_tokens;   /* all input (cache reads and writes included), all output */
+    int64_t cache_read_tokens;                  /* of prompt_tokens: read from a prompt cache */
+    int64_t cache_creation_tokens;              /* of prompt_tokens: written to a prompt cache (Anthropic) */
+    int64_t reasoning_tokens;                   /* of completion_tokens: reasoning */
     int found;
 };
 

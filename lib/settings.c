@@ -41,6 +41,8 @@ const struct settings_def settings_defs[] = {
                 "R-AUTO-4: weight of price in `balanced`"),
     SETTING_INT("auto_routing_weight_latency", 0, 100, "20",
                 "R-AUTO-4: weight of observed latency in `balanced`"),
+    SETTING_TEXT("cors_allowed_origins", 4096, "",
+                 "R-API-7: origins (comma-separated, `*` for any) whose pages may call the data plane; empty: CORS off"),
     SETTING_NUMBER("gpu_temperature_threshold", 0, 150, 1, "85",
                    "R-LB-6: replicas on a node hotter than this many °C are not candidates"),
     SETTING_TEXT("internal_fields", 4096, "",

@@ -328,6 +328,8 @@ static void setting_apply(struct snapshot *s, const struct settings_def *d,
         s->n_internal_fields = 0;
         for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
             s->internal_fields[s->n_internal_fields++] = t;
+    } else if (strcmp(k, "cors_allowed_origins") == 0) {
+        s->cors_origins = arena_strdup(&s->mem, v->text);    /* R-API-7, read by fcgi/cors.c */
     } else if (strcmp(k, "auto_routing_enabled") == 0) {
         s->auto_enabled = (int)v->i;
     } else if (strcmp(k, "auto_routing_strategy") == 0) {

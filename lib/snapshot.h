@@ -112,6 +112,7 @@ struct snapshot {
     int gpu_temp_threshold_deci;                       /* R-LB-6: settings.gpu_temperature_threshold x 10 (850) */
     const char **internal_fields; int n_internal_fields; /* settings.internal_fields */
     int rewrite_response_model;                        /* settings.response_model: client|upstream */
+    const char *cors_origins;                          /* settings.cors_allowed_origins ("" = off) */
     struct snap_policy *policies; int n_policies;      /* by model name */
     int auto_enabled;                                  /* settings.auto_routing_enabled */
     const char *auto_strategy;                         /* settings.auto_routing_strategy */

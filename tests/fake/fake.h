@@ -108,6 +108,7 @@ struct behavior {
     int cache_write_tokens;/* Anthropic usage: cache_creation_input_tokens */
     int no_usage;          /* an old server: no usage in bodies, include_usage ignored */
     int client_error;      /* error_after on an OpenAI stream: the caller's error, not the server's */
+    int reasoning_tokens;  /* Responses usage: output_tokens_details.reasoning_tokens (part of output_tokens) */
 };
 
 extern const struct behavior BEHAVIOR_DEFAULT;
@@ -266,6 +267,12 @@ bool js_string(struct jscan *j, struct jval *v);
 int js_next(struct jscan *j, char close);
 enum jtype js_value(struct jscan *j, int depth, enum jctx ctx, const char *key, size_t kn, struct jval *v);
 void json_scan(struct jscan *j, const char *body, size_t n);
+char js_peek(struct jscan *j);
+int js_open(struct jscan *j, char open);
+int js_more(struct jscan *j, char close);
+bool js_key(struct jscan *j, struct jval *k);
+enum jtype js_read(struct jscan *j, struct jval *v);
+bool js_is(const struct jval *v, const char *lit);
 
 /* ---- routes: fake_route.c dispatches to the files below ---- */
 
@@ -307,6 +314,34 @@ enum outcome anthropic_error(struct conn *c, const struct behavior *b, int statu
 enum outcome anthropic_messages(struct conn *c, const struct behavior *b);
 enum outcome anthropic_count_tokens(struct conn *c, const struct behavior *b);
 enum outcome anthropic_models(struct conn *c, const struct behavior *b);
+
+/* fake_responses_req.c: a Responses request; strings are raw (still JSON-escaped, valid) views into the body */
+struct responses_req {
+    struct jval model, instructions, prev;   /* prev: previous_response_id; JT_STR when given */
+    bool stream, store, has_input;
+    long max_out;                    /* max_output_tokens, -1 when not given */
+    long words;                      /* of instructions and the input's text: the input_tokens estimate */
+    struct buf text;                 /* the input's text, JSON-escaped, pieces joined by spaces; caller frees */
+    int status;                      /* of the error: 400 unless set */
+    char param[80];                  /* the error's param ("" for null) and code (NULL for null) */
+    const char *code;
+    char err[256];
+};
+
+__attribute__((format(printf, 4, 5)))
+int responses_req_fail(struct responses_req *q, const char *param, const char *code, const char *fmt, ...);
+int responses_req_parse(struct responses_req *q, const char *body, size_t n);
+
+/* fake_responses.c */
+enum outcome responses_create(struct conn *c, const struct behavior *b);
+
+/* fake_responses_store.c */
+enum { RESP_ID_MAX = NAME_MAX_LEN + 32 };   /* resp_<name>_<n>, msg_<name>_<n> */
+bool responses_stored(const char *id, size_t n);
+void responses_store(const char *id, const char *input_id, const char *json, size_t jlen, const char *input,
+                     size_t ilen);
+enum outcome responses_item(struct conn *c, const struct behavior *b);
+void responses_clear(void);
 
 /* fake_prefix.c */
 int prefix_prefill(struct conn *c, const struct behavior *b);

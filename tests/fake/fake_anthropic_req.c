@@ -19,92 +19,18 @@ static int fail(struct anthropic_req *q, const char *fmt, ...)
     return -1;
 }
 
-/* ---- walking the body ---- */
-
-static char peek(struct jscan *j)
-{
-    js_ws(j);
-    return j->p < j->end ? *j->p : 0;
-}
-
-/* Enters the object or array at j->p: 1 if members follow, 0 if empty, -1 if it is not one. */
-static int seq_open(struct jscan *j, char open)
-{
-    if (peek(j) != open)
-        return -1;
-    j->p++;
-    if (peek(j) != (open == '{' ? '}' : ']'))
-        return 1;
-    j->p++;
-    return 0;
-}
-
-/* After a member: 1 if another follows, 0 at the end, -1 on bad JSON. */
-static int seq_more(struct jscan *j, char close)
-{
-    int r = js_next(j, close);
-    return r < 0 ? -1 : !r;
-}
-
-static bool obj_key(struct jscan *j, struct jval *k)
-{
-    if (peek(j) != '"' || !js_string(j, k) || peek(j) != ':')
-        return false;
-    j->p++;
-    return true;
-}
-
-/* The scanner takes any escape; strings the answer repeats must be valid JSON ones. */
-static bool str_valid(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if ((unsigned char)s[i] < 0x20)
-            return false;
-        if (s[i] != '\\')
-            continue;
-        if (++i < n && s[i] == 'u') {
-            for (int h = 0; h < 4; h++)
-                if (++i >= n || !s[i] || !strchr("0123456789abcdefABCDEF", s[i]))
-                    return false;
-        } else if (i >= n || !s[i] || !strchr("\"\\/bfnrt", s[i])) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Reads any value; strings give their inside, other values their raw text. */
-static enum jtype val_read(struct jscan *j, struct jval *v)
-{
-    *v = (struct jval){ .t = JT_ERR };
-    peek(j);
-    const char *s = j->p;
-    if (js_value(j, 2, JC_NONE, NULL, 0, v) == JT_STR && !str_valid(v->s, v->n))
-        v->t = JT_ERR;
-    if (v->t != JT_STR && v->t != JT_ERR) {
-        v->s = s;
-        v->n = (size_t)(j->p - s);
-    }
-    return v->t;
-}
-
-static bool is(const struct jval *v, const char *lit)
-{
-    return v->t == JT_STR && mem_is(v->s, v->n, lit);
-}
-
 /* A list of blocks whose text counts as prompt words: system (text only) and tool_result content. */
 static int text_list(struct jscan *j, struct anthropic_req *q, const char *where, bool text_only)
 {
     int i = 0;
-    if (peek(j) != '[')
+    if (js_peek(j) != '[')
         return fail(q, "%s: Input should be a valid list", where);
-    for (int r = seq_open(j, '['); r != 0; r = seq_more(j, ']'), i++) {
+    for (int r = js_open(j, '['); r != 0; r = js_more(j, ']'), i++) {
         struct jval type = { 0 }, text = { 0 }, k, v;
-        if (r < 0 || peek(j) != '{')
+        if (r < 0 || js_peek(j) != '{')
             return fail(q, "%s.%d: Input should be a valid dictionary", where, i);
-        for (int m = seq_open(j, '{'); m != 0; m = seq_more(j, '}')) {
-            if (m < 0 || !obj_key(j, &k) || val_read(j, &v) == JT_ERR)
+        for (int m = js_open(j, '{'); m != 0; m = js_more(j, '}')) {
+            if (m < 0 || !js_key(j, &k) || js_read(j, &v) == JT_ERR)
                 return fail(q, "%s", BAD_JSON);
             if (mem_is(k.s, k.n, "type"))
                 type = v;
@@ -113,9 +39,9 @@ static int text_list(struct jscan *j, struct anthropic_req *q, const char *where
         }
         if (type.t != JT_STR)
             return fail(q, "%s.%d.type: Field required", where, i);
-        if (text_only && !is(&type, "text"))
+        if (text_only && !js_is(&type, "text"))
             return fail(q, "%s.%d.type: Input should be 'text'", where, i);
-        if (is(&type, "text") && text.t != JT_STR)
+        if (js_is(&type, "text") && text.t != JT_STR)
             return fail(q, "%s.%d.text: Field required", where, i);
         q->words += text.t == JT_STR ? js_words(text.s, text.n) : 0;
     }
@@ -135,12 +61,12 @@ static int block_parse(struct jscan *j, struct anthropic_req *q, int mi, int bi)
     char where[64], sub[80];
     snprintf(where, sizeof where, "messages.%d.content.%d", mi, bi);
     struct jval type = { 0 }, text = { 0 }, id = { 0 }, name = { 0 }, input = { 0 }, content = { 0 }, k, v;
-    if (peek(j) != '{')
+    if (js_peek(j) != '{')
         return fail(q, "%s: Input should be a valid dictionary", where);
-    for (int r = seq_open(j, '{'); r != 0; r = seq_more(j, '}')) {
-        if (r < 0 || !obj_key(j, &k))
+    for (int r = js_open(j, '{'); r != 0; r = js_more(j, '}')) {
+        if (r < 0 || !js_key(j, &k))
             return fail(q, "%s", BAD_JSON);
-        if (mem_is(k.s, k.n, "content") && peek(j) == '[') {
+        if (mem_is(k.s, k.n, "content") && js_peek(j) == '[') {
             const char *s = j->p;
             snprintf(sub, sizeof sub, "%s.content", where);
             if (text_list(j, q, sub, false) < 0)
@@ -148,7 +74,7 @@ static int block_parse(struct jscan *j, struct anthropic_req *q, int mi, int bi)
             content = (struct jval){ .t = JT_ARR, .s = s, .n = (size_t)(j->p - s) };
             continue;
         }
-        if (val_read(j, &v) == JT_ERR)
+        if (js_read(j, &v) == JT_ERR)
             return fail(q, "%s", BAD_JSON);
         struct jval *dst = mem_is(k.s, k.n, "type") ? &type : mem_is(k.s, k.n, "text") ? &text
                          : mem_is(k.s, k.n, "id") || mem_is(k.s, k.n, "tool_use_id") ? &id
@@ -159,11 +85,11 @@ static int block_parse(struct jscan *j, struct anthropic_req *q, int mi, int bi)
     }
     if (type.t != JT_STR)
         return fail(q, "%s.type: Field required", where);
-    if (is(&type, "text")) {
+    if (js_is(&type, "text")) {
         if (text.t != JT_STR)
             return fail(q, "%s.text: Field required", where);
         user_text(q, &text);
-    } else if (is(&type, "tool_use")) {
+    } else if (js_is(&type, "tool_use")) {
         if (q->user_turn)
             return fail(q, "%s: tool_use blocks can only appear in assistant messages", where);
         if (id.t != JT_STR || name.t != JT_STR)
@@ -172,7 +98,7 @@ static int block_parse(struct jscan *j, struct anthropic_req *q, int mi, int bi)
             return fail(q, "%s.input: Input should be a valid dictionary", where);
         if (q->nuse < ANT_IDS_MAX)
             q->use_id[q->nuse++] = id;
-    } else if (is(&type, "tool_result")) {
+    } else if (js_is(&type, "tool_result")) {
         if (!q->user_turn)
             return fail(q, "%s: tool_result blocks can only appear in user messages", where);
         if (id.t != JT_STR)
@@ -200,10 +126,10 @@ static int block_parse(struct jscan *j, struct anthropic_req *q, int mi, int bi)
 static int message_parse(struct jscan *j, struct anthropic_req *q, int mi)
 {
     struct jval role = { 0 }, content = { 0 }, k, v;
-    if (peek(j) != '{')
+    if (js_peek(j) != '{')
         return fail(q, "messages.%d: Input should be a valid dictionary", mi);
-    for (int r = seq_open(j, '{'); r != 0; r = seq_more(j, '}')) {
-        if (r < 0 || !obj_key(j, &k) || val_read(j, &v) == JT_ERR)
+    for (int r = js_open(j, '{'); r != 0; r = js_more(j, '}')) {
+        if (r < 0 || !js_key(j, &k) || js_read(j, &v) == JT_ERR)
             return fail(q, "%s", BAD_JSON);
         if (mem_is(k.s, k.n, "role"))
             role = v;
@@ -212,14 +138,14 @@ static int message_parse(struct jscan *j, struct anthropic_req *q, int mi)
         else
             return fail(q, "messages.%d.%.*s: Extra inputs are not permitted", mi, (int)(k.n > 64 ? 64 : k.n), k.s);
     }
-    if (is(&role, "system"))
+    if (js_is(&role, "system"))
         return fail(q, "messages.%d.role: Unexpected role \"system\". The Messages API accepts a top-level "
                     "`system` parameter, not \"system\" as an input message role.", mi);
-    if (!is(&role, "user") && !is(&role, "assistant"))
+    if (!js_is(&role, "user") && !js_is(&role, "assistant"))
         return fail(q, "messages.%d.role: Input should be 'user' or 'assistant'", mi);
     if (content.t == JT_ERR)
         return fail(q, "messages.%d.content: Field required", mi);
-    bool user = is(&role, "user");
+    bool user = js_is(&role, "user");
     if (user && !q->user_turn) {   /* a new user turn */
         q->asks = false;
         q->nres = 0;
@@ -235,7 +161,7 @@ static int message_parse(struct jscan *j, struct anthropic_req *q, int mi)
         return fail(q, "messages.%d.content: Input should be a valid list", mi);
     struct jscan cj = { .p = content.s, .end = content.s + content.n };
     int bi = 0;
-    for (int r = seq_open(&cj, '['); r != 0; r = seq_more(&cj, ']'), bi++)
+    for (int r = js_open(&cj, '['); r != 0; r = js_more(&cj, ']'), bi++)
         if (r < 0 || block_parse(&cj, q, mi, bi) < 0)
             return fail(q, "%s", BAD_JSON);
     return bi > 0;
@@ -245,9 +171,9 @@ static int messages_parse(struct jscan *j, struct anthropic_req *q)
 {
     int mi = 0, empty_at = -1;
     bool empty_assistant = false;
-    if (peek(j) != '[')
+    if (js_peek(j) != '[')
         return fail(q, "messages: Input should be a valid list");
-    for (int r = seq_open(j, '['); r != 0; r = seq_more(j, ']'), mi++) {
+    for (int r = js_open(j, '['); r != 0; r = js_more(j, ']'), mi++) {
         int has = r < 0 ? fail(q, "%s", BAD_JSON) : message_parse(j, q, mi);
         if (has < 0)
             return -1;
@@ -267,14 +193,14 @@ static int messages_parse(struct jscan *j, struct anthropic_req *q)
 
 static int tools_parse(struct jscan *j, struct anthropic_req *q)
 {
-    if (peek(j) != '[')
+    if (js_peek(j) != '[')
         return fail(q, "tools: Input should be a valid list");
-    for (int r = seq_open(j, '['); r != 0; r = seq_more(j, ']'), q->ntools++) {
+    for (int r = js_open(j, '['); r != 0; r = js_more(j, ']'), q->ntools++) {
         struct jval name = { 0 }, type = { 0 }, schema = { 0 }, k, v;
-        if (r < 0 || peek(j) != '{')
+        if (r < 0 || js_peek(j) != '{')
             return fail(q, "tools.%d: Input should be a valid dictionary", q->ntools);
-        for (int m = seq_open(j, '{'); m != 0; m = seq_more(j, '}')) {
-            if (m < 0 || !obj_key(j, &k) || val_read(j, &v) == JT_ERR)
+        for (int m = js_open(j, '{'); m != 0; m = js_more(j, '}')) {
+            if (m < 0 || !js_key(j, &k) || js_read(j, &v) == JT_ERR)
                 return fail(q, "%s", BAD_JSON);
             if (mem_is(k.s, k.n, "name"))
                 name = v;
@@ -287,7 +213,7 @@ static int tools_parse(struct jscan *j, struct anthropic_req *q)
         }
         if (name.t != JT_STR)
             return fail(q, "tools.%d.name: Field required", q->ntools);
-        if ((type.t == JT_ERR || is(&type, "custom")) && schema.t != JT_OBJ)
+        if ((type.t == JT_ERR || js_is(&type, "custom")) && schema.t != JT_OBJ)
             return fail(q, "tools.%d.input_schema: Field required", q->ntools);
         if (q->ntools == 0 && q->tool.t == JT_ERR)
             q->tool = name;
@@ -298,22 +224,22 @@ static int tools_parse(struct jscan *j, struct anthropic_req *q)
 static int tool_choice_parse(struct jscan *j, struct anthropic_req *q)
 {
     struct jval type = { 0 }, name = { 0 }, k, v;
-    if (peek(j) != '{')
+    if (js_peek(j) != '{')
         return fail(q, "tool_choice: Input should be a valid dictionary");
-    for (int r = seq_open(j, '{'); r != 0; r = seq_more(j, '}')) {
-        if (r < 0 || !obj_key(j, &k) || val_read(j, &v) == JT_ERR)
+    for (int r = js_open(j, '{'); r != 0; r = js_more(j, '}')) {
+        if (r < 0 || !js_key(j, &k) || js_read(j, &v) == JT_ERR)
             return fail(q, "%s", BAD_JSON);
         if (mem_is(k.s, k.n, "type"))
             type = v;
         else if (mem_is(k.s, k.n, "name"))
             name = v;
     }
-    q->choice = is(&type, "none") ? -1 : is(&type, "any") || is(&type, "tool") ? 1 : 0;
-    if (!q->choice && !is(&type, "auto"))
+    q->choice = js_is(&type, "none") ? -1 : js_is(&type, "any") || js_is(&type, "tool") ? 1 : 0;
+    if (!q->choice && !js_is(&type, "auto"))
         return fail(q, "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'");
-    if (is(&type, "tool") && name.t != JT_STR)
+    if (js_is(&type, "tool") && name.t != JT_STR)
         return fail(q, "tool_choice.name: Field required");
-    if (is(&type, "tool"))
+    if (js_is(&type, "tool"))
         q->tool = name;
     return 0;
 }
@@ -321,11 +247,11 @@ static int tool_choice_parse(struct jscan *j, struct anthropic_req *q)
 static int stops_parse(struct jscan *j, struct anthropic_req *q)
 {
     int i = 0;
-    if (peek(j) != '[')
+    if (js_peek(j) != '[')
         return fail(q, "stop_sequences: Input should be a valid list");
-    for (int r = seq_open(j, '['); r != 0; r = seq_more(j, ']'), i++) {
+    for (int r = js_open(j, '['); r != 0; r = js_more(j, ']'), i++) {
         struct jval v;
-        if (r < 0 || val_read(j, &v) != JT_STR)
+        if (r < 0 || js_read(j, &v) != JT_STR)
             return fail(q, "stop_sequences.%d: Input should be a valid string", i);
         if (v.n > 0 && q->nstops < ANT_STOPS_MAX)
             q->stops[q->nstops++] = v;
@@ -396,9 +322,9 @@ static int member_check(struct anthropic_req *q, const struct jval *k, const str
 static int system_parse(struct jscan *j, struct anthropic_req *q)
 {
     struct jval v;
-    if (peek(j) != '"')
+    if (js_peek(j) != '"')
         return text_list(j, q, "system", true);
-    if (val_read(j, &v) != JT_STR)
+    if (js_read(j, &v) != JT_STR)
         return fail(q, "%s", BAD_JSON);
     q->words += js_words(v.s, v.n);
     return 0;
@@ -409,21 +335,21 @@ int anthropic_req_parse(struct anthropic_req *q, const char *body, size_t n)
 {
     struct jscan j = { .p = body, .end = body + n };
     struct jval k, v;
-    if (peek(&j) != '{')
+    if (js_peek(&j) != '{')
         return fail(q, "%s", BAD_JSON);
-    for (int r = seq_open(&j, '{'); r != 0; r = seq_more(&j, '}')) {
-        if (r < 0 || !obj_key(&j, &k))
+    for (int r = js_open(&j, '{'); r != 0; r = js_more(&j, '}')) {
+        if (r < 0 || !js_key(&j, &k))
             return fail(q, "%s", BAD_JSON);
         int rc = mem_is(k.s, k.n, "messages") ? messages_parse(&j, q)
                : mem_is(k.s, k.n, "system") ? system_parse(&j, q)
                : mem_is(k.s, k.n, "tools") ? tools_parse(&j, q)
                : mem_is(k.s, k.n, "tool_choice") ? tool_choice_parse(&j, q)
                : mem_is(k.s, k.n, "stop_sequences") ? stops_parse(&j, q)
-               : val_read(&j, &v) == JT_ERR ? fail(q, "%s", BAD_JSON) : member_check(q, &k, &v);
+               : js_read(&j, &v) == JT_ERR ? fail(q, "%s", BAD_JSON) : member_check(q, &k, &v);
         if (rc < 0)
             return -1;
     }
-    if (peek(&j) != 0)
+    if (js_peek(&j) != 0)
         return fail(q, "%s", BAD_JSON);
     if (q->model.t != JT_STR)
         return fail(q, "model: Field required");
@@ -442,10 +368,10 @@ void anthropic_req_result(struct buf *o, const struct jval *res)
         return;
     }
     struct jscan j = { .p = res->s, .end = res->s + res->n };
-    for (int r = seq_open(&j, '['); r > 0; r = seq_more(&j, ']'))
-        for (int m = seq_open(&j, '{'); m > 0; m = seq_more(&j, '}')) {
+    for (int r = js_open(&j, '['); r > 0; r = js_more(&j, ']'))
+        for (int m = js_open(&j, '{'); m > 0; m = js_more(&j, '}')) {
             struct jval key, v;
-            if (obj_key(&j, &key) && val_read(&j, &v) == JT_STR && mem_is(key.s, key.n, "text")) {
+            if (js_key(&j, &key) && js_read(&j, &v) == JT_STR && mem_is(key.s, key.n, "text")) {
                 buf_add(o, v.s, v.n);
                 buf_add(o, " ", 1);
             }

@@ -87,6 +87,7 @@ static const struct behavior_key {
     BKEY(prefix_miss_ms, 0, 3600000), BKEY(prefix_hit_ms, 0, 3600000),
     BKEY(error_after, 0, INT_MAX),  BKEY(cache_read_tokens, 0, INT_MAX / 2),
     BKEY(cache_write_tokens, 0, INT_MAX / 2), BKEY(no_usage, 0, 1), BKEY(client_error, 0, 1),
+    BKEY(reasoning_tokens, 0, INT_MAX / 2),
 };
 
 static void behavior_set(void *arg, const char *k, size_t kn, const char *v, size_t vn)

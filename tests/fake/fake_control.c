@@ -55,6 +55,7 @@ enum outcome ctl_reset(struct conn *c, const struct behavior *b)
     atomic_store(&S.probes, 0);
     pthread_mutex_unlock(&G.mu);
     prefix_clear();
+    responses_clear();
     return reply_ok(c);
 }
 

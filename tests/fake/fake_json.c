@@ -271,3 +271,77 @@ void json_scan(struct jscan *j, const char *body, size_t n)
     if (j->p < j->end && *j->p == '{')
         js_object(j, 1, JC_NONE);
 }
+
+/* ---- walking a body member by member (the strict request readers) ---- */
+
+char js_peek(struct jscan *j)
+{
+    js_ws(j);
+    return j->p < j->end ? *j->p : 0;
+}
+
+/* Enters the object or array at j->p: 1 if members follow, 0 if empty, -1 if it is not one. */
+int js_open(struct jscan *j, char open)
+{
+    if (js_peek(j) != open)
+        return -1;
+    j->p++;
+    if (js_peek(j) != (open == '{' ? '}' : ']'))
+        return 1;
+    j->p++;
+    return 0;
+}
+
+/* After a member: 1 if another follows, 0 at the end, -1 on bad JSON. */
+int js_more(struct jscan *j, char close)
+{
+    int r = js_next(j, close);
+    return r < 0 ? -1 : !r;
+}
+
+bool js_key(struct jscan *j, struct jval *k)
+{
+    if (js_peek(j) != '"' || !js_string(j, k) || js_peek(j) != ':')
+        return false;
+    j->p++;
+    return true;
+}
+
+/* The scanner takes any escape; strings an answer repeats must be valid JSON ones. */
+static bool str_valid(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)s[i] < 0x20)
+            return false;
+        if (s[i] != '\\')
+            continue;
+        if (++i < n && s[i] == 'u') {
+            for (int h = 0; h < 4; h++)
+                if (++i >= n || !s[i] || !strchr("0123456789abcdefABCDEF", s[i]))
+                    return false;
+        } else if (i >= n || !s[i] || !strchr("\"\\/bfnrt", s[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Reads any value; strings give their inside (valid, still escaped), other values their raw text. */
+enum jtype js_read(struct jscan *j, struct jval *v)
+{
+    *v = (struct jval){ .t = JT_ERR };
+    js_peek(j);
+    const char *s = j->p;
+    if (js_value(j, 2, JC_NONE, NULL, 0, v) == JT_STR && !str_valid(v->s, v->n))
+        v->t = JT_ERR;
+    if (v->t != JT_STR && v->t != JT_ERR) {
+        v->s = s;
+        v->n = (size_t)(j->p - s);
+    }
+    return v->t;
+}
+
+bool js_is(const struct jval *v, const char *lit)
+{
+    return v->t == JT_STR && mem_is(v->s, v->n, lit);
+}

@@ -44,6 +44,8 @@ static const struct route {
     { "/v1/models", false, "GET", ROUTE_DATA, route_models },
     { "/v1/messages", false, "POST", ROUTE_DATA, anthropic_messages },
     { "/v1/messages/count_tokens", false, "POST", ROUTE_DATA, anthropic_count_tokens },
+    { "/v1/responses", false, "POST", ROUTE_DATA, responses_create },
+    { "/v1/responses/", true, NULL, ROUTE_DATA, responses_item },   /* {id}, {id}/cancel, {id}/input_items */
     { "/echo", true, NULL, ROUTE_DATA, route_echo },
     { "/health", false, "GET", ROUTE_PROBE, vllm_health },
     { "/metrics", false, "GET", ROUTE_PROBE, vllm_metrics },
@@ -135,7 +137,8 @@ static bool fast_enough(const struct request *r, const struct route *rt, bool me
     if (b->die_before || b->hang || b->info100 || b->ttfb_ms > 0 || b->die_after >= 0 || b->hang_after >= 0
         || b->prefix_cache)
         return false;
-    bool may_stream = rt && (rt->fn == openai_chat || rt->fn == openai_text || rt->fn == anthropic_messages);
+    bool may_stream = rt && (rt->fn == openai_chat || rt->fn == openai_text || rt->fn == anthropic_messages
+                             || rt->fn == responses_create);
     if (!may_stream || !method_ok || (b->status && b->status != 200))
         return true;
     struct jscan j;

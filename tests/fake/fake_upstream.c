@@ -4,8 +4,9 @@
  * sluice-fake-upstream --port N [--host 127.0.0.1] [--name NAME] [--pidfile F]
  *
  * Serves what a vLLM replica serves (chat, completions, embeddings, models,
- * /health, /metrics) plus /echo, with byte-correct HTTP/1.1 framing, so the
- * end-to-end tests and benchmarks can run sluice where there is no GPU.
+ * /health, /metrics), the Anthropic Messages and OpenAI Responses APIs, and
+ * /echo, with byte-correct HTTP/1.1 framing, so the end-to-end tests and
+ * benchmarks can run sluice where there is no GPU.
  *
  * A request picks how the "model" misbehaves with directives (struct behavior),
  * gathered in this order, later wins:
@@ -37,6 +38,15 @@
  * cache_read_tokens / cache_write_tokens fill the cache usage fields. The
  * answer, its tool calls and its token counts are described in that file.
  *
+ * OpenAI Responses (fake_responses.c): POST /v1/responses, plain or streamed as
+ * typed events (response.created ... response.completed, no [DONE]), and GET /
+ * DELETE /v1/responses/{id}, POST .../{id}/cancel, GET .../{id}/input_items for
+ * the responses this process made (ids resp_<name>_<n>: a test can tell which
+ * replica made one; previous_response_id naming another is a 404). The directives
+ * apply as to chat; reasoning_tokens=N fills output_tokens_details, and
+ * cache_read_tokens the input's cached_tokens. GET /_fake/stats "last" is the last
+ * data request as it arrived (method, path, query, lowercased headers, body).
+ *
  * vLLM sleep mode (R-WAKE): POST /sleep puts the model to sleep; POST /wake_up
  * answers at once and the model is awake delay_ms later (POST /_fake/sleep-config
  * "delay_ms=N sleeping=0|1"); GET /is_sleeping says which. While asleep /health
@@ -61,8 +71,9 @@
  * event loops; fake_conn.c a connection's socket I/O and thread; fake_http.c
  * request parsing; fake_reply.c response writing; fake_route.c the route table
  * and request classes; fake_behavior.c the directives; fake_openai.c,
- * fake_anthropic.c (its request reader fake_anthropic_req.c), fake_vllm.c,
- * fake_prefix.c and fake_control.c the routes; fake_json.c and
+ * fake_anthropic.c (its request reader fake_anthropic_req.c), fake_responses.c
+ * (fake_responses_req.c its reader, fake_responses_store.c the responses it keeps
+ * and the routes reading them), fake_vllm.c, fake_prefix.c and fake_control.c the routes; fake_json.c and
  * fake_buf.c JSON and buffers; fake.h what they share.
  */
 #include "fake.h"

@@ -102,6 +102,7 @@ def test_stages_never_reach_back():
     edges, _ = graph()
     for late, early in [("forward", "drive"), ("relay", "drive"), ("relay", "forward"),
                         ("proto_openai", "forward"), ("proto_anthropic", "forward"),
+                        ("proto_messages", "forward"), ("proto_messages", "drive"), ("relay", "route"),
                         ("serving", "route"), ("serving", "auto"), ("serving", "wake"),
                         ("wake", "route"), ("auto", "route"), ("route", "drive"), ("forward", "admit")]:
         if late in edges:
@@ -109,10 +110,13 @@ def test_stages_never_reach_back():
 
 
 def test_the_translation_is_pure():
-    """anthropic*.c (translation) touches no request, socket or shared state."""
+    """anthropic*.c and messages*.c (translation) and dialect.c touch no request, socket or shared state."""
     edges, refs = graph()
-    for name in [n for n in edges if n.startswith("anthropic")]:
-        assert not (edges[name] - {"errors", "anthropic", "anthropic_stream", "usage"}), (name, edges[name])
+    pure = {"errors", "anthropic", "anthropic_stream", "messages", "messages_stream", "usage", "dialect"}
+    names = [n for n in edges if n.startswith(("anthropic", "messages", "dialect"))]
+    assert {"anthropic", "messages", "messages_stream", "dialect"} <= set(names), names
+    for name in names:
+        assert not (edges[name] - pure), (name, edges[name])
         assert not [s for s in refs[name] if s.startswith(("shm_", "reply_", "request_", "curl_"))], refs[name]
 
 

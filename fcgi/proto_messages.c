@@ -1,0 +1,179 @@
+/* proto_messages.c: the adapters for Anthropic callers (POST /v1/messages and
+ * count_tokens, R-ANT-6/7). To an anthropic endpoint the request goes as it
+ * came (a native pass-through: only "model" may change, the caller's
+ * anthropic-version / anthropic-beta and query travel, the answer comes back
+ * byte for byte with the upstream's request-id); to an OpenAI-compatible one
+ * it is translated both ways by the pure messages.c. */
+#include "proto.h"
+
+#include "messages.h"
+#include "pathcheck.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- native: Anthropic upstreams ------------------------------------------- */
+
+static int native_build(struct request *r, struct proto_request *out, struct proto_refusal *why)
+{
+    (void)why;
+    proto_model_body(r, out);
+    const char *op = r->kind == REQ_COUNT_TOKENS ? "/v1/messages/count_tokens" : "/v1/messages";
+    /* Claude Code calls /v1/messages?beta=true: the query is the upstream's. */
+    out->path = r->query && *r->query ? arena_printf(r->arena, "%s?%s", op, r->query) : op;
+    struct curl_slist *h = NULL;
+    h = curl_slist_append(h, "Content-Type: application/json");
+    h = curl_slist_append(h, arena_printf(r->arena, "X-Request-Id: %s", r->request_id));
+    h = curl_slist_append(h, "Expect:");
+    const char *version = request_header(r, "anthropic-version");
+    if (!version || !*version || !pathcheck_header_ok(version, 64))
+        version = r->ep->anthropic_version;
+    h = curl_slist_append(h, arena_printf(r->arena, "anthropic-version: %s", version));
+    /* R-ANT-4: the endpoint's own credential, never the caller's. */
+    if (r->ep->upstream_auth && *r->ep->upstream_auth)
+        h = curl_slist_append(h, arena_printf(r->arena, "x-api-key: %s", r->ep->upstream_auth));
+    /* Beta flags unchanged (unknown ones included) and trace context. */
+    static const char *const pass[] = {"anthropic-beta", "traceparent", "tracestate"};
+    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) {
+        const char *v = request_header(r, pass[i]);
+        if (v && pathcheck_header_ok(v, 4096))
+            h = curl_slist_append(h, arena_printf(r->arena, "%s: %s", pass[i], v));
+    }
+    out->headers = h;
+    return 0;
+}
+
+const struct proto_ops proto_messages_native = {
+    .name = "anthropic-native",
+    .build = native_build,
+};
+
+/* ---- translated: OpenAI-compatible upstreams ------------------------------- */
+
+static const char *upstream_model(const struct request *r)
+{
+    return r->routed_model ? r->routed_model : r->model;
+}
+
+static int openai_build(struct request *r, struct proto_request *out, struct proto_refusal *why)
+{
+    if (r->kind != REQ_MESSAGES || !r->json) {
+        why->code = ERR_UNSUPPORTED_ENDPOINT_FOR_UPSTREAM_PROTOCOL;
+        why->message = arena_printf(r->arena, "%s cannot be served by endpoint %s", r->path, r->ep->name);
+        return -1;
+    }
+    struct buf b;
+    struct messages_fail f;
+    buf_init(&b, (size_t)r->conf->max_body_bytes * 2);
+    memset(&f, 0, sizeof f);
+    if (messages_request(r->json, upstream_model(r), r->stream, &b, &f) != 0) {
+        why->code = f.code;
+        why->param = f.param ? arena_strdup(r->arena, f.param) : NULL;
+        why->message = arena_strdup(r->arena, f.message[0] ? f.message : "the request cannot be translated");
+        buf_free(&b);
+        return -1;
+    }
+    out->len = b.len;
+    out->body = arena_strndup(r->arena, b.data ? b.data : "", b.len);
+    buf_free(&b);
+    out->path = "/v1/chat/completions";
+    struct curl_slist *h = NULL;
+    h = curl_slist_append(h, "Content-Type: application/json");
+    h = curl_slist_append(h, arena_printf(r->arena, "X-Request-Id: %s", r->request_id));
+    h = curl_slist_append(h, "Expect:");
+    if (r->ep->upstream_auth && *r->ep->upstream_auth)
+        h = curl_slist_append(h, arena_printf(r->arena, "Authorization: Bearer %s", r->ep->upstream_auth));
+    static const char *const pass[] = {"traceparent", "tracestate"};
+    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) {
+        const char *v = request_header(r, pass[i]);
+        if (v && pathcheck_header_ok(v, 1024))
+            h = curl_slist_append(h, arena_printf(r->arena, "%s: %s", pass[i], v));
+    }
+    out->headers = h;
+    return 0;
+}
+
+struct messages_relay {
+    struct messages_stream s;
+    struct buf frame;             /* "event: ...\ndata: ...\n\n" being emitted */
+    proto_emit_fn emit;
+    void *ctx;
+};
+
+static void *openai_stream_new(struct request *r)
+{
+    struct messages_relay *st = arena_alloc(r->arena, sizeof *st);
+    memset(st, 0, sizeof *st);
+    messages_stream_init(&st->s, upstream_model(r));
+    buf_init(&st->frame, (size_t)r->conf->max_sse_event_bytes * 2);
+    return st;
+}
+
+static int frame_emit(void *ctx, const char *event, const char *data, size_t len)
+{
+    struct messages_relay *st = ctx;
+    size_t en = strlen(event);
+    buf_reset(&st->frame);
+    if (buf_puts(&st->frame, "event: ") != 0 || buf_append(&st->frame, event, en) != 0 ||
+        buf_puts(&st->frame, "\ndata: ") != 0 || buf_append(&st->frame, data, len) != 0 ||
+        buf_puts(&st->frame, "\n\n") != 0)
+        return -1;
+    struct sse_event ev = {
+        .raw = st->frame.data, .raw_len = st->frame.len,
+        .event = st->frame.data + 7, .event_len = en,
+        .data = st->frame.data + 7 + en + 7, .data_len = len, .has_data = 1, .comment_only = 0,
+    };
+    return st->emit(st->ctx, &ev);
+}
+
+static int openai_event(struct request *r, void *state, const struct sse_event *ev, proto_emit_fn emit, void *ctx)
+{
+    struct messages_relay *st = state;
+    if (ev->comment_only || !ev->has_data)
+        return 0;                 /* sluice sends its own keep-alives (R-SSE-2) */
+    st->emit = emit;
+    st->ctx = ctx;
+    struct usage u = r->usage;
+    int rc = messages_stream_chunk(&st->s, ev->data, ev->data_len, &u, frame_emit, st);
+    /* R-USE-3 / R-SSE-4: an error after the first byte ended the stream failed. */
+    if (messages_stream_failed(&st->s) && r->data_sent && !r->error_code)
+        r->error_code = errors_get(ERR_UPSTREAM_ERROR)->code;
+    return rc;
+}
+
+static void openai_stream_free(void *state)
+{
+    struct messages_relay *st = state;
+    buf_free(&st->frame);
+}
+
+static void openai_body(struct request *r, long *status, const char *in, size_t len, struct buf *out,
+                        const char **content_type, int *retry_after)
+{
+    (void)retry_after;
+    *content_type = "application/json";
+    if (*status >= 200 && *status < 300) {
+        struct usage u = {0};
+        char stop[32];
+        if (messages_response(in, len, upstream_model(r), out, &u, stop, sizeof stop) == 0) {
+            snprintf(r->finish_reason, sizeof r->finish_reason, "%s", stop);
+            return;
+        }
+        buf_reset(out);
+        errors_body_anthropic(out, "api_error", "the upstream answer is not a chat completion");
+        r->error_code = errors_get(ERR_UPSTREAM_BAD_RESPONSE)->code;
+        *status = 502;
+        return;
+    }
+    *status = messages_error(*status, in, len, out);
+}
+
+const struct proto_ops proto_messages_openai = {
+    .name = "anthropic-to-openai",
+    .build = openai_build,
+    .stream_new = openai_stream_new,
+    .stream_event = openai_event,
+    .stream_free = openai_stream_free,
+    .body = openai_body,
+};
