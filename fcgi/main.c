@@ -120,14 +120,16 @@ static void dispatch(struct request *r)
         if (!path_matches(&path_table[i], r->path))
             continue;
         r->kind = path_table[i].kind;
+        r->ingress = path_table[i].ingress;       /* a 405 there is in the path's protocol too */
         if (!path_table[i].method || strcmp(path_table[i].method, r->method) == 0)
             row = &path_table[i];
     }
     /* R-API-7: an allowed Origin is echoed on whatever this request answers. */
-    const char *origin = request_header(r, "Origin");
+    int options = strcmp(r->method, "OPTIONS") == 0;
+    const char *origin = *r->snap->cors_origins || options ? request_header(r, "Origin") : NULL;
     if (origin && *origin && cors_origin_allowed(r->snap->cors_origins, origin))
         r->cors_origin = origin;
-    if (r->kind != REQ_UNKNOWN && origin && strcmp(r->method, "OPTIONS") == 0) {
+    if (r->kind != REQ_UNKNOWN && origin && options) {
         serve_preflight(r);
         return;
     }
@@ -138,7 +140,6 @@ static void dispatch(struct request *r)
             reply_error(r, ERR_NOT_FOUND, arena_printf(r->arena, "Unknown path %s", r->path), NULL);
         return;
     }
-    r->ingress = row->ingress;
     /* R-ANT-7: a models listing is answered in the protocol anthropic-version says. */
     if (row->kind == REQ_MODELS && request_header(r, "anthropic-version"))
         r->ingress = INGRESS_ANTHROPIC;

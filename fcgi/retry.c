@@ -3,7 +3,8 @@
 
 #include <string.h>
 
-static int retryable_status(long s) { return s == 502 || s == 503 || s == 504; }
+/* 529 is Anthropic's overloaded: a 503 by another number (native Messages pass-through). */
+static int retryable_status(long s) { return s == 502 || s == 503 || s == 504 || s == 529; }
 
 void retry_decide(const struct retry_facts *f, struct retry_decision *d)
 {

@@ -24,6 +24,7 @@ static const struct {
     {"connect failure after a retry", {C, 0, 0, 0, 0, 1, 0, 0}, 1, 0, 1, FINAL_ERROR, ERR_UPSTREAM_ERROR},
     {"502 before data", {D, 502, 0, 0, 0, 0, 0, 0}, 1, 1, 1, FINAL_PASS_UPSTREAM, ERR_NONE},
     {"503 before data", {D, 503, 0, 0, 0, 0, 0, 0}, 1, 1, 1, FINAL_PASS_UPSTREAM, ERR_NONE},
+    {"529 (Anthropic overloaded) before data", {D, 529, 0, 0, 0, 0, 0, 0}, 1, 1, 1, FINAL_PASS_UPSTREAM, ERR_NONE},
     {"504 before data", {D, 504, 0, 0, 0, 0, 0, 0}, 1, 1, 1, FINAL_PASS_UPSTREAM, ERR_NONE},
     {"503 after the retry: passed on", {D, 503, 0, 0, 0, 1, 0, 0}, 1, 0, 1, FINAL_PASS_UPSTREAM, ERR_NONE},
     {"500 is not retried, still a failure", {D, 500, 0, 0, 0, 0, 0, 0}, 1, 0, 0, FINAL_DELIVER, ERR_NONE},
