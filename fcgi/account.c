@@ -13,6 +13,15 @@ int64_t account_billable_tokens(const struct request *r, int64_t *prompt, int64_
 {
     *prompt = r->usage.prompt_tokens;
     *completion = r->usage.completion_tokens;
+    if (r->usage.found && r->usage_partial) {
+        /* A stream that ended before its final usage (a client that left, an
+         * upstream that broke after message_start): at least what was relayed. */
+        if (*prompt == 0)
+            *prompt = r->prompt_estimate;
+        if (*completion < r->content_chunks)
+            *completion = r->content_chunks;
+        return *prompt + *completion;
+    }
     if (r->usage.found)
         return *prompt + *completion;
     /* R-SSE-3: a client that left is charged what was produced; R-USE-1: an
@@ -84,7 +93,7 @@ void account_record(struct request *r)
             u->prompt_tokens = u->completion_tokens = u->cache_read_tokens = u->cache_creation_tokens =
                 u->reasoning_tokens = 0;
     }
-    u->usage_estimated = !r->usage.found && (u->prompt_tokens || u->completion_tokens);
+    u->usage_estimated = (!r->usage.found || r->usage_partial) && (u->prompt_tokens || u->completion_tokens);
     if (r->month_tokens_delta && r->key) {
         u->settle_key_id = r->key->id;
         snprintf(u->settle_period, sizeof u->settle_period, "%s", r->month_period);

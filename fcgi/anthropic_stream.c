@@ -239,6 +239,8 @@ int anthropic_response(const char *body, size_t len, const char *model, int64_t 
         if (u) {
             u->prompt_tokens = in + cr + cc;
             u->completion_tokens = o;
+            u->cache_read_tokens = cr;
+            u->cache_creation_tokens = cc;
             u->found = 1;
         }
     }
@@ -318,6 +320,8 @@ static void stream_usage(struct stream_call *c)
         return;
     c->u->prompt_tokens = c->s->input_tokens + c->s->cache_read + c->s->cache_creation;
     c->u->completion_tokens = c->s->output_tokens;
+    c->u->cache_read_tokens = c->s->cache_read;
+    c->u->cache_creation_tokens = c->s->cache_creation;
     c->u->found = 1;
 }
 

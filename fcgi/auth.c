@@ -16,14 +16,13 @@
 static const char *auth_bearer(const struct request *r)
 {
     const char *h = request_param(r, "HTTP_AUTHORIZATION");
-    if (!h || !*h) {
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) {
+        /* Not a Bearer (none, or a proxy's Basic): the Anthropic SDKs' header. */
         h = request_param(r, "HTTP_X_API_KEY");
         while (h && *h == ' ')
             h++;
         return h && *h ? h : NULL;
     }
-    if (strncasecmp(h, "Bearer ", 7) != 0)
-        return NULL;
     h += 7;
     while (*h == ' ')
         h++;

@@ -61,13 +61,16 @@ static void event_usage(struct json_object *o, const char *data, size_t len, str
 
 static void classify_chat(int do_parse, const char *data, size_t len, struct event_facts *f)
 {
-    if (!do_parse && !usage_has_object(data, len)) {
+    if (!do_parse && !usage_has_object(data, len) && !memmem(data, len, "\"error\"", 7)) {
         f->kind = len == 6 && memcmp(data, "[DONE]", 6) == 0 ? CHUNK_DONE : CHUNK_CONTENT;
     } else {
         f->kind = usage_classify_chunk(data, len, &f->usage);
         if (f->kind == CHUNK_ERROR)
             f->server_error = usage_error_is_server_side(data, len);
     }
+    /* Usage on every chunk (vLLM's continuous_usage_stats) is a running count;
+     * the include_usage chunk ("choices":[]) or the finishing chunk has the last. */
+    f->usage_final = f->usage.found && f->kind == CHUNK_USAGE_ONLY;
     if (f->kind != CHUNK_CONTENT)
         return;
     /* A chunk that only closes the choice ("delta":{} with a finish_reason)
@@ -80,6 +83,7 @@ static void classify_chat(int do_parse, const char *data, size_t len, struct eve
         if (e && (size_t)(e - p) < sizeof f->finish)
             snprintf(f->finish, sizeof f->finish, "%.*s", (int)(e - p), p);
     }
+    f->usage_final = f->usage.found && f->finish[0];
 }
 
 /* Anthropic Messages (REFERENCE §4): message_start, content_block_start and
@@ -111,6 +115,7 @@ static void classify_messages(const char *event, size_t event_len, const char *d
         copy_str(f->finish, sizeof f->finish, member(o, "delta", "stop_reason"));
     }
     event_usage(o, data, len, f);
+    f->usage_final = f->usage.found && strcmp(type, "message_delta") == 0;
     json_object_put(o);
 }
 
@@ -147,6 +152,7 @@ static void classify_responses(const char *event, size_t event_len, const char *
             copy_str(f->finish, sizeof f->finish, member(member(o, "response", NULL), "status", NULL));
     }
     event_usage(o, data, len, f);
+    f->usage_final = f->usage.found;      /* only the closing events carry usage */
     json_object_put(o);
 }
 

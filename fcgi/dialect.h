@@ -19,6 +19,8 @@ enum dialect {
 struct event_facts {
     enum chunk_kind kind;   /* CHUNK_ROLE_ONLY: nothing generated yet (held by the stream guard) */
     struct usage usage;     /* usage.found: the event carries usage */
+    int usage_final;        /* ... the stream's last word on it (the usage chunk, message_delta,
+                             * response.completed); message_start's is only the start */
     int server_error;       /* CHUNK_ERROR caused by the upstream's side: may be failed over */
     int counts;             /* content that produced tokens (the estimate without usage) */
     char finish[32];        /* the finish or stop reason the event states, or "" */

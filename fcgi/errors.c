@@ -58,3 +58,15 @@ int errors_body_anthropic(struct buf *out, const char *type, const char *message
     rc |= buf_puts(out, "}}");
     return rc ? -1 : 0;
 }
+
+int errors_body_responses(struct buf *out, const char *code, const char *message, const char *param)
+{
+    int rc = buf_puts(out, "{\"type\":\"error\",\"code\":");
+    rc |= buf_json_str(out, code, strlen(code));
+    rc |= buf_puts(out, ",\"message\":");
+    rc |= buf_json_str(out, message, strlen(message));
+    rc |= buf_puts(out, ",\"param\":");
+    rc |= param ? buf_json_str(out, param, strlen(param)) : buf_puts(out, "null");
+    rc |= buf_puts(out, "}");
+    return rc ? -1 : 0;
+}

@@ -44,6 +44,9 @@ int errors_body(struct buf *out, const struct error_def *e, const char *message,
  * status (401 authentication_error, 429 rate_limit_error, 529 and 503
  * overloaded_error, other 5xx api_error, ...). */
 const char *errors_anthropic_type(int status);
+/* R-API-8: the Responses API's stream error event data,
+ * {"type":"error","code":..,"message":..,"param":..|null}, appended to out. */
+int errors_body_responses(struct buf *out, const char *code, const char *message, const char *param);
 /* {"type":"error","error":{"type":..,"message":..}} appended to out. */
 int errors_body_anthropic(struct buf *out, const char *type, const char *message);
 

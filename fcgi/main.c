@@ -60,12 +60,13 @@ static void serve_inference(struct request *r)
  * uses, without an upstream call. Spends a call, never tokens. */
 static void serve_count_tokens(struct request *r)
 {
-    if (guard_check(r) != 0 || admit_request(r) != 0 || route_plan(r) != 0)
+    if (guard_check(r) != 0 || admit_request(r) != 0)
         return;
-    if (r->ep->protocol == PROTO_ANTHROPIC)
-        drive_run(r);
-    else
-        count_reply(r);
+    int native = route_model_speaks(r, PROTO_ANTHROPIC);
+    if (native == 0)
+        count_reply(r);             /* no replica taken, woken or waited for */
+    else if (native > 0 && route_plan(r) == 0)
+        r->ep->protocol == PROTO_ANTHROPIC ? drive_run(r) : count_reply(r);
 }
 
 /* R-API-7: a browser's preflight, answered here and never authenticated. */
@@ -129,7 +130,8 @@ static void dispatch(struct request *r)
     const char *origin = *r->snap->cors_origins || options ? request_header(r, "Origin") : NULL;
     if (origin && *origin && cors_origin_allowed(r->snap->cors_origins, origin))
         r->cors_origin = origin;
-    if (r->kind != REQ_UNKNOWN && origin && options) {
+    /* With CORS off the pass-through's OPTIONS is the upstream's, as before. */
+    if (r->kind != REQ_UNKNOWN && origin && options && (r->kind != REQ_PROXY || *r->snap->cors_origins)) {
         serve_preflight(r);
         return;
     }

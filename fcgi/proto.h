@@ -44,6 +44,9 @@ struct proto_ops {
     void *(*stream_new)(struct request *r);
     int (*stream_event)(struct request *r, void *state, const struct sse_event *ev, proto_emit_fn emit, void *ctx);
     void (*stream_free)(void *state);     /* at the end of the attempt; may be NULL */
+    /* Did the translated stream reach its end (the caller's closing events went
+     * out)? A stream the upstream closed early is then ended with an error event. */
+    int (*stream_complete)(const void *state);
     /* A buffered upstream answer into what the caller speaks: body appended to
      * out, *status and *content_type (may stay) updated, *retry_after set when
      * a Retry-After should be added. NULL: passed on unchanged. */

@@ -101,6 +101,11 @@ static int anthropic_event(struct request *r, void *state, const struct sse_even
     struct usage u = r->usage;
     int rc = anthropic_stream_event(&st->s, ev->event ? ev->event : "", ev->event_len, ev->data, ev->data_len, &u,
                                     frame_emit, st);
+    /* The upstream's usage, final once message_stop was handled (R-USE-1). */
+    if (u.found) {
+        r->usage = u;
+        r->usage_partial = !st->s.done;
+    }
     /* R-USE-3 / R-SSE-4: an error event after the first byte ended the stream failed, and the
      * usage event says so, as for a stream that breaks (relay.c); one before it was failed
      * over by the relay (R-SSE-5) and leaves nothing behind. */
@@ -111,6 +116,12 @@ static int anthropic_event(struct request *r, void *state, const struct sse_even
     if (st->s.input_tokens + st->s.cache_read + st->s.cache_creation > 0)
         r->prompt_estimate = st->s.input_tokens + st->s.cache_read + st->s.cache_creation;
     return rc;
+}
+
+static int anthropic_stream_complete(const void *state)
+{
+    const struct anthropic_relay *st = state;
+    return st->s.done || st->s.failed;
 }
 
 static void anthropic_stream_free(void *state)
@@ -129,6 +140,8 @@ static void anthropic_body(struct request *r, long *status, const char *in, size
         if (anthropic_response(in, len, r->routed_model ? r->routed_model : r->model, now_ms() / 1000, out, &u,
                                finish, sizeof finish) == 0) {
             snprintf(r->finish_reason, sizeof r->finish_reason, "%s", finish);
+            if (u.found)
+                r->usage = u;
             return;
         }
         buf_reset(out);
@@ -148,5 +161,6 @@ const struct proto_ops proto_anthropic = {
     .stream_new = anthropic_stream_new,
     .stream_event = anthropic_event,
     .stream_free = anthropic_stream_free,
+    .stream_complete = anthropic_stream_complete,
     .body = anthropic_body,
 };

@@ -136,10 +136,22 @@ static int openai_event(struct request *r, void *state, const struct sse_event *
     st->ctx = ctx;
     struct usage u = r->usage;
     int rc = messages_stream_chunk(&st->s, ev->data, ev->data_len, &u, frame_emit, st);
+    /* The upstream's own usage (the include_usage chunk), final at [DONE];
+     * the counts in the events sluice writes are not evidence of any. */
+    if (u.found) {
+        r->usage = u;
+        r->usage_partial = !messages_stream_done(&st->s);
+    }
     /* R-USE-3 / R-SSE-4: an error after the first byte ended the stream failed. */
     if (messages_stream_failed(&st->s) && r->data_sent && !r->error_code)
         r->error_code = errors_get(ERR_UPSTREAM_ERROR)->code;
     return rc;
+}
+
+static int openai_stream_complete(const void *state)
+{
+    const struct messages_relay *st = state;
+    return messages_stream_done(&st->s) || messages_stream_failed(&st->s);
 }
 
 static void openai_stream_free(void *state)
@@ -158,6 +170,8 @@ static void openai_body(struct request *r, long *status, const char *in, size_t 
         char stop[32];
         if (messages_response(in, len, upstream_model(r), out, &u, stop, sizeof stop) == 0) {
             snprintf(r->finish_reason, sizeof r->finish_reason, "%s", stop);
+            if (u.found)
+                r->usage = u;
             return;
         }
         buf_reset(out);
@@ -175,5 +189,6 @@ const struct proto_ops proto_messages_openai = {
     .stream_new = openai_stream_new,
     .stream_event = openai_event,
     .stream_free = openai_stream_free,
+    .stream_complete = openai_stream_complete,
     .body = openai_body,
 };

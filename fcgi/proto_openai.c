@@ -14,7 +14,9 @@ static int header_private(const char *env_name)
     static const char *drop[] = {"HTTP_AUTHORIZATION", "HTTP_COOKIE", "HTTP_HOST", "HTTP_CONTENT_LENGTH",
                                  "HTTP_CONNECTION", "HTTP_TRANSFER_ENCODING", "HTTP_EXPECT", "HTTP_KEEP_ALIVE",
                                  "HTTP_TE", "HTTP_UPGRADE", "HTTP_X_API_KEY", "HTTP_X_REQUEST_ID",
-                                 "HTTP_CONTENT_TYPE", "HTTP_ACCEPT_ENCODING", "HTTP_IDEMPOTENCY_KEY"};
+                                 "HTTP_CONTENT_TYPE", "HTTP_ACCEPT_ENCODING", "HTTP_IDEMPOTENCY_KEY",
+                                 /* which of the operator's upstream accounts pays is not the caller's choice */
+                                 "HTTP_OPENAI_ORGANIZATION", "HTTP_OPENAI_PROJECT", "HTTP_ORIGIN"};
     if (strncmp(env_name, "HTTP_PROXY", 10) == 0 || strncmp(env_name, "HTTP_X_SLUICE_", 14) == 0)
         return 1;
     for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)

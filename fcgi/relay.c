@@ -236,8 +236,10 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
     dialect_classify(x->dialect, x->holding, ev->event, ev->event_len, ev->data, ev->data_len, &f);
     enum chunk_kind kind = f.kind;
     /* A stream may report usage in pieces (Anthropic's message_start, then
-     * cumulative message_delta counts): keep the most each counter has reached. */
-    if (f.usage.found) {
+     * cumulative message_delta counts): keep the most each counter has reached.
+     * A translating adapter reports the upstream's own usage itself: the
+     * counts it writes into the caller's events are not evidence of any. */
+    if (f.usage.found && !relay_translates(x)) {
         struct usage *u = &f.usage;
         if (r->usage.found) {
             if (u->prompt_tokens < r->usage.prompt_tokens)
@@ -252,6 +254,7 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
                 u->reasoning_tokens = r->usage.reasoning_tokens;
         }
         r->usage = *u;
+        r->usage_partial = !f.usage_final;
     }
     /* R-API-8: later calls naming this response go to this replica. */
     if (f.response_id[0] && r->replica)
@@ -281,6 +284,10 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
             return -1;
         buf_reset(&x->held);
     }
+    /* R-USE-3: an upstream error event that reaches the client ends the request failed
+     * (and an idempotent retry must not replay it). */
+    if (kind == CHUNK_ERROR && !r->error_code)
+        r->error_code = errors_get(ERR_UPSTREAM_ERROR)->code;
     if (kind == CHUNK_CONTENT) {
         if (f.counts)
             r->content_chunks++;
@@ -359,6 +366,11 @@ void relay_finish_sse(struct relay *x)
     if (sse_finish(&x->sse, &ev) && !relay_translates(x))
         relay_send_event(x, ev.raw, ev.raw_len, 1);
     relay_stream_head(x);
+    /* R-SSE-4: a translated stream the upstream closed before its end would
+     * leave the caller waiting for closing events that never come. */
+    if (relay_translates(x) && x->proto->stream_complete && !x->proto->stream_complete(x->proto_state) &&
+        !x->r->client_gone)
+        reply_error(x->r, ERR_UPSTREAM_ERROR, "the upstream ended the stream before its end", NULL);
 }
 
 void relay_finish_failed(struct relay *x)
@@ -402,7 +414,10 @@ void relay_send_buffered(struct relay *x)
         }
     }
     int ok = x->status >= 200 && x->status < 300;
-    if (ok && req_kind_spends_tokens(r->kind) && !usage_from_body(b->data ? b->data : "", b->len, &r->usage) &&
+    /* A translating adapter set r->usage from the upstream's own answer. */
+    int have_usage = x->proto && x->proto->body ? r->usage.found
+                                                : usage_from_body(b->data ? b->data : "", b->len, &r->usage);
+    if (ok && req_kind_spends_tokens(r->kind) && !have_usage &&
         r->kind != REQ_EMBEDDINGS && r->kind != REQ_PROXY)
         r->content_chunks = (int64_t)(b->len / 4) + 1;   /* R-USE-1: no usage: about 4 bytes a token */
     if (ok && r->kind == REQ_RESPONSES)
@@ -421,9 +436,21 @@ void relay_send_buffered(struct relay *x)
                  * whole error object, or OpenAI's {"error":...} part of it. */
                 struct buf ev;
                 buf_init(&ev, 0);
+                struct json_object *m = NULL, *c = NULL, *p = NULL;
+                json_object_object_get_ex(err, "message", &m);
+                if (!json_object_object_get_ex(err, "code", &c) || !json_object_is_type(c, json_type_string))
+                    json_object_object_get_ex(err, "type", &c);
+                json_object_object_get_ex(err, "param", &p);
                 if (r->ingress == INGRESS_ANTHROPIC)
                     buf_puts(&ev, json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN |
                                                                           JSON_C_TO_STRING_NOSLASHESCAPE));
+                else if (r->kind == REQ_RESPONSES || r->kind == REQ_RESPONSE_OP)
+                    errors_body_responses(&ev, c && json_object_is_type(c, json_type_string)
+                                                   ? json_object_get_string(c) : "upstream_error",
+                                          m && json_object_is_type(m, json_type_string) ? json_object_get_string(m)
+                                                                                        : "upstream error",
+                                          p && json_object_is_type(p, json_type_string) ? json_object_get_string(p)
+                                                                                        : NULL);
                 else
                     buf_printf(&ev, "{\"error\":%s}", json_object_to_json_string_ext(err, JSON_C_TO_STRING_PLAIN |
                                                                                        JSON_C_TO_STRING_NOSLASHESCAPE));

@@ -69,12 +69,19 @@ static void error_body(const struct request *r, struct buf *b, const struct erro
         errors_body(b, e, message, param);
 }
 
+/* Does the stream speak the Responses API's events (named, with a type)? */
+static int responses_stream(const struct request *r)
+{
+    return r->kind == REQ_RESPONSES || r->kind == REQ_RESPONSE_OP;
+}
+
 void reply_error_event(struct request *r, const char *body, size_t len)
 {
     struct buf ev;
     buf_init(&ev, 0);
-    /* The Anthropic SDKs raise on a named error event; OpenAI's on a data error object. */
-    buf_puts(&ev, r->ingress == INGRESS_ANTHROPIC ? "event: error\ndata: " : "data: ");
+    /* The Anthropic SDKs raise on a named error event; OpenAI's chat streams carry a
+     * data error object; a Responses stream an `error` event of its own shape. */
+    buf_puts(&ev, r->ingress == INGRESS_ANTHROPIC || responses_stream(r) ? "event: error\ndata: " : "data: ");
     buf_append(&ev, body, len);
     buf_puts(&ev, "\n\n");
     reply_body(r, ev.data, ev.len, 1);
@@ -91,11 +98,17 @@ static void reply_error_full(struct request *r, enum error_code code, const char
     error_body(r, b, e, message, param);
     if (r->headers_sent) {
         /* R-SSE-4: the client already has a 200 stream; end it with an error event. */
+        if (!r->client_gone && responses_stream(r) && r->ingress != INGRESS_ANTHROPIC) {
+            buf_reset(b);
+            errors_body_responses(b, e->code, message ? message : e->meaning, param);
+        }
         if (!r->client_gone)
             reply_error_event(r, b->data, b->len);
         return;
     }
-    const char *extra = arena_printf(r->arena, "%s%s%sContent-Length: %zu\r\n",
+    /* The Anthropic SDKs read the request id of an error from request-id. */
+    const char *rid = r->ingress == INGRESS_ANTHROPIC ? arena_printf(r->arena, "request-id: %s\r\n", r->request_id) : "";
+    const char *extra = arena_printf(r->arena, "%s%s%s%sContent-Length: %zu\r\n", rid,
                                      e->no_retry ? "x-should-retry: false\r\n" : "",
                                      e->retry_after ? arena_printf(r->arena, "Retry-After: %d\r\n",
                                                                    r->conf->retry_after_s) : "",
@@ -164,6 +177,8 @@ void reply_limit(struct request *r, const struct limit_info *li)
     }
     if (li->no_retry)
         buf_puts(&h, "x-should-retry: false\r\n");
+    if (r->ingress == INGRESS_ANTHROPIC)
+        buf_printf(&h, "request-id: %s\r\n", r->request_id);
     buf_printf(&h, "Content-Length: %zu\r\n", b->len);
     const char *extra = arena_strdup(r->arena, h.data);
     buf_free(&h);

@@ -153,6 +153,7 @@ struct request {
 
     /* account */
     struct usage usage;
+    int usage_partial;            /* the stream's usage so far is not its final word (message_start) */
     int64_t content_chunks;
     const char *error_code;
     char finish_reason[32];

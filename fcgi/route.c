@@ -241,12 +241,15 @@ static int choose_routed(struct request *r)
     const struct snap_route *const *cands = r->plan.routes;
     int64_t now = now_ms();
     int pin = r->plan.pinned;
-    /* R-API-8: previous_response_id goes to the replica that made it, when one
-     * of this model's routes reaches it and it is up. */
-    for (int i = 0; pin >= 0 && !excluded(r, pin) && i < nc; i++) {
+    /* R-API-8: previous_response_id goes to the replica that made it when one
+     * of this model's routes reaches it; no other replica holds the response,
+     * so when that one cannot serve (or failed) nothing else is tried. */
+    for (int i = 0; pin >= 0 && i < nc; i++) {
         const struct snap_endpoint *e = &r->snap->endpoints[cands[i]->endpoint];
-        if (pin < e->first_replica || pin >= e->first_replica + e->n_replicas || !replica_usable(r, pin, 0, now))
+        if (pin < e->first_replica || pin >= e->first_replica + e->n_replicas)
             continue;
+        if (excluded(r, pin) || !replica_usable(r, pin, 0, now))
+            return -1;
         hand_out(r, pin, 0);
         r->route = cands[i];
         r->ep = e;
@@ -352,6 +355,27 @@ int route_plan(struct request *r)
     else
         reply_error(r, ERR_NO_BACKENDS_AVAILABLE,
                     arena_printf(r->arena, "No healthy backend is available for model `%s`.", r->model), NULL);
+    return -1;
+}
+
+int route_model_speaks(struct request *r, enum upstream_protocol p)
+{
+    if (strcmp(r->model, "auto") == 0)
+        return 1;                   /* auto's candidates are known only to the plan */
+    const struct snap_route *first;
+    int n = scoped_routes(r, &first), visible = 0;
+    for (int i = 0; i < n; i++) {
+        if (first[i].endpoint < 0 || (r->caller.endpoint >= 0 && first[i].endpoint != r->caller.endpoint))
+            continue;
+        visible = 1;
+        if (r->snap->endpoints[first[i].endpoint].protocol == p)
+            return 1;
+    }
+    if (visible)
+        return 0;
+    reply_error(r, ERR_MODEL_NOT_FOUND,
+                arena_printf(r->arena, "The model `%s` does not exist or you do not have access to it.", r->model),
+                "model");
     return -1;
 }
 

@@ -24,4 +24,9 @@ int route_skip_endpoint(struct request *r);
  * 0, or -1 when the plan is exhausted (nothing is replied). */
 int route_next_model(struct request *r);
 
+/* Does one of the caller's routes of r->model reach an endpoint speaking p?
+ * 1 or 0; -1 after replying 404 when the caller has no route of it at all.
+ * (count_tokens asks before planning: a local count takes no replica.) */
+int route_model_speaks(struct request *r, enum upstream_protocol p);
+
 #endif

@@ -160,12 +160,17 @@ enum pin_result sticky_pin_lookup(struct request *r, const char *id, int64_t *re
     if (!a)
         return PIN_UNKNOWN;
     int64_t now = now_ms();
-    *replica_id = aff_table_lookup(a->entries, r->conf->affinity_max_entries, mine, now, STICKY_TTL_MS);
-    int elsewhere = !*replica_id && aff_table_lookup(a->entries, r->conf->affinity_max_entries, any, now, STICKY_TTL_MS);
+    /* Both entries are read (and so refreshed) together: the owner's tenant
+     * under "resp/any", the replica under "resp/<tenant>". */
+    int64_t owner = aff_table_lookup(a->entries, r->conf->affinity_max_entries, any, now, STICKY_TTL_MS);
+    int64_t rid = aff_table_lookup(a->entries, r->conf->affinity_max_entries, mine, now, STICKY_TTL_MS);
     pthread_mutex_unlock(&a->lock);
     /* Another tenant's id is not found, exactly as an unknown one would be to
      * that tenant, but it must not reach the replica that holds it either. */
-    return *replica_id ? PIN_FOUND : elsewhere ? PIN_OTHER_TENANT : PIN_UNKNOWN;
+    if (owner && owner != r->caller.tenant_id)
+        return PIN_OTHER_TENANT;
+    *replica_id = rid;
+    return rid ? PIN_FOUND : PIN_UNKNOWN;
 }
 
 void sticky_pin_store(struct request *r, const char *id, int64_t replica_id)
@@ -177,7 +182,12 @@ void sticky_pin_store(struct request *r, const char *id, int64_t replica_id)
     if (!a)
         return;
     int64_t now = now_ms();
-    aff_table_store(a->entries, r->conf->affinity_max_entries, mine, replica_id, now, STICKY_TTL_MS);
-    aff_table_store(a->entries, r->conf->affinity_max_entries, any, replica_id, now, STICKY_TTL_MS);
+    int64_t owner = aff_table_lookup(a->entries, r->conf->affinity_max_entries, any, now, STICKY_TTL_MS);
+    /* An id is its first creator's: a second tenant reporting the same id (two
+     * upstreams that number alike) neither takes it over nor reaches it. */
+    if (!owner || owner == r->caller.tenant_id) {
+        aff_table_store(a->entries, r->conf->affinity_max_entries, any, r->caller.tenant_id, now, STICKY_TTL_MS);
+        aff_table_store(a->entries, r->conf->affinity_max_entries, mine, replica_id, now, STICKY_TTL_MS);
+    }
     pthread_mutex_unlock(&a->lock);
 }

@@ -4,10 +4,12 @@
 Starts, through tests/it/lib/harness.py, a real lighttpd + sluice-fcgi pool in front of
 one stand-in upstream, with a tenant, a member key, an endpoint and a route `m`, plus a
 second stand-in in its Anthropic Messages mode behind an endpoint `--protocol anthropic`
-(upstream credential ANT_SECRET) with the route `claude` -> target model `claude-sdk-real`;
-prints one JSON line {"base_url", "key", "fake_port", "ant_fake_port", "ant_secret",
-"gw_dir"} on stdout, then waits until its stdin closes (or 600 s pass) and stops
-everything it started."""
+(upstream credential ANT_SECRET) with the route `claude` -> target model `claude-sdk-real`,
+and for the Responses API (R-API-8) an endpoint ep-resp with two stand-ins round robin behind
+the route `r`; a second tenant globex has a member key. Prints one JSON line {"base_url",
+"key", "limited_key", "other_key", "fake_port", "ant_fake_port", "ant_secret",
+"resp_fake_ports", "db", "gw_dir"} on stdout, then waits until its stdin closes (or 600 s
+pass) and stops everything it started."""
 import json
 import os
 import select
@@ -31,9 +33,11 @@ def main():
         signal.signal(sig, lambda *_: sys.exit(1))
     os.makedirs(OUTDIR, exist_ok=True)
     fake = ant = gw = None
+    resp = []
     try:
         fake = Fake("sdk")
         ant = Fake("sdk-ant")
+        resp = [Fake("sdk-r1"), Fake("sdk-r2")]
         gw = Gateway("sdk")
         key = setup_tenant(gw, "acme", "alice")
         add_endpoint(gw, "ep1", "acme", [fake])
@@ -48,9 +52,15 @@ def main():
             raise RuntimeError("endpoint add ep-ant: %s %s" % (p.stdout, p.stderr))
         gw.ctl("replica", "add", "ep-ant", ant.url)
         gw.ctl("route", "add", "claude", "ep-ant", "--tenant", "acme", "--target-model", "claude-sdk-real")
+        # R-API-8: a response id belongs to the replica that made it; round robin would
+        # send every other follow-up to the replica that does not know it.
+        add_endpoint(gw, "ep-resp", "acme", resp, algorithm="round_robin")
+        gw.ctl("route", "add", "r", "ep-resp", "--tenant", "acme")
+        other = setup_tenant(gw, "globex", "gina")
         gw.start()
         sys.stdout.write(json.dumps({"base_url": "http://127.0.0.1:%d/v1" % gw.port, "key": key,
-                                     "limited_key": limited,
+                                     "limited_key": limited, "other_key": other,
+                                     "resp_fake_ports": [f.port for f in resp], "db": gw.db,
                                      "fake_port": fake.port, "ant_fake_port": ant.port,
                                      "ant_secret": ANT_SECRET, "gw_dir": gw.dir}) + "\n")
         sys.stdout.flush()
@@ -68,6 +78,8 @@ def main():
             fake.stop()
         if ant:
             ant.stop()
+        for f in resp:
+            f.stop()
 
 
 if __name__ == "__main__":

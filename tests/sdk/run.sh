@@ -1,5 +1,5 @@
 #!/bin/bash
-# run.sh: the OpenAI Node SDK suite (R-API-1..4, R-USE-1..2, R-SSE-4 seen through `openai`).
+# run.sh: the OpenAI Node SDK suite (R-API-1..4, R-API-8, R-USE-1..2, R-SSE-4 seen through `openai`).
 # Installs the pinned SDK when node_modules is missing, starts the environment (env.py:
 # lighttpd + sluice-fcgi pool + a stand-in upstream behind route `m` and one speaking Anthropic
 # Messages behind route `claude`), runs `node --test
@@ -53,6 +53,8 @@ export SLUICE_BASE_URL SLUICE_KEY SLUICE_FAKE_PORT SLUICE_LIMITED_KEY SLUICE_ANT
 SLUICE_BASE_URL=$(json_get base_url) SLUICE_KEY=$(json_get key) SLUICE_LIMITED_KEY=$(json_get limited_key) SLUICE_FAKE_PORT=$(json_get fake_port) \
   SLUICE_ANT_FAKE_PORT=$(json_get ant_fake_port) SLUICE_ANT_SECRET=$(json_get ant_secret) \
   || fail "bad environment line: $line"
+# The whole line too, for what has no variable of its own (db, resp_fake_ports, other_key).
+export SLUICE_SDK_ENV=$line
 echo "# environment: $SLUICE_BASE_URL (stand-in port $SLUICE_FAKE_PORT, logs $(json_get gw_dir))"
 
 out=$(mktemp)

@@ -1,6 +1,6 @@
 // sdk.test.mjs: sluice through the official OpenAI Node SDK (package `openai`, major 4).
 //
-// The gateway claims OpenAI compatibility (R-API-1..4, R-USE-1..2, R-SSE-4, R-RT-6,
+// The gateway claims OpenAI compatibility (R-API-1..4, R-API-8, R-USE-1..2, R-SSE-4, R-RT-6,
 // R-AUTH-2, R-AUTH-6); this is what a user's program sees. Each test checks both what the
 // SDK returned and what the stand-in upstream received (GET /_fake/stats).
 // Run by tests/sdk/run.sh, which starts the environment (env.py) and passes:
@@ -8,9 +8,12 @@
 //   SLUICE_FAKE_PORT the stand-in's port           (route `m` -> endpoint ep1 -> that stand-in)
 //   SLUICE_ANT_FAKE_PORT, SLUICE_ANT_SECRET        (route `claude` -> endpoint ep-ant, --protocol
 //                    anthropic, upstream credential SLUICE_ANT_SECRET -> a stand-in speaking Messages)
+//   SLUICE_SDK_ENV   env.py's whole JSON line: also resp_fake_ports (route `r` -> endpoint ep-resp,
+//                    two stand-ins round robin, for the Responses API), other_key (tenant globex), db
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import OpenAI from 'openai';
 
 // The package's exports hide package.json; read the installed one.
@@ -564,4 +567,222 @@ test('R-ANT-1 R-API-2 anthropic 429 -> RateLimitError; a mid-stream error event 
   assert.equal(err.error?.code, 'overloaded_error', describeErr(err));
   assert.equal(got.map((c) => c.choices?.[0]?.delta?.content ?? '').join(''), 'w1 w2 ');
   assert.equal((await antSince(before)).n, 1, 'a stream that had begun was retried');
+});
+
+// ---- the Responses API (R-API-8): route `r` -> endpoint ep-resp, two stand-ins round robin ----
+//
+// The stand-in names its ids resp_<name>_<n> (tests/fake/fake_responses.c), so the id says
+// which replica made a response; each replica knows only its own ids (previous_response_id
+// of another: 404 previous_response_not_found).
+
+const SDK_ENV = JSON.parse(process.env.SLUICE_SDK_ENV || 'null');
+const RESP_PORTS = SDK_ENV?.resp_fake_ports ?? [];
+const RESP_NAMES = ['sdk-r1', 'sdk-r2'];
+
+async function respStats() {
+  assert.equal(RESP_PORTS.length, 2, 'SLUICE_SDK_ENV must name the two Responses stand-ins (use tests/sdk/run.sh)');
+  return Promise.all(RESP_PORTS.map(async (p) => {
+    const r = await fetch(`http://127.0.0.1:${p}/_fake/stats`, { signal: AbortSignal.timeout(5000) });
+    assert.equal(r.status, 200);
+    return r.json();
+  }));
+}
+
+// Requests each replica got since `before`, and their last requests.
+async function respSince(before) {
+  const now = await respStats();
+  return { n: now.map((s, i) => s.requests - before[i].requests), last: now.map((s) => s.last) };
+}
+
+// Which replica (0 or 1) made the response with this id.
+function home(id) {
+  const m = /^resp_(sdk-r[12])_\d+$/.exec(id ?? '');
+  assert.ok(m, `not a stand-in response id: ${id}`);
+  return RESP_NAMES.indexOf(m[1]);
+}
+
+// The rows of usage_events for one request id; the writer batches, so this waits for them.
+async function usageRows(requestId, want = 1) {
+  assert.ok(SDK_ENV?.db, 'SLUICE_SDK_ENV must name the database');
+  const q = 'SELECT path, status, stream, model, prompt_tokens, completion_tokens, cache_read_tokens, reasoning_tokens'
+    + ' FROM usage_events WHERE request_id = ?';
+  const py = 'import json,sqlite3,sys; c=sqlite3.connect(sys.argv[1], timeout=10); c.row_factory=sqlite3.Row;'
+    + ' print(json.dumps([dict(r) for r in c.execute(sys.argv[2], (sys.argv[3],))]))';
+  const deadline = Date.now() + 8000;
+  let rows = [];
+  while (Date.now() < deadline) {
+    rows = JSON.parse(execFileSync('python3', ['-c', py, SDK_ENV.db, q, requestId]).toString());
+    if (rows.length >= want) break;
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  return rows;
+}
+
+// Per-response values of the stand-in: ids and the creation second.
+const normResp = (s) => s.replace(/\b(resp|msg)_sdk-r[12]_\d+/g, '$1_X').replace(/"created_at":\d+/g, '"created_at":0');
+
+test('R-API-8 responses.create non-stream: output_text, usage, the replica\'s bytes relayed', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const params = { model: 'r', instructions: 'be brief', input: 'say three words' };
+  const before = await respStats();
+  const { data: r, response } = await client.responses.create(params).withResponse();
+  assert.equal(r.object, 'response', JSON.stringify(r));
+  assert.equal(r.status, 'completed');
+  assert.equal(r.model, 'r');
+  assert.equal(r.output_text, 'w1 w2 w3', JSON.stringify(r));
+  assert.equal(r.output[0].role, 'assistant');
+  // input_tokens: the stand-in counts the words of instructions and input (2 + 3).
+  assert.deepEqual(r.usage, { input_tokens: 5, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3,
+    output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 8 });
+  assert.equal(response.headers.get('x-routed-model'), 'r');
+  assert.match(response.headers.get('x-request-id') ?? '', /\S/);
+  const at = home(r.id);
+  const up = await respSince(before);
+  assert.deepEqual(up.n, at === 0 ? [1, 0] : [0, 1], `one call, to the replica named in ${r.id}`);
+  assert.equal(up.last[at].method, 'POST');
+  assert.equal(up.last[at].path, '/v1/responses');
+  assert.deepEqual(JSON.parse(up.last[at].body), params);
+  assert.equal(up.last[at].headers.authorization, undefined, 'the caller key went upstream');
+
+  // Byte for byte: the same request straight to a replica answers the same bytes (ids and
+  // the creation second aside).
+  const raw = await client.responses.create(params).asResponse();
+  const got = await raw.text();
+  const want = await (await fetch(`http://127.0.0.1:${RESP_PORTS[0]}/v1/responses`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(params),
+  })).text();
+  assert.equal(normResp(got), normResp(want));
+});
+
+test('R-API-8 responses.create stream: the typed events through response.completed with usage', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const before = await respStats();
+  const events = await collect(await client.responses.create({ model: 'r', input: 'say three words', stream: true }));
+  assert.deepEqual(events.map((e) => e.type), ['response.created', 'response.in_progress', 'response.output_item.added',
+    'response.content_part.added', 'response.output_text.delta', 'response.output_text.delta', 'response.output_text.delta',
+    'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed']);
+  assert.deepEqual(events.map((e) => e.sequence_number), events.map((_, i) => i));
+  assert.equal(events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join(''), 'w1 w2 w3');
+  const done = events.at(-1).response;
+  assert.equal(done.id, events[0].response.id);
+  assert.equal(done.status, 'completed');
+  assert.equal(done.model, 'r');
+  assert.deepEqual(done.usage, { input_tokens: 3, input_tokens_details: { cached_tokens: 0 }, output_tokens: 3,
+    output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 6 });
+  const at = home(done.id);
+  const up = await respSince(before);
+  assert.deepEqual(up.n, at === 0 ? [1, 0] : [0, 1]);
+  assert.deepEqual(JSON.parse(up.last[at].body), { model: 'r', input: 'say three words', stream: true });
+
+  // The SDK's stream helper assembles the same (v4's finalResponse() has no output_text).
+  const s = client.responses.stream({ model: 'r', input: 'say three words' });
+  let streamed = '';
+  s.on('response.output_text.delta', (e) => { streamed += e.delta; });
+  const fin = await s.finalResponse();
+  assert.equal(fin.status, 'completed');
+  assert.deepEqual(fin.output[0].content.map((c) => c.text), ['w1 w2 w3'], JSON.stringify(fin));
+  assert.equal(streamed, 'w1 w2 w3');
+});
+
+test('R-API-8 previous_response_id is pinned to the replica that made the response (6 follow-ups, round robin)', { timeout: TEST_TIMEOUT_MS }, async () => {
+  // Round robin really alternates new conversations over both replicas...
+  const fresh = [];
+  for (let i = 0; i < 4; i++) fresh.push(home((await client.responses.create({ model: 'r', input: `new ${i}` })).id));
+  assert.deepEqual([...new Set(fresh)].sort(), [0, 1], `new conversations all went to one replica: ${fresh}`);
+
+  // ...but every follow-up goes where its previous response lives (elsewhere it would be 404).
+  const before = await respStats();
+  const first = await client.responses.create({ model: 'r', input: 'start' });
+  const at = home(first.id);
+  let prev = first.id;
+  for (let i = 0; i < 6; i++) {
+    const r = await client.responses.create({ model: 'r', input: `turn ${i}`, previous_response_id: prev });
+    assert.equal(home(r.id), at, `follow-up ${i} of ${prev} answered by the other replica: ${r.id}`);
+    assert.equal(r.previous_response_id, prev);
+    assert.equal(r.output_text, `continuing ${prev} w1 w2 w3`, JSON.stringify(r));
+    prev = r.id;
+  }
+  const up = await respSince(before);
+  assert.equal(up.n[at], 7, `the home replica got ${up.n[at]} of 7 calls`);
+  assert.equal(up.n[1 - at], 0, 'a follow-up reached the replica that does not know the id');
+});
+
+test('R-API-8 responses.retrieve / inputItems.list / cancel / del reach the replica that made the response', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const r = await client.responses.create({ model: 'r', input: 'remember me' });
+  const at = home(r.id);
+  const before = await respStats();
+  const got = await client.responses.retrieve(r.id);
+  assert.equal(got.id, r.id);
+  assert.equal(got.status, 'completed');
+  assert.equal(got.output[0].content[0].text, 'w1 w2 w3');
+  let up = await respSince(before);
+  assert.deepEqual([up.last[at].method, up.last[at].path], ['GET', `/v1/responses/${r.id}`]);
+
+  const items = await client.responses.inputItems.list(r.id);
+  assert.equal(items.data.length, 1, JSON.stringify(items.data));
+  assert.equal(items.data[0].role, 'user');
+  assert.deepEqual(items.data[0].content, [{ type: 'input_text', text: 'remember me' }]);
+  up = await respSince(before);
+  assert.deepEqual([up.last[at].method, up.last[at].path], ['GET', `/v1/responses/${r.id}/input_items`]);
+
+  const c = await client.responses.cancel(r.id);
+  assert.equal(c.id, r.id);
+  assert.equal(c.status, 'cancelled', JSON.stringify(c));
+  up = await respSince(before);
+  assert.deepEqual([up.last[at].method, up.last[at].path], ['POST', `/v1/responses/${r.id}/cancel`]);
+
+  await client.responses.del(r.id);
+  up = await respSince(before);
+  assert.deepEqual([up.last[at].method, up.last[at].path], ['DELETE', `/v1/responses/${r.id}`]);
+  assert.equal(up.n[at], 4, `the home replica got ${up.n[at]} of 4 calls`);
+  assert.equal(up.n[1 - at], 0, 'a call reached the replica that does not know the id');
+
+  // Deleted: the home replica says so.
+  const gone = await mustThrow(() => client.responses.retrieve(r.id), 'retrieve after delete');
+  assert.ok(gone instanceof OpenAI.NotFoundError, describeErr(gone));
+  assert.equal((await respSince(before)).n[at], 5);
+});
+
+test('R-API-8 another tenant\'s response id and an unknown one -> 404 response_not_found, nothing upstream; anthropic endpoint -> 400', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const r = await client.responses.create({ model: 'r', input: 'mine' });
+  const other = new OpenAI({ baseURL: BASE_URL, apiKey: SDK_ENV.other_key, maxRetries: 0, timeout: 15000 });
+  const before = await respStats();
+  for (const [what, fn] of [
+    ['retrieve', () => other.responses.retrieve(r.id)],
+    ['inputItems.list', () => other.responses.inputItems.list(r.id)],
+    ['cancel', () => other.responses.cancel(r.id)],
+    ['del', () => other.responses.del(r.id)],
+    ['unknown id', () => client.responses.retrieve('resp_never_made_1')],
+  ]) {
+    const e = await mustThrow(fn, what);
+    assert.ok(e instanceof OpenAI.NotFoundError, `${what}: ${describeErr(e)}`);
+    assert.equal(e.code, 'response_not_found', `${what}: ${describeErr(e)}`);
+  }
+  assert.deepEqual((await respSince(before)).n, [0, 0], 'a refused call reached a replica');
+  // The response is still there for its own tenant.
+  assert.equal((await client.responses.retrieve(r.id)).id, r.id);
+
+  const antBefore = await antStats();
+  const e = await mustThrow(() => client.responses.create({ model: 'claude', input: 'x' }), 'responses to an anthropic endpoint');
+  assert.ok(e instanceof OpenAI.BadRequestError, describeErr(e));
+  assert.equal(e.code, 'unsupported_endpoint_for_upstream_protocol', describeErr(e));
+  assert.equal((await antSince(antBefore)).n, 0);
+});
+
+test('R-API-8 R-USE-1 responses usage rows: prompt, completion, cache read and reasoning tokens, stream or not', { timeout: TEST_TIMEOUT_MS }, async () => {
+  const hdr = { headers: { 'X-Fake-Behavior': 'cache_read_tokens=2 reasoning_tokens=4' } };
+  const { data: r, response } = await client.responses.create({ model: 'r', input: 'count these four words' }, hdr).withResponse();
+  assert.deepEqual(r.usage, { input_tokens: 4, input_tokens_details: { cached_tokens: 2 }, output_tokens: 7,
+    output_tokens_details: { reasoning_tokens: 4 }, total_tokens: 11 });
+  const { data: stream, response: sresp } = await client.responses.create(
+    { model: 'r', input: 'and these three', stream: true }, hdr).withResponse();
+  const events = await collect(stream);
+  assert.equal(events.at(-1).type, 'response.completed');
+
+  const rows = await usageRows(response.headers.get('x-request-id'));
+  assert.equal(rows.length, 1, `no usage row for ${response.headers.get('x-request-id')}`);
+  assert.deepEqual(rows[0], { path: '/v1/responses', status: 200, stream: 0, model: 'r', prompt_tokens: 4,
+    completion_tokens: 7, cache_read_tokens: 2, reasoning_tokens: 4 });
+  const srows = await usageRows(sresp.headers.get('x-request-id'));
+  assert.equal(srows.length, 1, `no usage row for the stream ${sresp.headers.get('x-request-id')}`);
+  assert.deepEqual(srows[0], { path: '/v1/responses', status: 200, stream: 1, model: 'r', prompt_tokens: 3,
+    completion_tokens: 7, cache_read_tokens: 2, reasoning_tokens: 4 });
 });

@@ -1,5 +1,6 @@
 #!/bin/bash
-# run.sh: the /inference page suite (R-ADM-3, R-SEC-7): Debian's chromium, headless, driven
+# run.sh: the /inference page suite (R-ADM-3, R-SEC-7) and CORS from other origins (R-API-7,
+# cors.mjs): Debian's chromium, headless, driven
 # by playwright-core through ui.test.mjs against a real gateway started by env.py.
 # A missing browser or package is a failure, never a skip. Screenshots go to
 # $SLUICE_TEST_OUT/ui/. The last line is "N passed, N failed".

@@ -11,6 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { corsTests } from './cors.mjs';
 
 const ENV = JSON.parse(process.env.SLUICE_UI_ENV || 'null');
 if (!ENV) throw new Error('SLUICE_UI_ENV is not set: run tests/ui/run.sh');
@@ -429,3 +430,6 @@ test('R-ADM-2: log out ends the session', { timeout: T }, async () => {
 test('R-SEC-7: no CSP violation, script error or alert() during the run', () => {
   assert.deepEqual(problems, []);
 });
+
+// R-API-7: CORS, from pages of two other origins (cors.mjs); they run after the tests above.
+corsTests();

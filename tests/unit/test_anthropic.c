@@ -934,7 +934,7 @@ static void test_streams(void)
         const struct stream_case *sc = &stream_cases[i];
         struct anthropic_stream s;
         anthropic_stream_init(&s, "gpt-claude", 1700000000);
-        struct usage u = {0, 0, 0};
+        struct usage u = {0};
         struct collected got = {.n = 0};
         for (int e = 0; e < MAX_EV && sc->ev[e].event; e++) {
             char *data = q(sc->ev[e].data);
@@ -955,7 +955,7 @@ static void test_streams(void)
             else
                 check_json(what, got.data[k], got.len[k], sc->out[k].json);
             /* fcgi/usage.c must read each payload as the relay expects (R-USE-2) */
-            struct usage cu = {0, 0, 0};
+            struct usage cu = {0};
             enum chunk_kind kind = usage_classify_chunk(got.data[k], got.len[k], &cu);
             CHECK(kind == sc->out[k].kind, "%s: kind %d, want %d", what, (int)kind, (int)sc->out[k].kind);
             if (kind == CHUNK_USAGE_ONLY)

@@ -105,8 +105,33 @@ int main(void)
             }
         }
     }
-    /* The hot path: an unparsed chat content chunk, and [DONE]. */
+    /* Which usage is a stream's last word (a stream cut after message_start is
+     * charged at least what was relayed, account.c). */
+    static const struct { enum dialect d; const char *event, *data; int final; } fin[] = {
+        {DIALECT_MESSAGES, "message_start", "{\"type\":\"message_start\",\"message\":{\"usage\":"
+         "{\"input_tokens\":5,\"output_tokens\":1}}}", 0},
+        {DIALECT_MESSAGES, "message_delta", "{\"type\":\"message_delta\",\"delta\":{},\"usage\":"
+         "{\"output_tokens\":9}}", 1},
+        {DIALECT_CHAT, "", "{\"choices\":[],\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}", 1},
+        {DIALECT_CHAT, "", "{\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":1,"
+         "\"completion_tokens\":1}}", 0},                                    /* continuous usage stats */
+        {DIALECT_CHAT, "", "{\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":"
+         "{\"prompt_tokens\":1,\"completion_tokens\":4}}", 1},
+        {DIALECT_RESPONSES, "response.completed", "{\"type\":\"response.completed\",\"response\":{\"usage\":"
+         "{\"input_tokens\":3,\"output_tokens\":4,\"output_tokens_details\":{}}}}", 1},
+    };
+    for (size_t i = 0; i < sizeof fin / sizeof fin[0]; i++) {
+        struct event_facts g;
+        dialect_classify(fin[i].d, 1, fin[i].event, strlen(fin[i].event), fin[i].data, strlen(fin[i].data), &g);
+        CHECK(g.usage.found && g.usage_final == fin[i].final, "final case %zu: found %d final %d", i, g.usage.found,
+              g.usage_final);
+    }
+    /* An error chunk is seen even on the unparsed hot path. */
     struct event_facts f;
+    const char *err = "{\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}";
+    dialect_classify(DIALECT_CHAT, 0, "", 0, err, strlen(err), &f);
+    CHECK(f.kind == CHUNK_ERROR && f.server_error, "hot path error: kind %d", f.kind);
+    /* The hot path: an unparsed chat content chunk, and [DONE]. */
     const char *hot = "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}";
     dialect_classify(DIALECT_CHAT, 0, "", 0, hot, strlen(hot), &f);
     CHECK(f.kind == CHUNK_CONTENT && f.counts == 1 && !f.usage.found, "hot path");
