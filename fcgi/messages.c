@@ -704,6 +704,10 @@ static int emit_messages(struct req *r, struct json_object *msgs)
         if (rc != 0)
             return -1;
     }
+    /* An empty prefill (or one of thinking only) is not sent; with nothing
+     * else there is nothing to ask the upstream. */
+    if (n_out == 0)
+        return fail(r, ERR_INVALID_VALUE, "messages", "messages: nothing to send (only an empty assistant prefill)");
     put(r, "]");
     return 0;
 }

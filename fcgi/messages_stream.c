@@ -178,6 +178,11 @@ static const char *tool_input(struct json_object *fn, struct json_object **owned
     const char *args = member_str(fn, "arguments", &len);
     struct json_object *obj = member(fn, "arguments", json_type_object);
     *owned = NULL;
+    /* json-c writes a string's bytes as they are: arguments that are not UTF-8
+     * would make the Message invalid, so they count as no input. */
+    for (size_t i = 0, k; args && i < len; i += k)
+        if (!(k = (unsigned char)args[i] < 0x80 ? 1 : utf8_sequence((const unsigned char *)args + i, len - i)))
+            return "{}";
     if (args) {
         *owned = parse(args, len);
         obj = *owned;

@@ -76,6 +76,31 @@ static inline int fuzz_is_json_object(const char *s, size_t len)
     return ok;
 }
 
+/* 1 when s[0..len) is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates,
+ * nothing above U+10FFFF). Written here from the RFC, not taken from lib/buf.c, so
+ * it checks what sluice writes independently. */
+static inline int fuzz_utf8(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        unsigned c = p[i];
+        size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        if (!n || len - i < n)
+            return 0;
+        uint32_t cp = n == 1 ? c : c & (0x7F >> n);
+        for (size_t k = 1; k < n; k++) {
+            if ((p[i + k] & 0xC0) != 0x80)
+                return 0;
+            cp = cp << 6 | (p[i + k] & 0x3F);
+        }
+        static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < least[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return 0;
+        i += n;
+    }
+    return 1;
+}
+
 /* A member of o of type t, or NULL. */
 static inline struct json_object *fuzz_member(struct json_object *o, const char *key, enum json_type t)
 {

@@ -138,6 +138,9 @@ static const struct req_case {
      "{" IN "'messages':[" U("[{'type':'document','source':{'type':'text','media_type':'text/plain','data':'x'}}]")
      "]}", 0, NULL, ERR_UNSUPPORTED_PARAMETER, "messages[0].content[0].type"},
     {"user content empty", "{" IN "'messages':[" U("[]") "]}", 0, NULL, ERR_INVALID_VALUE, "messages[0].content"},
+    /* found by fuzz_messages_request: an empty prefill alone left "messages":[] */
+    {"only an empty prefill", "{" IN "'messages':[{'role':'assistant','content':''}]}", 0, NULL, ERR_INVALID_VALUE,
+     "messages"},
     {"user tool_use block", "{" IN "'messages':[" U("[" CALL "]") "]}", 0, NULL, ERR_INVALID_VALUE,
      "messages[0].content[0].type"},
     {"text wrong type, path named",
@@ -593,6 +596,17 @@ static void test_responses(void)
         CHECK_INT(u.reasoning_tokens, resp_cases[i].reasoning, resp_cases[i].name);
         buf_free(&out);
         free(body);
+    }
+    /* found by fuzz_messages_response: arguments that are not UTF-8 never reach the Message */
+    {
+        static const char bad[] = "{\"object\":\"chat.completion\",\"choices\":[{\"message\":{\"tool_calls\":[{"
+                                  "\"id\":\"c\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":\\\"\xff\xfe\\\"}\"}}]}}]}";
+        struct buf o;
+        buf_init(&o, 0);
+        CHECK_INT(messages_response(bad, sizeof bad - 1, "m", &o, NULL, NULL, 0), 0, "bad UTF-8 arguments");
+        CHECK(o.data && strstr(o.data, "\"input\":{}") && !memchr(o.data, 0xff, o.len), "input: %.*s", (int)o.len,
+              o.data ? o.data : "");
+        buf_free(&o);
     }
     /* model NULL reports the body's */
     static const char body[] = "{\"id\":\"chatcmpl-1\",\"model\":\"qwen-7b\",\"choices\":[{\"message\":"
