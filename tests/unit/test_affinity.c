@@ -70,6 +70,41 @@ static void test_turns_and_scope(void)
     json_object_put(q);
 }
 
+/* Messages bodies: a top-level system, metadata.user_id as the user level, and
+ * only cache_control-marked system blocks hashed when any are marked. */
+static void test_messages_bodies(void)
+{
+    static const char *const bodies[] = {
+        /* 0, 1: marked stable block, unmarked billing line that differs */
+        "{\"system\":[{\"type\":\"text\",\"text\":\"billing 1\"},{\"type\":\"text\",\"text\":\"You are X\","
+        "\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+        "{\"system\":[{\"type\":\"text\",\"text\":\"billing 2\"},{\"type\":\"text\",\"text\":\"You are X\","
+        "\"cache_control\":{\"type\":\"ephemeral\"}}],\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+        /* 2, 3: nothing marked: the whole system counts */
+        "{\"system\":[{\"type\":\"text\",\"text\":\"billing 1\"},{\"type\":\"text\",\"text\":\"You are X\"}],"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+        "{\"system\":[{\"type\":\"text\",\"text\":\"billing 2\"},{\"type\":\"text\",\"text\":\"You are X\"}],"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+        /* 4: a string system, and metadata.user_id */
+        "{\"system\":\"You are X\",\"metadata\":{\"user_id\":\"u-1\"},\"messages\":[{\"role\":\"user\","
+        "\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}]}",
+        /* 5: another system */
+        "{\"system\":\"You are Y\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}",
+    };
+    struct aff_keys k[6];
+    for (int i = 0; i < 6; i++) {
+        struct json_object *b = json_tokener_parse(bodies[i]);
+        CHECK(b != NULL, "body %d parses", i);
+        aff_keys_build(&k[i], "3/1", NULL, b, 4096);
+        CHECK(k[i].present[AFF_L1], "body %d has l1", i);
+        json_object_put(b);
+    }
+    CHECK(memcmp(k[0].hash[AFF_L1], k[1].hash[AFF_L1], 32) == 0, "an unmarked billing block does not move it");
+    CHECK(memcmp(k[2].hash[AFF_L1], k[3].hash[AFF_L1], 32) != 0, "unmarked: the whole system counts");
+    CHECK(memcmp(k[4].hash[AFF_L1], k[5].hash[AFF_L1], 32) != 0, "the system is part of l1");
+    CHECK(k[4].present[AFF_USER] && !k[5].present[AFF_USER], "metadata.user_id is the user level");
+}
+
 static void test_overload(void)
 {
     /* R-AFF-3: both margins (ABS >= 4 AND REL >= 1.5). */
@@ -115,6 +150,7 @@ static void test_table(void)
 
 int main(void)
 {
+    test_messages_bodies();
     test_cascade();
     test_turns_and_scope();
     test_overload();

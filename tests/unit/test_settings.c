@@ -118,6 +118,7 @@ static const struct {
     {"auto_routing_weight_quality", "50"},
     {"auto_routing_weight_price", "30"},
     {"auto_routing_weight_latency", "20"},
+    {"cors_allowed_origins", ""},
     {"gpu_temperature_threshold", "85"},
     {"internal_fields", ""},
     {"response_model", "client"},
@@ -240,10 +241,10 @@ static void test_messages(void)
                              sizeof msg) == -1, "%s refused", msg_cases[i].name);
         CHECK_BUF(msg, msg_cases[i].msg, msg_cases[i].name);   /* never the refused text */
     }
-    char names[400];
+    char names[512];
     settings_names(names, sizeof names);
     CHECK_BUF(names, "auto_routing_enabled, auto_routing_strategy, auto_routing_weight_quality,"
-              " auto_routing_weight_price, auto_routing_weight_latency, gpu_temperature_threshold,"
+              " auto_routing_weight_price, auto_routing_weight_latency, cors_allowed_origins, gpu_temperature_threshold,"
               " internal_fields, response_model, usage_retention_days", "names");
     char small[8];
     settings_names(small, sizeof small);
