@@ -9,7 +9,6 @@
 #include "anthropic.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -34,133 +33,38 @@ enum field {
 
 /* One translation: the output, the failure and the fields seen. */
 struct req {
-    struct buf *out;
-    struct anthropic_fail *f;
-    int overflow;                       /* an append hit out->max */
+    struct xlate x;                     /* the output and the failure */
     struct json_object *v[F_COUNT];     /* by enum field; NULL = absent or null */
     struct json_tokener *tok;           /* for tool-call arguments, made on first use */
     const char *role;                   /* role of the open turn, NULL when none */
     int blocks;                         /* content blocks in the open turn */
 };
 
-__attribute__((format(printf, 4, 5))) static int fail(struct req *r, enum error_code code, const char *param,
-                                                      const char *fmt, ...)
-{
-    va_list ap;
-    r->f->code = code;
-    r->f->param = param;
-    va_start(ap, fmt);
-    vsnprintf(r->f->message, sizeof r->f->message, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
-/* A parameter path such as "messages[2].name", kept in f->param_buf, for fail's param. */
-__attribute__((format(printf, 2, 3))) static const char *path(struct req *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->f->param_buf, sizeof r->f->param_buf, fmt, ap);
-    va_end(ap);
-    return r->f->param_buf;
-}
-
-static void put(struct req *r, const char *s)
-{
-    if (buf_puts(r->out, s) != 0)
-        r->overflow = 1;
-}
-
-static void put_json_str(struct req *r, const char *s, size_t n)
-{
-    if (buf_json_str(r->out, s, n) != 0)
-        r->overflow = 1;
-}
-
-/* A json-c string as a JSON string literal. */
-static void put_str(struct req *r, struct json_object *s)
-{
-    put_json_str(r, json_object_get_string(s), (size_t)json_object_get_string_len(s));
-}
-
-/* Any value as compact JSON (parsed numbers keep their original spelling). */
-static void put_value(struct req *r, struct json_object *v)
-{
-    put(r, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-}
-
-/* o[key] when it has type t: 1; absent or null: 0; another type: -1. */
-static int get(struct json_object *o, const char *key, enum json_type t, struct json_object **v)
-{
-    if (!json_object_object_get_ex(o, key, v) || !*v)
-        return 0;
-    return json_object_is_type(*v, t) ? 1 : -1;
-}
-
-static int is_number(struct json_object *v)
-{
-    return json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double);
-}
-
-static int str_is(struct json_object *v, const char *s)
-{
-    return json_object_is_type(v, json_type_string) && strcmp(json_object_get_string(v), s) == 0;
-}
-
 /* ---- top-level fields ---------------------------------------------------- */
 
-typedef int (*field_check)(struct req *r, const char *name, struct json_object *v);
+static int check_any(struct xlate *x, const char *name, struct json_object *v) { return 0; }
 
-static int check_any(struct req *r, const char *name, struct json_object *v) { return 0; }
-
-static int check_type(struct req *r, const char *name, struct json_object *v, enum json_type t, const char *what)
+static int check_number(struct xlate *x, const char *name, struct json_object *v)
 {
-    if (json_object_is_type(v, t))
+    if (xlate_is_number(v))
         return 0;
-    return fail(r, ERR_INVALID_TYPE, name, "%s must be %s", name, what);
-}
-
-static int check_array(struct req *r, const char *name, struct json_object *v)
-{
-    return check_type(r, name, v, json_type_array, "an array");
-}
-
-static int check_int(struct req *r, const char *name, struct json_object *v)
-{
-    return check_type(r, name, v, json_type_int, "an integer");
-}
-
-static int check_bool(struct req *r, const char *name, struct json_object *v)
-{
-    return check_type(r, name, v, json_type_boolean, "a boolean");
-}
-
-static int check_string(struct req *r, const char *name, struct json_object *v)
-{
-    return check_type(r, name, v, json_type_string, "a string");
-}
-
-static int check_number(struct req *r, const char *name, struct json_object *v)
-{
-    if (is_number(v))
-        return 0;
-    return fail(r, ERR_INVALID_TYPE, name, "%s must be a number", name);
+    return xlate_fail(x, ERR_INVALID_TYPE, name, "%s must be a number", name);
 }
 
 /* R-ANT-3: Messages takes 0..1; an OpenAI 1.5 is refused, never clamped or scaled. */
-static int check_temperature(struct req *r, const char *name, struct json_object *v)
+static int check_temperature(struct xlate *x, const char *name, struct json_object *v)
 {
-    if (check_number(r, name, v) != 0)
+    if (check_number(x, name, v) != 0)
         return -1;
     double t = json_object_get_double(v);
     if (t >= 0.0 && t <= 1.0)
         return 0;
-    return fail(r, ERR_UNSUPPORTED_PARAMETER, name,
-                "temperature %s is outside 0..1, the range of this endpoint's upstream (Anthropic)",
-                json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+    return xlate_fail(x, ERR_UNSUPPORTED_PARAMETER, name,
+                      "temperature %s is outside 0..1, the range of this endpoint's upstream (Anthropic)",
+                      json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
 }
 
-static int check_stop(struct req *r, const char *name, struct json_object *v)
+static int check_stop(struct xlate *x, const char *name, struct json_object *v)
 {
     if (json_object_is_type(v, json_type_string))
         return 0;
@@ -168,60 +72,60 @@ static int check_stop(struct req *r, const char *name, struct json_object *v)
         size_t n = json_object_array_length(v);
         for (size_t i = 0; i < n; i++)
             if (!json_object_is_type(json_object_array_get_idx(v, i), json_type_string))
-                return fail(r, ERR_INVALID_TYPE, name, "stop[%zu] must be a string", i);
+                return xlate_fail(x, ERR_INVALID_TYPE, name, "stop[%zu] must be a string", i);
         return 0;
     }
-    return fail(r, ERR_INVALID_TYPE, name, "stop must be a string or an array of strings");
+    return xlate_fail(x, ERR_INVALID_TYPE, name, "stop must be a string or an array of strings");
 }
 
-static int check_tool_choice(struct req *r, const char *name, struct json_object *v)
+static int check_tool_choice(struct xlate *x, const char *name, struct json_object *v)
 {
     if (json_object_is_type(v, json_type_string) || json_object_is_type(v, json_type_object))
         return 0;
-    return fail(r, ERR_INVALID_TYPE, name, "tool_choice must be a string or an object");
+    return xlate_fail(x, ERR_INVALID_TYPE, name, "tool_choice must be a string or an object");
 }
 
-static int refuse(struct req *r, const char *name)
+static int refuse(struct xlate *x, const char *name)
 {
-    return fail(r, ERR_UNSUPPORTED_PARAMETER, name,
-                "%s cannot be mapped to this endpoint's upstream protocol (Anthropic Messages)", name);
+    return xlate_fail(x, ERR_UNSUPPORTED_PARAMETER, name,
+                      "%s cannot be mapped to this endpoint's upstream protocol (Anthropic Messages)", name);
 }
 
 /* Refused fields pass only with the value that asks for nothing (the OpenAI default). */
-static int refuse_always(struct req *r, const char *name, struct json_object *v) { return refuse(r, name); }
+static int refuse_always(struct xlate *x, const char *name, struct json_object *v) { return refuse(x, name); }
 
-static int refuse_unless_one(struct req *r, const char *name, struct json_object *v)
+static int refuse_unless_one(struct xlate *x, const char *name, struct json_object *v)
 {
-    return json_object_is_type(v, json_type_int) && json_object_get_int64(v) == 1 ? 0 : refuse(r, name);
+    return json_object_is_type(v, json_type_int) && json_object_get_int64(v) == 1 ? 0 : refuse(x, name);
 }
 
-static int refuse_unless_zero(struct req *r, const char *name, struct json_object *v)
+static int refuse_unless_zero(struct xlate *x, const char *name, struct json_object *v)
 {
-    return is_number(v) && json_object_get_double(v) == 0.0 ? 0 : refuse(r, name);
+    return xlate_is_number(v) && json_object_get_double(v) == 0.0 ? 0 : refuse(x, name);
 }
 
-static int refuse_unless_false(struct req *r, const char *name, struct json_object *v)
+static int refuse_unless_false(struct xlate *x, const char *name, struct json_object *v)
 {
-    return json_object_is_type(v, json_type_boolean) && !json_object_get_boolean(v) ? 0 : refuse(r, name);
+    return json_object_is_type(v, json_type_boolean) && !json_object_get_boolean(v) ? 0 : refuse(x, name);
 }
 
-static int refuse_unless_empty(struct req *r, const char *name, struct json_object *v)
+static int refuse_unless_empty(struct xlate *x, const char *name, struct json_object *v)
 {
-    return json_object_is_type(v, json_type_object) && json_object_object_length(v) == 0 ? 0 : refuse(r, name);
+    return json_object_is_type(v, json_type_object) && json_object_object_length(v) == 0 ? 0 : refuse(x, name);
 }
 
-static int refuse_unless_text(struct req *r, const char *name, struct json_object *v)
+static int refuse_unless_text(struct xlate *x, const char *name, struct json_object *v)
 {
     struct json_object *t;
     return json_object_is_type(v, json_type_object) && json_object_object_length(v) == 1 &&
-                   get(v, "type", json_type_string, &t) == 1 && str_is(t, "text")
+                   xlate_get(v, "type", json_type_string, &t) == 1 && xlate_str_is(t, "text")
                ? 0
-               : refuse(r, name);
+               : refuse(x, name);
 }
 
-static int refuse_unless_default_tier(struct req *r, const char *name, struct json_object *v)
+static int refuse_unless_default_tier(struct xlate *x, const char *name, struct json_object *v)
 {
-    return str_is(v, "auto") || str_is(v, "default") ? 0 : refuse(r, name);
+    return xlate_str_is(v, "auto") || xlate_str_is(v, "default") ? 0 : refuse(x, name);
 }
 
 /* Every top-level chat.completions field this translation knows, one row each.
@@ -236,25 +140,21 @@ static int refuse_unless_default_tier(struct req *r, const char *name, struct js
  * they carry their do-nothing value: n 1, logprobs false, top_logprobs 0,
  * frequency_penalty / presence_penalty 0, logit_bias {}, response_format
  * {"type":"text"}, store false, service_tier "auto" / "default". */
-static const struct field_row {
-    const char *name;
-    enum field slot;
-    field_check check;
-} field_table[] = {
+static const struct xlate_field field_table[] = {
     {"model", F_NONE, check_any},
-    {"messages", F_MESSAGES, check_array},
-    {"max_tokens", F_MAX_TOKENS, check_int},
-    {"max_completion_tokens", F_MAX_COMPLETION_TOKENS, check_int},   /* wins over max_tokens */
+    {"messages", F_MESSAGES, xlate_check_array},
+    {"max_tokens", F_MAX_TOKENS, xlate_check_int},
+    {"max_completion_tokens", F_MAX_COMPLETION_TOKENS, xlate_check_int},    /* wins over max_tokens */
     {"temperature", F_TEMPERATURE, check_temperature},
     {"top_p", F_TOP_P, check_number},
-    {"top_k", F_TOP_K, check_int},                      /* vLLM-style extension, native in Messages */
+    {"top_k", F_TOP_K, xlate_check_int},                /* vLLM-style extension, native in Messages */
     {"stop", F_STOP, check_stop},                       /* -> stop_sequences */
-    {"user", F_USER, check_string},                     /* -> metadata.user_id */
-    {"safety_identifier", F_SAFETY_IDENTIFIER, check_string}, /* -> metadata.user_id unless user is set */
-    {"tools", F_TOOLS, check_array},
+    {"user", F_USER, xlate_check_string},               /* -> metadata.user_id */
+    {"safety_identifier", F_SAFETY_IDENTIFIER, xlate_check_string}, /* -> metadata.user_id unless user is set */
+    {"tools", F_TOOLS, xlate_check_array},
     {"tool_choice", F_TOOL_CHOICE, check_tool_choice},
-    {"parallel_tool_calls", F_PARALLEL_TOOL_CALLS, check_bool}, /* false -> disable_parallel_tool_use */
-    {"stream", F_NONE, check_bool},
+    {"parallel_tool_calls", F_PARALLEL_TOOL_CALLS, xlate_check_bool}, /* false -> disable_parallel_tool_use */
+    {"stream", F_NONE, xlate_check_bool},
     {"stream_options", F_NONE, check_any},
     {"metadata", F_NONE, check_any},
     {"prompt_cache_key", F_NONE, check_any},
@@ -270,29 +170,14 @@ static const struct field_row {
     {"seed", F_NONE, refuse_always},
 };
 
-static const struct field_row *field_find(const char *name)
-{
-    for (size_t i = 0; i < sizeof field_table / sizeof field_table[0]; i++)
-        if (strcmp(field_table[i].name, name) == 0)
-            return &field_table[i];
-    return NULL;
-}
-
 static int read_fields(struct req *r, struct json_object *chat)
 {
-    json_object_object_foreach(chat, key, val) {
-        const struct field_row *row = field_find(key);
-        if (!row)   /* param is the key itself: it lives as long as chat */
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, key,
-                        "%.180s cannot be mapped to this endpoint's upstream protocol (Anthropic Messages)", key);
-        if (!val)
-            continue;               /* null means absent */
-        if (row->check(r, row->name, val) != 0)
-            return -1;
-        if (row->slot != F_NONE)
-            r->v[row->slot] = val;
-    }
-    return 0;
+    const char *key;
+    int rc = xlate_read_fields(&r->x, chat, field_table, sizeof field_table / sizeof field_table[0], r->v, &key);
+    if (rc > 0)     /* param is the key itself: it lives as long as chat */
+        return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, key,
+                          "%.180s cannot be mapped to this endpoint's upstream protocol (Anthropic Messages)", key);
+    return rc;
 }
 
 /* ---- messages ------------------------------------------------------------ */
@@ -302,13 +187,13 @@ static int read_fields(struct req *r, struct json_object *chat)
 static void block_open(struct req *r, const char *role)
 {
     if (r->role == role) {
-        put(r, ",");
+        xlate_put(&r->x, ",");
     } else {
         if (r->role)
-            put(r, "]},");
-        put(r, "{\"role\":\"");
-        put(r, role);
-        put(r, "\",\"content\":[");
+            xlate_put(&r->x, "]},");
+        xlate_put(&r->x, "{\"role\":\"");
+        xlate_put(&r->x, role);
+        xlate_put(&r->x, "\",\"content\":[");
         r->role = role;
     }
     r->blocks++;
@@ -319,19 +204,19 @@ static void block_open(struct req *r, const char *role)
 static void put_cache_control(struct req *r, struct json_object *o)
 {
     struct json_object *cc;
-    if (o && get(o, "cache_control", json_type_object, &cc) == 1) {
-        put(r, ",\"cache_control\":");
-        put_value(r, cc);
+    if (o && xlate_get(o, "cache_control", json_type_object, &cc) == 1) {
+        xlate_put(&r->x, ",\"cache_control\":");
+        xlate_put_value(&r->x, cc);
     }
 }
 
 static void text_block(struct req *r, const char *role, struct json_object *text, struct json_object *part)
 {
     block_open(r, role);
-    put(r, "{\"type\":\"text\",\"text\":");
-    put_str(r, text);
+    xlate_put(&r->x, "{\"type\":\"text\",\"text\":");
+    xlate_put_str(&r->x, text);
     put_cache_control(r, part);
-    put(r, "}");
+    xlate_put(&r->x, "}");
 }
 
 static const char ROLE_USER[] = "user", ROLE_ASSISTANT[] = "assistant";
@@ -340,8 +225,9 @@ static const char ROLE_USER[] = "user", ROLE_ASSISTANT[] = "assistant";
 static int image_block(struct req *r, size_t i, struct json_object *part)
 {
     struct json_object *iu, *url;
-    if (get(part, "image_url", json_type_object, &iu) != 1 || get(iu, "url", json_type_string, &url) != 1)
-        return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu]: image_url must be an object with a url", i);
+    if (xlate_get(part, "image_url", json_type_object, &iu) != 1 || xlate_get(iu, "url", json_type_string, &url) != 1)
+        return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages", "messages[%zu]: image_url must be an object with a url",
+                          i);
     const char *u = json_object_get_string(url);
     size_t n = (size_t)json_object_get_string_len(url);
     if (n > 5 && strncasecmp(u, "data:", 5) == 0) {
@@ -349,29 +235,29 @@ static int image_block(struct req *r, size_t i, struct json_object *part)
         const char *semi = comma ? memchr(u + 5, ';', (size_t)(comma - (u + 5))) : NULL;
         if (!semi || semi == u + 5 || (size_t)(comma - semi) != 7 || strncasecmp(semi, ";base64", 7) != 0 ||
             strncasecmp(u + 5, "image/", 6) != 0)
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, "messages",
-                        "messages[%zu]: only base64 image data URLs (data:image/...;base64,...) can be sent", i);
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "messages",
+                              "messages[%zu]: only base64 image data URLs (data:image/...;base64,...) can be sent", i);
         block_open(r, ROLE_USER);
-        put(r, "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":");
-        put_json_str(r, u + 5, (size_t)(semi - (u + 5)));
-        put(r, ",\"data\":");
-        put_json_str(r, comma + 1, n - (size_t)(comma + 1 - u));
-        put(r, "}");
+        xlate_put(&r->x, "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":");
+        xlate_put_json_str(&r->x, u + 5, (size_t)(semi - (u + 5)));
+        xlate_put(&r->x, ",\"data\":");
+        xlate_put_json_str(&r->x, comma + 1, n - (size_t)(comma + 1 - u));
+        xlate_put(&r->x, "}");
         put_cache_control(r, part);
-        put(r, "}");
+        xlate_put(&r->x, "}");
         return 0;
     }
     if (n > 8 && strncasecmp(u, "https://", 8) == 0) {
         block_open(r, ROLE_USER);
-        put(r, "{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":");
-        put_str(r, url);
-        put(r, "}");
+        xlate_put(&r->x, "{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":");
+        xlate_put_str(&r->x, url);
+        xlate_put(&r->x, "}");
         put_cache_control(r, part);
-        put(r, "}");
+        xlate_put(&r->x, "}");
         return 0;
     }
-    return fail(r, ERR_UNSUPPORTED_PARAMETER, "messages",
-                "messages[%zu]: image URLs must be https:// or base64 data URLs", i);
+    return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "messages",
+                      "messages[%zu]: image URLs must be https:// or base64 data URLs", i);
 }
 
 /* String content or an array of parts (text; image_url for users) -> blocks.
@@ -384,26 +270,26 @@ static int content_blocks(struct req *r, size_t i, const char *role, struct json
         return 0;
     }
     if (!json_object_is_type(content, json_type_array))
-        return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].content must be a string or an array", i);
+        return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages", "messages[%zu].content must be a string or an array", i);
     size_t n = json_object_array_length(content);
     for (size_t k = 0; k < n; k++) {
         struct json_object *part = json_object_array_get_idx(content, k), *type, *text;
-        if (!json_object_is_type(part, json_type_object) || get(part, "type", json_type_string, &type) != 1)
-            return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].content[%zu] must be an object with a type",
-                        i, k);
-        if (str_is(type, "text")) {
-            if (get(part, "text", json_type_string, &text) != 1)
-                return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].content[%zu].text must be a string", i,
-                            k);
+        if (!json_object_is_type(part, json_type_object) || xlate_get(part, "type", json_type_string, &type) != 1)
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages",
+                              "messages[%zu].content[%zu] must be an object with a type", i, k);
+        if (xlate_str_is(type, "text")) {
+            if (xlate_get(part, "text", json_type_string, &text) != 1)
+                return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages",
+                                  "messages[%zu].content[%zu].text must be a string", i, k);
             if (!(skip_empty && json_object_get_string_len(text) == 0))
                 text_block(r, role, text, part);
-        } else if (str_is(type, "image_url") && role == ROLE_USER) {
+        } else if (xlate_str_is(type, "image_url") && role == ROLE_USER) {
             if (image_block(r, i, part) != 0)
                 return -1;
         } else {
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, "messages",
-                        "messages[%zu].content[%zu]: %.40s parts cannot be sent to this endpoint's upstream", i, k,
-                        json_object_get_string(type));
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "messages",
+                              "messages[%zu].content[%zu]: %.40s parts cannot be sent to this endpoint's upstream", i,
+                              k, json_object_get_string(type));
         }
     }
     return 0;
@@ -441,29 +327,30 @@ static int tool_use_blocks(struct req *r, size_t i, struct json_object *calls)
     size_t n = json_object_array_length(calls);
     for (size_t k = 0; k < n; k++) {
         struct json_object *call = json_object_array_get_idx(calls, k), *id, *type, *fn, *name, *args;
-        if (!json_object_is_type(call, json_type_object) || get(call, "id", json_type_string, &id) != 1 ||
-            get(call, "function", json_type_object, &fn) != 1 || get(fn, "name", json_type_string, &name) != 1)
-            return fail(r, ERR_INVALID_TYPE, "messages",
-                        "messages[%zu].tool_calls[%zu] must have a string id and a function with a name", i, k);
-        if (get(call, "type", json_type_string, &type) == 1 && !str_is(type, "function"))
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, "messages",
-                        "messages[%zu].tool_calls[%zu]: only function tool calls can be sent", i, k);
-        int has_args = get(fn, "arguments", json_type_string, &args);
+        if (!json_object_is_type(call, json_type_object) || xlate_get(call, "id", json_type_string, &id) != 1 ||
+            xlate_get(call, "function", json_type_object, &fn) != 1 ||
+            xlate_get(fn, "name", json_type_string, &name) != 1)
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages",
+                              "messages[%zu].tool_calls[%zu] must have a string id and a function with a name", i, k);
+        if (xlate_get(call, "type", json_type_string, &type) == 1 && !xlate_str_is(type, "function"))
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "messages",
+                              "messages[%zu].tool_calls[%zu]: only function tool calls can be sent", i, k);
+        int has_args = xlate_get(fn, "arguments", json_type_string, &args);
         if (has_args < 0)
-            return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].tool_calls[%zu].function.arguments must be a string",
-                        i, k);
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages",
+                              "messages[%zu].tool_calls[%zu].function.arguments must be a string", i, k);
         struct json_object *input = has_args ? parse_arguments(r, args) : json_object_new_object();
         if (!input)
-            return fail(r, ERR_INVALID_TYPE, "messages",
-                        "messages[%zu].tool_calls[%zu].function.arguments is not a JSON object", i, k);
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages",
+                              "messages[%zu].tool_calls[%zu].function.arguments is not a JSON object", i, k);
         block_open(r, ROLE_ASSISTANT);
-        put(r, "{\"type\":\"tool_use\",\"id\":");
-        put_str(r, id);
-        put(r, ",\"name\":");
-        put_str(r, name);
-        put(r, ",\"input\":");
-        put_value(r, input);
-        put(r, "}");
+        xlate_put(&r->x, "{\"type\":\"tool_use\",\"id\":");
+        xlate_put_str(&r->x, id);
+        xlate_put(&r->x, ",\"name\":");
+        xlate_put_str(&r->x, name);
+        xlate_put(&r->x, ",\"input\":");
+        xlate_put_value(&r->x, input);
+        xlate_put(&r->x, "}");
         json_object_put(input);
     }
     return 0;
@@ -473,45 +360,46 @@ static int tool_use_blocks(struct req *r, size_t i, struct json_object *calls)
 static int tool_result_block(struct req *r, size_t i, struct json_object *m)
 {
     struct json_object *id, *content;
-    if (get(m, "tool_call_id", json_type_string, &id) != 1)
-        return fail(r, ERR_MISSING_FIELD, "messages", "messages[%zu]: a tool message needs a string tool_call_id", i);
+    if (xlate_get(m, "tool_call_id", json_type_string, &id) != 1)
+        return xlate_fail(&r->x, ERR_MISSING_FIELD, "messages",
+                          "messages[%zu]: a tool message needs a string tool_call_id", i);
     if (!json_object_object_get_ex(m, "content", &content) ||
         !(json_object_is_type(content, json_type_string) || json_object_is_type(content, json_type_array)))
-        return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].content must be a string or an array", i);
+        return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages", "messages[%zu].content must be a string or an array", i);
     /* Text parts are checked before the block opens, so the output stays whole on failure. */
     size_t n = json_object_is_type(content, json_type_array) ? json_object_array_length(content) : 0;
     for (size_t k = 0; k < n; k++) {
         struct json_object *part = json_object_array_get_idx(content, k), *type, *text;
-        if (!json_object_is_type(part, json_type_object) || get(part, "type", json_type_string, &type) != 1 ||
-            !str_is(type, "text") || get(part, "text", json_type_string, &text) != 1)
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, "messages",
-                        "messages[%zu].content[%zu]: tool results carry text parts only", i, k);
+        if (!json_object_is_type(part, json_type_object) || xlate_get(part, "type", json_type_string, &type) != 1 ||
+            !xlate_str_is(type, "text") || xlate_get(part, "text", json_type_string, &text) != 1)
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "messages",
+                              "messages[%zu].content[%zu]: tool results carry text parts only", i, k);
     }
     block_open(r, ROLE_USER);
-    put(r, "{\"type\":\"tool_result\",\"tool_use_id\":");
-    put_str(r, id);
-    put(r, ",\"content\":");
+    xlate_put(&r->x, "{\"type\":\"tool_result\",\"tool_use_id\":");
+    xlate_put_str(&r->x, id);
+    xlate_put(&r->x, ",\"content\":");
     if (json_object_is_type(content, json_type_string)) {
-        put_str(r, content);
+        xlate_put_str(&r->x, content);
     } else {
-        put(r, "[");
+        xlate_put(&r->x, "[");
         for (size_t k = 0; k < n; k++) {
             struct json_object *part = json_object_array_get_idx(content, k), *text;
             json_object_object_get_ex(part, "text", &text);
-            put(r, k ? ",{\"type\":\"text\",\"text\":" : "{\"type\":\"text\",\"text\":");
-            put_str(r, text);
+            xlate_put(&r->x, k ? ",{\"type\":\"text\",\"text\":" : "{\"type\":\"text\",\"text\":");
+            xlate_put_str(&r->x, text);
             put_cache_control(r, part);
-            put(r, "}");
+            xlate_put(&r->x, "}");
         }
-        put(r, "]");
+        xlate_put(&r->x, "]");
     }
-    put(r, "}");
+    xlate_put(&r->x, "}");
     return 0;
 }
 
 static int is_system(struct json_object *role)
 {
-    return str_is(role, "system") || str_is(role, "developer");
+    return xlate_str_is(role, "system") || xlate_str_is(role, "developer");
 }
 
 /* System and developer messages -> the top-level "system" array of text blocks,
@@ -521,32 +409,33 @@ static int emit_system(struct req *r, struct json_object *msgs)
     size_t n = json_object_array_length(msgs), blocks = 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *m = json_object_array_get_idx(msgs, i), *role, *content;
-        if (!json_object_is_type(m, json_type_object) || get(m, "role", json_type_string, &role) != 1 ||
+        if (!json_object_is_type(m, json_type_object) || xlate_get(m, "role", json_type_string, &role) != 1 ||
             !is_system(role))
             continue;
         if (!json_object_object_get_ex(m, "content", &content) ||
             !(json_object_is_type(content, json_type_string) || json_object_is_type(content, json_type_array)))
-            return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].content must be a string or an array", i);
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages", "messages[%zu].content must be a string or an array",
+                              i);
         int one = json_object_is_type(content, json_type_string);
         size_t parts = one ? 1 : json_object_array_length(content);
         for (size_t k = 0; k < parts; k++) {
             struct json_object *part = one ? NULL : json_object_array_get_idx(content, k), *text = content, *type;
             if (!one && (!json_object_is_type(part, json_type_object) ||
-                         get(part, "type", json_type_string, &type) != 1 || !str_is(type, "text") ||
-                         get(part, "text", json_type_string, &text) != 1))
-                return fail(r, ERR_UNSUPPORTED_PARAMETER, "messages",
-                            "messages[%zu].content[%zu]: system messages carry text parts only", i, k);
+                         xlate_get(part, "type", json_type_string, &type) != 1 || !xlate_str_is(type, "text") ||
+                         xlate_get(part, "text", json_type_string, &text) != 1))
+                return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "messages",
+                                  "messages[%zu].content[%zu]: system messages carry text parts only", i, k);
             if (json_object_get_string_len(text) == 0)
                 continue;
-            put(r, blocks++ ? "," : ",\"system\":[");
-            put(r, "{\"type\":\"text\",\"text\":");
-            put_str(r, text);
+            xlate_put(&r->x, blocks++ ? "," : ",\"system\":[");
+            xlate_put(&r->x, "{\"type\":\"text\",\"text\":");
+            xlate_put_str(&r->x, text);
             put_cache_control(r, part);
-            put(r, "}");
+            xlate_put(&r->x, "}");
         }
     }
     if (blocks)
-        put(r, "]");
+        xlate_put(&r->x, "]");
     return 0;
 }
 
@@ -631,7 +520,8 @@ static int check_keys(struct req *r, struct json_object *o, const struct key_row
                 break;
             case K_CACHE:
                 if (v && !json_object_is_type(v, json_type_object))
-                    return fail(r, ERR_INVALID_TYPE, path(r, "%s.%s", at, key), "%s.%s must be an object", at, key);
+                    return xlate_fail(&r->x, ERR_INVALID_TYPE, xlate_path(&r->x, "%s.%s", at, key),
+                                      "%s.%s must be an object", at, key);
                 ok = 1;
                 break;
             case K_NULL:
@@ -644,7 +534,7 @@ static int check_keys(struct req *r, struct json_object *o, const struct key_row
                       "only false passes";
                 break;
             case K_AUTO:
-                ok = !v || str_is(v, "auto");
+                ok = !v || xlate_str_is(v, "auto");
                 why = "cannot be mapped to this endpoint's upstream protocol (Anthropic Messages); only \"auto\" "
                       "passes";
                 break;
@@ -656,7 +546,8 @@ static int check_keys(struct req *r, struct json_object *o, const struct key_row
             }
         }
         if (!ok)
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, path(r, "%s.%s", at, key), "%.90s.%.60s %s", at, key, why);
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, xlate_path(&r->x, "%s.%s", at, key), "%.90s.%.60s %s",
+                              at, key, why);
     }
     return 0;
 }
@@ -668,17 +559,18 @@ static int check_parts(struct req *r, size_t i, struct json_object *content)
     size_t n = json_object_array_length(content);
     for (size_t k = 0; k < n; k++) {
         struct json_object *part = json_object_array_get_idx(content, k), *type, *iu;
-        if (!json_object_is_type(part, json_type_object) || get(part, "type", json_type_string, &type) != 1)
+        if (!json_object_is_type(part, json_type_object) || xlate_get(part, "type", json_type_string, &type) != 1)
             continue;                   /* refused where it is translated */
         snprintf(at, sizeof at, "messages[%zu].content[%zu]", i, k);
-        if (str_is(type, "text")) {
+        if (xlate_str_is(type, "text")) {
             if (check_keys(r, part, KEYS(part_text_keys), at) != 0)
                 return -1;
-        } else if (str_is(type, "image_url")) {
+        } else if (xlate_str_is(type, "image_url")) {
             if (check_keys(r, part, KEYS(part_image_keys), at) != 0)
                 return -1;
             snprintf(at, sizeof at, "messages[%zu].content[%zu].image_url", i, k);
-            if (get(part, "image_url", json_type_object, &iu) == 1 && check_keys(r, iu, KEYS(image_url_keys), at) != 0)
+            if (xlate_get(part, "image_url", json_type_object, &iu) == 1 &&
+                check_keys(r, iu, KEYS(image_url_keys), at) != 0)
                 return -1;
         }
     }
@@ -698,7 +590,8 @@ static int check_calls(struct req *r, size_t i, struct json_object *calls)
         if (check_keys(r, call, KEYS(tool_call_keys), at) != 0)
             return -1;
         snprintf(at, sizeof at, "messages[%zu].tool_calls[%zu].function", i, k);
-        if (get(call, "function", json_type_object, &fn) == 1 && check_keys(r, fn, KEYS(tool_call_fn_keys), at) != 0)
+        if (xlate_get(call, "function", json_type_object, &fn) == 1 &&
+            check_keys(r, fn, KEYS(tool_call_fn_keys), at) != 0)
             return -1;
     }
     return 0;
@@ -714,28 +607,28 @@ static int check_messages(struct req *r, struct json_object *msgs)
     for (size_t i = 0; i < n; i++) {
         struct json_object *m = json_object_array_get_idx(msgs, i), *role, *content, *calls;
         if (!json_object_is_type(m, json_type_object))
-            return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu] must be an object", i);
-        if (get(m, "role", json_type_string, &role) != 1)
-            return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].role must be a string", i);
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages", "messages[%zu] must be an object", i);
+        if (xlate_get(m, "role", json_type_string, &role) != 1)
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages", "messages[%zu].role must be a string", i);
         const struct key_row *rows;
         size_t n_rows;
         int assistant = 0;
         if (is_system(role)) {
             if (turns)
-                return fail(r, ERR_UNSUPPORTED_PARAMETER, path(r, "messages[%zu].role", i),
-                            "messages[%zu]: a %s message after the conversation started cannot be sent to this "
-                            "endpoint's upstream (Anthropic Messages has one system prompt, ahead of all turns)",
-                            i, json_object_get_string(role));
+                return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, xlate_path(&r->x, "messages[%zu].role", i),
+                                  "messages[%zu]: a %s message after the conversation started cannot be sent to this "
+                                  "endpoint's upstream (Anthropic Messages has one system prompt, ahead of all turns)",
+                                  i, json_object_get_string(role));
             rows = msg_plain_keys;
             n_rows = sizeof msg_plain_keys / sizeof msg_plain_keys[0];
-        } else if (str_is(role, "user")) {
+        } else if (xlate_str_is(role, "user")) {
             rows = msg_plain_keys;
             n_rows = sizeof msg_plain_keys / sizeof msg_plain_keys[0];
-        } else if (str_is(role, "assistant")) {
+        } else if (xlate_str_is(role, "assistant")) {
             rows = msg_assistant_keys;
             n_rows = sizeof msg_assistant_keys / sizeof msg_assistant_keys[0];
             assistant = 1;
-        } else if (str_is(role, "tool")) {
+        } else if (xlate_str_is(role, "tool")) {
             rows = msg_tool_keys;
             n_rows = sizeof msg_tool_keys / sizeof msg_tool_keys[0];
         } else {
@@ -746,9 +639,9 @@ static int check_messages(struct req *r, struct json_object *msgs)
         snprintf(at, sizeof at, "messages[%zu]", i);
         if (check_keys(r, m, rows, n_rows, at) != 0)
             return -1;
-        if (get(m, "content", json_type_array, &content) == 1 && check_parts(r, i, content) != 0)
+        if (xlate_get(m, "content", json_type_array, &content) == 1 && check_parts(r, i, content) != 0)
             return -1;
-        if (assistant && get(m, "tool_calls", json_type_array, &calls) == 1 && check_calls(r, i, calls) != 0)
+        if (assistant && xlate_get(m, "tool_calls", json_type_array, &calls) == 1 && check_calls(r, i, calls) != 0)
             return -1;
     }
     return 0;
@@ -758,46 +651,48 @@ static int check_messages(struct req *r, struct json_object *msgs)
 static int emit_turns(struct req *r, struct json_object *msgs)
 {
     size_t n = json_object_array_length(msgs);
-    put(r, ",\"messages\":[");
+    xlate_put(&r->x, ",\"messages\":[");
     for (size_t i = 0; i < n; i++) {
         struct json_object *m = json_object_array_get_idx(msgs, i), *role, *content, *calls;
         if (!json_object_is_type(m, json_type_object))
-            return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu] must be an object", i);
-        if (get(m, "role", json_type_string, &role) != 1)
-            return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].role must be a string", i);
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages", "messages[%zu] must be an object", i);
+        if (xlate_get(m, "role", json_type_string, &role) != 1)
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages", "messages[%zu].role must be a string", i);
         if (is_system(role))
             continue;
         int has_content = json_object_object_get_ex(m, "content", &content) && content;
-        if (str_is(role, "user")) {
+        if (xlate_str_is(role, "user")) {
             if (!has_content)
-                return fail(r, ERR_MISSING_FIELD, "messages", "messages[%zu]: a user message needs content", i);
+                return xlate_fail(&r->x, ERR_MISSING_FIELD, "messages", "messages[%zu]: a user message needs content",
+                                  i);
             if (content_blocks(r, i, ROLE_USER, content, 0) != 0)
                 return -1;
-        } else if (str_is(role, "assistant")) {
-            int has_calls = get(m, "tool_calls", json_type_array, &calls);
+        } else if (xlate_str_is(role, "assistant")) {
+            int has_calls = xlate_get(m, "tool_calls", json_type_array, &calls);
             if (has_calls < 0)
-                return fail(r, ERR_INVALID_TYPE, "messages", "messages[%zu].tool_calls must be an array", i);
+                return xlate_fail(&r->x, ERR_INVALID_TYPE, "messages", "messages[%zu].tool_calls must be an array", i);
             if (has_calls && json_object_array_length(calls) == 0)
                 has_calls = 0;
             if (!has_content && !has_calls)
-                return fail(r, ERR_MISSING_FIELD, "messages",
-                            "messages[%zu]: an assistant message needs content or tool_calls", i);
+                return xlate_fail(&r->x, ERR_MISSING_FIELD, "messages",
+                                  "messages[%zu]: an assistant message needs content or tool_calls", i);
             if (has_content && content_blocks(r, i, ROLE_ASSISTANT, content, has_calls) != 0)
                 return -1;
             if (has_calls && tool_use_blocks(r, i, calls) != 0)
                 return -1;
-        } else if (str_is(role, "tool")) {
+        } else if (xlate_str_is(role, "tool")) {
             if (tool_result_block(r, i, m) != 0)
                 return -1;
         } else {
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, "messages",
-                        "messages[%zu]: role %.40s cannot be sent to this endpoint's upstream", i,
-                        json_object_get_string(role));
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "messages",
+                              "messages[%zu]: role %.40s cannot be sent to this endpoint's upstream", i,
+                              json_object_get_string(role));
         }
     }
     if (!r->role)
-        return fail(r, ERR_MISSING_FIELD, "messages", "messages needs at least one user or assistant message");
-    put(r, "]}]");
+        return xlate_fail(&r->x, ERR_MISSING_FIELD, "messages",
+                          "messages needs at least one user or assistant message");
+    xlate_put(&r->x, "]}]");
     return 0;
 }
 
@@ -806,42 +701,43 @@ static int emit_turns(struct req *r, struct json_object *msgs)
 static int emit_tools(struct req *r, struct json_object *tools)
 {
     size_t n = json_object_array_length(tools);
-    put(r, ",\"tools\":[");
+    xlate_put(&r->x, ",\"tools\":[");
     for (size_t k = 0; k < n; k++) {
         struct json_object *t = json_object_array_get_idx(tools, k), *type, *fn, *name, *desc, *params;
         char at[48];
         if (!json_object_is_type(t, json_type_object))
-            return fail(r, ERR_INVALID_TYPE, "tools", "tools[%zu] must be an object", k);
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "tools", "tools[%zu] must be an object", k);
         snprintf(at, sizeof at, "tools[%zu]", k);
         if (check_keys(r, t, KEYS(tool_keys), at) != 0)
             return -1;
-        if (get(t, "type", json_type_string, &type) == 1 && !str_is(type, "function"))
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, "tools", "tools[%zu]: only function tools can be sent", k);
-        if (get(t, "function", json_type_object, &fn) != 1 || get(fn, "name", json_type_string, &name) != 1)
-            return fail(r, ERR_INVALID_TYPE, "tools", "tools[%zu] needs a function with a string name", k);
+        if (xlate_get(t, "type", json_type_string, &type) == 1 && !xlate_str_is(type, "function"))
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "tools", "tools[%zu]: only function tools can be sent",
+                              k);
+        if (xlate_get(t, "function", json_type_object, &fn) != 1 || xlate_get(fn, "name", json_type_string, &name) != 1)
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "tools", "tools[%zu] needs a function with a string name", k);
         snprintf(at, sizeof at, "tools[%zu].function", k);
         if (check_keys(r, fn, KEYS(tool_fn_keys), at) != 0)
             return -1;
-        int has_desc = get(fn, "description", json_type_string, &desc);
-        int has_params = get(fn, "parameters", json_type_object, &params);
+        int has_desc = xlate_get(fn, "description", json_type_string, &desc);
+        int has_params = xlate_get(fn, "parameters", json_type_object, &params);
         if (has_desc < 0 || has_params < 0)
-            return fail(r, ERR_INVALID_TYPE, "tools",
-                        "tools[%zu]: description must be a string and parameters an object", k);
-        put(r, k ? ",{\"name\":" : "{\"name\":");
-        put_str(r, name);
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "tools",
+                              "tools[%zu]: description must be a string and parameters an object", k);
+        xlate_put(&r->x, k ? ",{\"name\":" : "{\"name\":");
+        xlate_put_str(&r->x, name);
         if (has_desc) {
-            put(r, ",\"description\":");
-            put_str(r, desc);
+            xlate_put(&r->x, ",\"description\":");
+            xlate_put_str(&r->x, desc);
         }
-        put(r, ",\"input_schema\":");
+        xlate_put(&r->x, ",\"input_schema\":");
         if (has_params)
-            put_value(r, params);
+            xlate_put_value(&r->x, params);
         else
-            put(r, "{\"type\":\"object\",\"properties\":{}}");
+            xlate_put(&r->x, "{\"type\":\"object\",\"properties\":{}}");
         put_cache_control(r, t);
-        put(r, "}");
+        xlate_put(&r->x, "}");
     }
-    put(r, "]");
+    xlate_put(&r->x, "]");
     return 0;
 }
 
@@ -854,110 +750,93 @@ static int emit_tool_choice(struct req *r, int have_tools)
     const char *type = "auto";
     name = NULL;
     if (tc && json_object_is_type(tc, json_type_string)) {
-        if (str_is(tc, "auto"))
+        if (xlate_str_is(tc, "auto"))
             type = "auto";
-        else if (str_is(tc, "none"))
+        else if (xlate_str_is(tc, "none"))
             type = "none";
-        else if (str_is(tc, "required"))
+        else if (xlate_str_is(tc, "required"))
             type = "any";
         else
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, "tool_choice", "tool_choice %.40s cannot be mapped",
-                        json_object_get_string(tc));
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "tool_choice", "tool_choice %.40s cannot be mapped",
+                              json_object_get_string(tc));
     } else if (tc) {
         struct json_object *t;
-        if (get(tc, "type", json_type_string, &t) != 1 || !str_is(t, "function"))
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, "tool_choice", "only function tool_choice objects can be mapped");
-        if (get(tc, "function", json_type_object, &fn) != 1 || get(fn, "name", json_type_string, &name) != 1)
-            return fail(r, ERR_INVALID_TYPE, "tool_choice", "tool_choice.function.name must be a string");
+        if (xlate_get(tc, "type", json_type_string, &t) != 1 || !xlate_str_is(t, "function"))
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "tool_choice",
+                              "only function tool_choice objects can be mapped");
+        if (xlate_get(tc, "function", json_type_object, &fn) != 1 ||
+            xlate_get(fn, "name", json_type_string, &name) != 1)
+            return xlate_fail(&r->x, ERR_INVALID_TYPE, "tool_choice", "tool_choice.function.name must be a string");
         type = "tool";
     }
     if (!have_tools) {
         if (tc && (strcmp(type, "any") == 0 || name))
-            return fail(r, ERR_UNSUPPORTED_PARAMETER, "tool_choice", "tool_choice requires tools");
+            return xlate_fail(&r->x, ERR_UNSUPPORTED_PARAMETER, "tool_choice", "tool_choice requires tools");
         return 0;
     }
     if (!tc && !no_parallel)
         return 0;
-    put(r, ",\"tool_choice\":{\"type\":\"");
-    put(r, type);
-    put(r, "\"");
+    xlate_put(&r->x, ",\"tool_choice\":{\"type\":\"");
+    xlate_put(&r->x, type);
+    xlate_put(&r->x, "\"");
     if (name) {
-        put(r, ",\"name\":");
-        put_str(r, name);
+        xlate_put(&r->x, ",\"name\":");
+        xlate_put_str(&r->x, name);
     }
     if (no_parallel && strcmp(type, "none") != 0)   /* ToolChoiceNone has no such field */
-        put(r, ",\"disable_parallel_tool_use\":true");
-    put(r, "}");
+        xlate_put(&r->x, ",\"disable_parallel_tool_use\":true");
+    xlate_put(&r->x, "}");
     return 0;
 }
 
 /* ---- the body ------------------------------------------------------------ */
 
 int anthropic_request(struct json_object *chat, const char *model, int64_t default_max_tokens, int stream,
-                      struct buf *out, struct anthropic_fail *f)
+                      struct buf *out, struct xlate_fail *f)
 {
     struct req r;
     memset(&r, 0, sizeof r);
-    r.out = out;
-    r.f = f;
-    f->code = ERR_NONE;
-    f->param = NULL;
-    f->message[0] = '\0';
-    size_t start = out->len;
+    xlate_begin(&r.x, out, f);
     int rc = -1;
 
     if (!json_object_is_type(chat, json_type_object)) {
-        fail(&r, ERR_INVALID_TYPE, NULL, "the request body must be a JSON object");
+        xlate_fail(&r.x, ERR_INVALID_TYPE, NULL, "the request body must be a JSON object");
         goto out;
     }
     if (read_fields(&r, chat) != 0)
         goto out;
     struct json_object *msgs = r.v[F_MESSAGES];
     if (!msgs) {
-        fail(&r, ERR_MISSING_FIELD, "messages", "messages is required");
+        xlate_fail(&r.x, ERR_MISSING_FIELD, "messages", "messages is required");
         goto out;
     }
     if (json_object_array_length(msgs) == 0) {
-        fail(&r, ERR_MISSING_FIELD, "messages", "messages must not be empty");
+        xlate_fail(&r.x, ERR_MISSING_FIELD, "messages", "messages must not be empty");
         goto out;
     }
 
-    put(&r, "{\"model\":");
-    if (model) {
-        put_json_str(&r, model, strlen(model));
-    } else {
-        struct json_object *m;
-        if (json_object_object_get_ex(chat, "model", &m) && json_object_is_type(m, json_type_string))
-            put_str(&r, m);
-        else
-            put(&r, "\"\"");
-    }
+    xlate_put(&r.x, "{\"model\":");
+    xlate_put_model(&r.x, chat, model);
     struct json_object *mt = r.v[F_MAX_COMPLETION_TOKENS] ? r.v[F_MAX_COMPLETION_TOKENS] : r.v[F_MAX_TOKENS];
     if (buf_printf(out, ",\"max_tokens\":%" PRId64, mt ? json_object_get_int64(mt) : default_max_tokens) != 0)
-        r.overflow = 1;
+        r.x.overflow = 1;
     if (check_messages(&r, msgs) != 0 || emit_system(&r, msgs) != 0 || emit_turns(&r, msgs) != 0)
         goto out;
-    static const struct { enum field slot; const char *key; } plain[] = {
-        {F_TEMPERATURE, ",\"temperature\":"}, {F_TOP_P, ",\"top_p\":"}, {F_TOP_K, ",\"top_k\":"}};
-    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
-        if (r.v[plain[i].slot]) {
-            put(&r, plain[i].key);
-            put_value(&r, r.v[plain[i].slot]);
-        }
+    xlate_put_sampling(&r.x, r.v[F_TEMPERATURE], r.v[F_TOP_P], r.v[F_TOP_K]);
     struct json_object *stop = r.v[F_STOP];
     if (stop && json_object_is_type(stop, json_type_string)) {
-        put(&r, ",\"stop_sequences\":[");
-        put_str(&r, stop);
-        put(&r, "]");
+        xlate_put(&r.x, ",\"stop_sequences\":[");
+        xlate_put_str(&r.x, stop);
+        xlate_put(&r.x, "]");
     } else if (stop && json_object_array_length(stop) > 0) {
-        put(&r, ",\"stop_sequences\":");
-        put_value(&r, stop);
+        xlate_put(&r.x, ",\"stop_sequences\":");
+        xlate_put_value(&r.x, stop);
     }
     struct json_object *user = r.v[F_USER] ? r.v[F_USER] : r.v[F_SAFETY_IDENTIFIER];
     if (user) {
-        put(&r, ",\"metadata\":{\"user_id\":");
-        put_str(&r, user);
-        put(&r, "}");
+        xlate_put(&r.x, ",\"metadata\":{\"user_id\":");
+        xlate_put_str(&r.x, user);
+        xlate_put(&r.x, "}");
     }
     int have_tools = r.v[F_TOOLS] && json_object_array_length(r.v[F_TOOLS]) > 0;
     if (have_tools && emit_tools(&r, r.v[F_TOOLS]) != 0)
@@ -965,20 +844,11 @@ int anthropic_request(struct json_object *chat, const char *model, int64_t defau
     if (emit_tool_choice(&r, have_tools) != 0)
         goto out;
     if (stream)
-        put(&r, ",\"stream\":true");
-    put(&r, "}");
-    if (r.overflow) {
-        fail(&r, ERR_REQUEST_TOO_LARGE, NULL, "the translated request is larger than the upstream body limit");
-        goto out;
-    }
+        xlate_put(&r.x, ",\"stream\":true");
+    xlate_put(&r.x, "}");
     rc = 0;
 out:
     if (r.tok)
         json_tokener_free(r.tok);
-    if (rc != 0) {
-        out->len = start;       /* nothing half-written is left behind */
-        if (out->data)
-            out->data[start] = '\0';
-    }
-    return rc;
+    return xlate_end(&r.x, rc);     /* nothing half-written is left behind */
 }

@@ -9,31 +9,21 @@
 #include "buf.h"
 #include "errors.h"
 #include "usage.h"
+#include "xlate.h"
 
 #include <json-c/json.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* Why a request could not be translated: the error row, the offending
- * parameter (or NULL) and a message for the client. */
-struct anthropic_fail {
-    enum error_code code;         /* ERR_UNSUPPORTED_PARAMETER, ERR_INVALID_TYPE, ... */
-    const char *param;            /* NULL, a static string, param_buf (a path such as
-                                   * "messages[2].name" or "tools[0].function.strict"), or for an
-                                   * unknown top-level field its key inside chat (valid while chat
-                                   * lives): copy it before f or chat goes away */
-    char param_buf[128];
-    char message[256];
-};
 
 /* R-ANT-3: an OpenAI chat.completions body (parsed object) -> a Messages body
  * appended to out. model: the name the upstream knows; default_max_tokens: used
  * when neither max_tokens nor max_completion_tokens is given; stream: the
  * caller asked for a stream. 0, or -1 with *f filled (nothing is ever dropped
  * silently: an unmappable parameter, top-level or nested, is an error; a body
- * over out's max is ERR_REQUEST_TOO_LARGE). On -1 out is as it was. */
+ * over out's max is ERR_REQUEST_TOO_LARGE; an unknown top-level field's param
+ * is its key inside chat). On -1 out is as it was. */
 int anthropic_request(struct json_object *chat, const char *model, int64_t default_max_tokens, int stream,
-                      struct buf *out, struct anthropic_fail *f);
+                      struct buf *out, struct xlate_fail *f);
 
 /* Finish reason for a Messages stop_reason (end_turn -> stop, ...); never NULL. */
 const char *anthropic_finish_reason(const char *stop_reason);

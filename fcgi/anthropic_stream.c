@@ -78,58 +78,12 @@ static int error_json(struct buf *out, const char *type, const char *msg, size_t
     return rc ? -1 : 0;
 }
 
-static struct json_object *parse(const char *s, size_t len)
-{
-    if (!s || len == 0 || len > 0x7fffffff)
-        return NULL;
-    struct json_tokener *tok = json_tokener_new();
-    struct json_object *o = json_tokener_parse_ex(tok, s, (int)len);
-    if (json_tokener_get_error(tok) != json_tokener_success || !json_object_is_type(o, json_type_object)) {
-        json_object_put(o);
-        o = NULL;
-    }
-    json_tokener_free(tok);
-    return o;
-}
-
-static struct json_object *member(struct json_object *o, const char *key, enum json_type t)
-{
-    struct json_object *v;
-    return o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, t) ? v : NULL;
-}
-
-static const char *member_str(struct json_object *o, const char *key, size_t *len)
-{
-    struct json_object *v = member(o, key, json_type_string);
-    if (len)
-        *len = v ? (size_t)json_object_get_string_len(v) : 0;
-    return v ? json_object_get_string(v) : NULL;
-}
-
-/* No answer has more tokens than this; a larger count is clamped, so sums of a
- * few counts never overflow, whatever an upstream sends. */
-#define COUNT_MAX 1000000000000LL
-
-/* A token count when present (negative counts read as 0): 1, else 0. */
-static int member_count(struct json_object *o, const char *key, int64_t *n)
-{
-    struct json_object *v = member(o, key, json_type_int);
-    if (!v)
-        return 0;
-    *n = json_object_get_int64(v);
-    if (*n < 0)
-        *n = 0;
-    if (*n > COUNT_MAX)
-        *n = COUNT_MAX;
-    return 1;
-}
-
 int anthropic_error(long status, const char *body, size_t len, struct buf *out, int *retry_after)
 {
-    struct json_object *root = parse(body, len), *err = member(root, "error", json_type_object);
-    const char *type = member_str(err, "type", NULL);
+    struct json_object *root = xlate_parse_head(body, len), *err = xlate_member(root, "error", json_type_object);
+    const char *type = xlate_member_str(err, "type", NULL);
     size_t msg_len;
-    const char *msg = member_str(err, "message", &msg_len);
+    const char *msg = xlate_member_str(err, "message", &msg_len);
     char generic[64];
     if (!type)
         type = error_type_for_status(status);
@@ -158,7 +112,7 @@ static int usage_json(struct buf *b, int64_t input, int64_t output, int64_t cach
 
 static int is_block(struct json_object *block, const char *type)
 {
-    const char *t = member_str(block, "type", NULL);
+    const char *t = xlate_member_str(block, "type", NULL);
     return t && strcmp(t, type) == 0;
 }
 
@@ -169,8 +123,8 @@ int anthropic_response(const char *body, size_t len, const char *model, int64_t 
         memset(u, 0, sizeof *u);
     if (finish && finish_size)
         finish[0] = '\0';
-    struct json_object *root = parse(body, len), *content = member(root, "content", json_type_array);
-    const char *type = member_str(root, "type", NULL);
+    struct json_object *root = xlate_parse_head(body, len), *content = xlate_member(root, "content", json_type_array);
+    const char *type = xlate_member_str(root, "type", NULL);
     if (!content || (type && strcmp(type, "message") != 0)) {
         json_object_put(root);
         return -1;
@@ -181,7 +135,7 @@ int anthropic_response(const char *body, size_t len, const char *model, int64_t 
     for (size_t i = 0; i < n; i++) {
         struct json_object *block = json_object_array_get_idx(content, i);
         size_t tl;
-        const char *t = member_str(block, "text", &tl);
+        const char *t = xlate_member_str(block, "text", &tl);
         if (is_block(block, "text") && t) {
             buf_append(&text, t, tl);
             n_text++;
@@ -189,11 +143,11 @@ int anthropic_response(const char *body, size_t len, const char *model, int64_t 
             n_tools++;
         }
     }
-    const char *id = member_str(root, "id", &id_len);
+    const char *id = xlate_member_str(root, "id", &id_len);
     if (!model)
-        model = member_str(root, "model", NULL);
+        model = xlate_member_str(root, "model", NULL);
     model_len = model ? strlen(model) : 0;
-    const char *reason = anthropic_finish_reason(member_str(root, "stop_reason", NULL));
+    const char *reason = anthropic_finish_reason(xlate_member_str(root, "stop_reason", NULL));
 
     int rc = buf_puts(out, "{\"id\":");
     rc |= buf_json_str(out, id ? id : "", id ? id_len : 0);
@@ -211,11 +165,11 @@ int anthropic_response(const char *body, size_t len, const char *model, int64_t 
             if (!is_block(block, "tool_use"))
                 continue;
             size_t l;
-            const char *s = member_str(block, "id", &l);
+            const char *s = xlate_member_str(block, "id", &l);
             rc |= buf_puts(out, k++ ? ",{\"id\":" : "{\"id\":");
             rc |= buf_json_str(out, s ? s : "", l);
             rc |= buf_puts(out, ",\"type\":\"function\",\"function\":{\"name\":");
-            s = member_str(block, "name", &l);
+            s = xlate_member_str(block, "name", &l);
             rc |= buf_json_str(out, s ? s : "", l);
             rc |= buf_puts(out, ",\"arguments\":");
             s = json_object_object_get_ex(block, "input", &input) && input
@@ -227,13 +181,13 @@ int anthropic_response(const char *body, size_t len, const char *model, int64_t 
         rc |= buf_puts(out, "]");
     }
     rc |= buf_printf(out, "},\"finish_reason\":\"%s\",\"logprobs\":null}]", reason);
-    struct json_object *usage = member(root, "usage", json_type_object);
+    struct json_object *usage = xlate_member(root, "usage", json_type_object);
     if (usage) {
         int64_t in = 0, o = 0, cr = 0, cc = 0;
-        member_count(usage, "input_tokens", &in);
-        member_count(usage, "output_tokens", &o);
-        member_count(usage, "cache_read_input_tokens", &cr);
-        member_count(usage, "cache_creation_input_tokens", &cc);
+        xlate_member_count(usage, "input_tokens", &in);
+        xlate_member_count(usage, "output_tokens", &o);
+        xlate_member_count(usage, "cache_read_input_tokens", &cr);
+        xlate_member_count(usage, "cache_creation_input_tokens", &cc);
         rc |= buf_puts(out, ",\"usage\":");
         rc |= usage_json(out, in, o, cr, cc);
         if (u) {
@@ -250,9 +204,7 @@ int anthropic_response(const char *body, size_t len, const char *model, int64_t 
     buf_free(&text);
     json_object_put(root);
     if (rc) {                   /* over out's max: nothing half-written, nothing counted */
-        out->len = start;
-        if (out->data)
-            out->data[start] = '\0';
+        xlate_rewind(out, start);
         if (u)
             memset(u, 0, sizeof *u);
         if (finish && finish_size)
@@ -328,21 +280,21 @@ static void stream_usage(struct stream_call *c)
 /* Input and cache counts wherever they appear; output counts are cumulative. */
 static void read_counts(struct anthropic_stream *s, struct json_object *usage)
 {
-    member_count(usage, "input_tokens", &s->input_tokens);
-    member_count(usage, "output_tokens", &s->output_tokens);
-    member_count(usage, "cache_read_input_tokens", &s->cache_read);
-    member_count(usage, "cache_creation_input_tokens", &s->cache_creation);
+    xlate_member_count(usage, "input_tokens", &s->input_tokens);
+    xlate_member_count(usage, "output_tokens", &s->output_tokens);
+    xlate_member_count(usage, "cache_read_input_tokens", &s->cache_read);
+    xlate_member_count(usage, "cache_creation_input_tokens", &s->cache_creation);
 }
 
 static int on_message_start(struct stream_call *c)
 {
-    struct json_object *msg = member(c->data, "message", json_type_object);
-    const char *id = member_str(msg, "id", NULL), *model = member_str(msg, "model", NULL);
+    struct json_object *msg = xlate_member(c->data, "message", json_type_object);
+    const char *id = xlate_member_str(msg, "id", NULL), *model = xlate_member_str(msg, "model", NULL);
     if (id)
         snprintf(c->s->id, sizeof c->s->id, "%s", id);
     if (!c->s->model[0] && model)
         snprintf(c->s->model, sizeof c->s->model, "%s", model);
-    read_counts(c->s, member(msg, "usage", json_type_object));
+    read_counts(c->s, xlate_member(msg, "usage", json_type_object));
     stream_usage(c);
     delta_open(c);
     buf_puts(&c->b, "{\"role\":\"assistant\",\"content\":\"\"}");
@@ -351,7 +303,7 @@ static int on_message_start(struct stream_call *c)
 
 static long block_index(struct json_object *data)
 {
-    struct json_object *v = member(data, "index", json_type_int);
+    struct json_object *v = xlate_member(data, "index", json_type_int);
     return v ? (long)json_object_get_int64(v) : -1;
 }
 
@@ -366,7 +318,7 @@ static int block_tool(const struct anthropic_stream *s, long index)
 
 static int on_block_start(struct stream_call *c)
 {
-    struct json_object *block = member(c->data, "content_block", json_type_object);
+    struct json_object *block = xlate_member(c->data, "content_block", json_type_object);
     if (!is_block(block, "tool_use"))
         return 0;               /* text starts with its first delta; thinking is never asked for */
     long index = block_index(c->data);
@@ -379,10 +331,10 @@ static int on_block_start(struct stream_call *c)
     const char *s;
     delta_open(c);
     buf_printf(&c->b, "{\"tool_calls\":[{\"index\":%d,\"id\":", tool);
-    s = member_str(block, "id", &l);
+    s = xlate_member_str(block, "id", &l);
     buf_json_str(&c->b, s ? s : "", l);
     buf_puts(&c->b, ",\"type\":\"function\",\"function\":{\"name\":");
-    s = member_str(block, "name", &l);
+    s = xlate_member_str(block, "name", &l);
     buf_json_str(&c->b, s ? s : "", l);
     buf_puts(&c->b, ",\"arguments\":\"\"}}]}");
     return delta_close(c, NULL);
@@ -390,10 +342,10 @@ static int on_block_start(struct stream_call *c)
 
 static int on_block_delta(struct stream_call *c)
 {
-    struct json_object *delta = member(c->data, "delta", json_type_object);
+    struct json_object *delta = xlate_member(c->data, "delta", json_type_object);
     size_t l;
     const char *s;
-    if (is_block(delta, "text_delta") && (s = member_str(delta, "text", &l)) && l) {
+    if (is_block(delta, "text_delta") && (s = xlate_member_str(delta, "text", &l)) && l) {
         delta_open(c);
         buf_puts(&c->b, "{\"content\":");
         buf_json_str(&c->b, s, l);
@@ -401,7 +353,7 @@ static int on_block_delta(struct stream_call *c)
         return delta_close(c, NULL);
     }
     int tool = block_tool(c->s, block_index(c->data));
-    if (is_block(delta, "input_json_delta") && tool >= 0 && (s = member_str(delta, "partial_json", &l)) && l) {
+    if (is_block(delta, "input_json_delta") && tool >= 0 && (s = xlate_member_str(delta, "partial_json", &l)) && l) {
         delta_open(c);
         buf_printf(&c->b, "{\"tool_calls\":[{\"index\":%d,\"function\":{\"arguments\":", tool);
         buf_json_str(&c->b, s, l);
@@ -416,10 +368,10 @@ static int on_block_delta(struct stream_call *c)
  * win), and message_stop sends the one finish chunk and the one usage chunk. */
 static int on_message_delta(struct stream_call *c)
 {
-    const char *reason = member_str(member(c->data, "delta", json_type_object), "stop_reason", NULL);
+    const char *reason = xlate_member_str(xlate_member(c->data, "delta", json_type_object), "stop_reason", NULL);
     if (reason)
         c->s->finish = anthropic_finish_reason(reason);
-    read_counts(c->s, member(c->data, "usage", json_type_object));
+    read_counts(c->s, xlate_member(c->data, "usage", json_type_object));
     stream_usage(c);
     return 0;
 }
@@ -446,9 +398,9 @@ static int on_message_stop(struct stream_call *c)
 /* R-SSE-4: a mid-stream error is a data: {"error":...} payload. */
 static int on_error(struct stream_call *c)
 {
-    struct json_object *err = member(c->data, "error", json_type_object);
+    struct json_object *err = xlate_member(c->data, "error", json_type_object);
     size_t l;
-    const char *type = member_str(err, "type", NULL), *msg = member_str(err, "message", &l);
+    const char *type = xlate_member_str(err, "type", NULL), *msg = xlate_member_str(err, "message", &l);
     if (!type)
         type = "api_error";
     if (!msg) {
@@ -485,15 +437,15 @@ int anthropic_stream_event(struct anthropic_stream *s, const char *event, size_t
     size_t name_len = event_len;
     const char *name = event;
     if (!event_len) {           /* no event: line; the data's "type" names it */
-        c.data = parse(data, data_len);
-        name = member_str(c.data, "type", &name_len);
+        c.data = xlate_parse_head(data, data_len);
+        name = xlate_member_str(c.data, "type", &name_len);
     }
     int rc = 0;
     for (size_t i = 0; name && i < sizeof stream_events / sizeof stream_events[0]; i++) {
         if (strlen(stream_events[i].name) != name_len || memcmp(stream_events[i].name, name, name_len) != 0)
             continue;
         if (stream_events[i].needs_data && !c.data)
-            c.data = parse(data, data_len);
+            c.data = xlate_parse_head(data, data_len);
         rc = stream_events[i].fn(&c);
         break;
     }

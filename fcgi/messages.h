@@ -14,22 +14,11 @@
 #include "buf.h"
 #include "errors.h"
 #include "usage.h"
+#include "xlate.h"
 
 #include <json-c/json.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* Why a request could not be translated: the error row, the offending
- * parameter (or NULL) and a message for the client. */
-struct messages_fail {
-    enum error_code code;         /* ERR_UNSUPPORTED_PARAMETER, ERR_INVALID_TYPE, ERR_INVALID_VALUE,
-                                   * ERR_MISSING_FIELD, ERR_REQUEST_TOO_LARGE */
-    const char *param;            /* NULL, a static string, or param_buf (a path such as
-                                   * "messages[2].content[0].text", or an unknown top-level key,
-                                   * truncated to fit): valid while f lives, never into msg */
-    char param_buf[128];
-    char message[256];
-};
 
 /* A Messages request body (parsed) -> an OpenAI chat.completions body appended
  * to out. model: the name the upstream knows (NULL: the body's own "model").
@@ -37,12 +26,13 @@ struct messages_fail {
  * and "stream_options":{"include_usage":true}. 0, or -1 with *f filled
  * (ERR_UNSUPPORTED_PARAMETER with param naming the field, ERR_INVALID_TYPE /
  * ERR_INVALID_VALUE / ERR_MISSING_FIELD for malformed input,
- * ERR_REQUEST_TOO_LARGE with param NULL when out's max is hit). On -1 out is
- * as it was. A final assistant message (a prefill) is sent with vLLM's
+ * ERR_REQUEST_TOO_LARGE with param NULL when out's max is hit; param is
+ * static or f->param_buf, never inside msg). On -1 out is as it was. A final
+ * assistant message (a prefill) is sent with vLLM's
  * "continue_final_message":true,"add_generation_prompt":false, so the answer
  * continues it (an upstream without the extension refuses the request). */
 int messages_request(struct json_object *msg, const char *model, int stream, struct buf *out,
-                     struct messages_fail *f);
+                     struct xlate_fail *f);
 
 /* A chat.completion body -> a Message body appended to out, from choices[0]:
  * content [thinking (reasoning_content or reasoning)][text][tool_use...]. u is

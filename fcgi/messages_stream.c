@@ -28,82 +28,16 @@ const char *messages_stop_reason(const char *finish_reason)
 
 /* ---- JSON reading -------------------------------------------------------- */
 
-/* s (len bytes) as one JSON value and nothing after it but whitespace, or NULL. */
-static struct json_object *parse_value(const char *s, size_t len)
-{
-    if (!s || len == 0 || len > 0x7fffffff)
-        return NULL;
-    struct json_tokener *tok = json_tokener_new();
-    struct json_object *o = json_tokener_parse_ex(tok, s, (int)len);
-    if (json_tokener_get_error(tok) != json_tokener_success) {
-        json_object_put(o);
-        o = NULL;
-    }
-    for (size_t i = o ? json_tokener_get_parse_end(tok) : len; i < len; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') {
-            json_object_put(o);
-            o = NULL;
-            break;
-        }
-    json_tokener_free(tok);
-    return o;
-}
-
-/* s as a JSON object, or NULL. */
-static struct json_object *parse(const char *s, size_t len)
-{
-    struct json_object *o = parse_value(s, len);
-    if (o && !json_object_is_type(o, json_type_object)) {
-        json_object_put(o);
-        o = NULL;
-    }
-    return o;
-}
-
-static struct json_object *member(struct json_object *o, const char *key, enum json_type t)
-{
-    struct json_object *v;
-    return o && json_object_object_get_ex(o, key, &v) && json_object_is_type(v, t) ? v : NULL;
-}
-
-static const char *member_str(struct json_object *o, const char *key, size_t *len)
-{
-    struct json_object *v = member(o, key, json_type_string);
-    if (len)
-        *len = v ? (size_t)json_object_get_string_len(v) : 0;
-    return v ? json_object_get_string(v) : NULL;
-}
-
-/* A non-empty string member, or NULL. */
-static const char *member_text(struct json_object *o, const char *key, size_t *len)
-{
-    const char *s = member_str(o, key, len);
-    return s && *len ? s : NULL;
-}
-
-/* A token count when present (negative counts read as 0, huge ones clamped,
- * so differences and sums of a few counts never overflow): 1, else 0. */
-static int member_count(struct json_object *o, const char *key, int64_t *n)
-{
-    struct json_object *v = member(o, key, json_type_int);
-    if (!v)
-        return 0;
-    *n = json_object_get_int64(v);
-    if (*n < 0)
-        *n = 0;
-    if (*n > USAGE_COUNT_MAX)
-        *n = USAGE_COUNT_MAX;
-    return 1;
-}
-
 /* An OpenAI usage object -> the counts; cached never exceeds prompt, so
  * input_tokens (prompt - cached) is never negative. 1 when it has a count. */
 static int read_usage(struct json_object *usage, int64_t *prompt, int64_t *completion, int64_t *cached,
                       int64_t *reasoning)
 {
-    int found = member_count(usage, "prompt_tokens", prompt) | member_count(usage, "completion_tokens", completion);
-    member_count(member(usage, "prompt_tokens_details", json_type_object), "cached_tokens", cached);
-    member_count(member(usage, "completion_tokens_details", json_type_object), "reasoning_tokens", reasoning);
+    int found = xlate_member_count(usage, "prompt_tokens", prompt) |
+                xlate_member_count(usage, "completion_tokens", completion);
+    xlate_member_count(xlate_member(usage, "prompt_tokens_details", json_type_object), "cached_tokens", cached);
+    xlate_member_count(xlate_member(usage, "completion_tokens_details", json_type_object), "reasoning_tokens",
+                       reasoning);
     if (*cached > *prompt)
         *cached = *prompt;
     return found;
@@ -146,13 +80,13 @@ static int message_id(struct buf *b, const char *id)
 /* The choice with index 0 (or without an index) of choices. */
 static struct json_object *first_choice(struct json_object *root)
 {
-    struct json_object *choices = member(root, "choices", json_type_array);
+    struct json_object *choices = xlate_member(root, "choices", json_type_array);
     size_t n = choices ? json_object_array_length(choices) : 0;
     for (size_t i = 0; i < n; i++) {
         struct json_object *c = json_object_array_get_idx(choices, i), *index;
         if (!json_object_is_type(c, json_type_object))
             continue;
-        index = member(c, "index", json_type_int);
+        index = xlate_member(c, "index", json_type_int);
         if (!index || json_object_get_int64(index) == 0)
             return c;
     }
@@ -163,8 +97,8 @@ static struct json_object *first_choice(struct json_object *root)
  * reasoning (its newer name, and other servers'). */
 static const char *reasoning_of(struct json_object *m, size_t *len)
 {
-    const char *s = member_text(m, "reasoning_content", len);
-    return s ? s : member_text(m, "reasoning", len);
+    const char *s = xlate_member_text(m, "reasoning_content", len);
+    return s ? s : xlate_member_text(m, "reasoning", len);
 }
 
 /* ---- answers ------------------------------------------------------------- */
@@ -175,8 +109,8 @@ static const char *reasoning_of(struct json_object *m, size_t *len)
 static const char *tool_input(struct json_object *fn, struct json_object **owned)
 {
     size_t len;
-    const char *args = member_str(fn, "arguments", &len);
-    struct json_object *obj = member(fn, "arguments", json_type_object);
+    const char *args = xlate_member_str(fn, "arguments", &len);
+    struct json_object *obj = xlate_member(fn, "arguments", json_type_object);
     *owned = NULL;
     /* json-c writes a string's bytes as they are: arguments that are not UTF-8
      * would make the Message invalid, so they count as no input. */
@@ -184,7 +118,7 @@ static const char *tool_input(struct json_object *fn, struct json_object **owned
         if (!(k = (unsigned char)args[i] < 0x80 ? 1 : utf8_sequence((const unsigned char *)args + i, len - i)))
             return "{}";
     if (args) {
-        *owned = parse(args, len);
+        *owned = xlate_parse(args, len);
         obj = *owned;
     }
     return obj ? json_object_to_json_string_ext(obj, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : "{}";
@@ -194,7 +128,7 @@ static int tool_use_block(struct buf *out, struct json_object *call, struct json
 {
     size_t l;
     char fallback[32];
-    const char *id = member_str(call, "id", &l), *name;
+    const char *id = xlate_member_str(call, "id", &l), *name;
     if (!id) {              /* the caller needs an id to answer with a tool_result */
         l = (size_t)snprintf(fallback, sizeof fallback, "call_%zu", k);
         id = fallback;
@@ -203,7 +137,7 @@ static int tool_use_block(struct buf *out, struct json_object *call, struct json
     int rc = buf_puts(out, ",{\"type\":\"tool_use\",\"id\":");
     rc |= buf_json_str(out, id, l);
     rc |= buf_puts(out, ",\"name\":");
-    name = member_str(fn, "name", &l);
+    name = xlate_member_str(fn, "name", &l);
     rc |= buf_json_str(out, name ? name : "", l);
     rc |= buf_puts(out, ",\"input\":");
     rc |= buf_puts(out, tool_input(fn, &owned));
@@ -216,10 +150,10 @@ static int tool_use_block(struct buf *out, struct json_object *call, struct json
  * string that ended a "stop" finish (an integer is a stop token: end_turn). */
 static const char *stop_of(struct json_object *choice, const char **sequence, size_t *seq_len)
 {
-    const char *finish = member_str(choice, "finish_reason", NULL);
+    const char *finish = xlate_member_str(choice, "finish_reason", NULL);
     const char *reason = messages_stop_reason(finish);
     *sequence = NULL;
-    if (finish && strcmp(finish, "stop") == 0 && (*sequence = member_str(choice, "stop_reason", seq_len)))
+    if (finish && strcmp(finish, "stop") == 0 && (*sequence = xlate_member_str(choice, "stop_reason", seq_len)))
         reason = "stop_sequence";
     return reason;
 }
@@ -231,9 +165,9 @@ int messages_response(const char *body, size_t len, const char *model, struct bu
         memset(u, 0, sizeof *u);
     if (stop_reason && stop_size)
         stop_reason[0] = '\0';
-    struct json_object *root = parse(body, len), *choice = first_choice(root);
-    struct json_object *msg = member(choice, "message", json_type_object);
-    const char *object = member_str(root, "object", NULL);
+    struct json_object *root = xlate_parse(body, len), *choice = first_choice(root);
+    struct json_object *msg = xlate_member(choice, "message", json_type_object);
+    const char *object = xlate_member_str(root, "object", NULL);
     if (!msg || (object && strcmp(object, "chat.completion") != 0)) {
         json_object_put(root);
         return -1;
@@ -242,10 +176,10 @@ int messages_response(const char *body, size_t len, const char *model, struct bu
     const char *s, *seq;
     const char *reason = stop_of(choice, &seq, &seq_len);
     if (!model)
-        model = member_str(root, "model", NULL);
+        model = xlate_member_str(root, "model", NULL);
 
     int rc = buf_puts(out, "{\"id\":");
-    rc |= message_id(out, member_str(root, "id", NULL));
+    rc |= message_id(out, xlate_member_str(root, "id", NULL));
     rc |= buf_puts(out, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
     rc |= buf_json_str(out, model ? model : "", model ? strlen(model) : 0);
     /* every block is written with a leading comma; the first one's is dropped */
@@ -256,11 +190,11 @@ int messages_response(const char *body, size_t len, const char *model, struct bu
         rc |= buf_json_str(out, s, l);
         rc |= buf_puts(out, ",\"signature\":\"\"}");
     }
-    if ((s = member_text(msg, "content", &l))) {
+    if ((s = xlate_member_text(msg, "content", &l))) {
         rc |= buf_puts(out, ",{\"type\":\"text\",\"text\":");
         rc |= buf_json_str(out, s, l);
         rc |= buf_puts(out, "}");
-    } else if ((s = member_text(msg, "refusal", &l))) {
+    } else if ((s = xlate_member_text(msg, "refusal", &l))) {
         /* OpenAI's refusal text is what the caller reads: a text block, stop_reason refusal */
         rc |= buf_puts(out, ",{\"type\":\"text\",\"text\":");
         rc |= buf_json_str(out, s, l);
@@ -270,14 +204,14 @@ int messages_response(const char *body, size_t len, const char *model, struct bu
             seq = NULL;
         }
     }
-    struct json_object *calls = member(msg, "tool_calls", json_type_array), *fn;
+    struct json_object *calls = xlate_member(msg, "tool_calls", json_type_array), *fn;
     size_t n = calls ? json_object_array_length(calls) : 0;
     for (size_t k = 0; k < n; k++) {
         struct json_object *call = json_object_array_get_idx(calls, k);
-        if ((fn = member(call, "function", json_type_object)))
+        if ((fn = xlate_member(call, "function", json_type_object)))
             rc |= tool_use_block(out, call, fn, k);
     }
-    if (!n && (fn = member(msg, "function_call", json_type_object)))    /* the legacy single call */
+    if (!n && (fn = xlate_member(msg, "function_call", json_type_object)))    /* the legacy single call */
         rc |= tool_use_block(out, NULL, fn, 0);
     if (!rc && out->len > blocks) {
         memmove(out->data + blocks, out->data + blocks + 1, out->len - blocks);
@@ -287,15 +221,13 @@ int messages_response(const char *body, size_t len, const char *model, struct bu
     rc |= buf_printf(out, "\"%s\",\"stop_sequence\":", reason);
     rc |= seq ? buf_json_str(out, seq, seq_len) : buf_puts(out, "null");
     int64_t prompt = 0, completion = 0, cached = 0, reasoning = 0;
-    int found = read_usage(member(root, "usage", json_type_object), &prompt, &completion, &cached, &reasoning);
+    int found = read_usage(xlate_member(root, "usage", json_type_object), &prompt, &completion, &cached, &reasoning);
     rc |= buf_puts(out, ",\"usage\":");
     rc |= usage_json(out, prompt, completion, cached);
     rc |= buf_puts(out, "}");
     json_object_put(root);
     if (rc) {                   /* over out's max: nothing half-written, nothing counted */
-        out->len = start;
-        if (out->data)
-            out->data[start] = '\0';
+        xlate_rewind(out, start);
         return -1;
     }
     if (found)
@@ -312,15 +244,15 @@ int messages_response(const char *body, size_t len, const char *model, struct bu
  * {"object":"error","message":...}) or detail (FastAPI). NULL when none. */
 static const char *error_message(struct json_object *root)
 {
-    struct json_object *err = member(root, "error", json_type_object);
+    struct json_object *err = xlate_member(root, "error", json_type_object);
     size_t l;
-    const char *s = member_text(err, "message", &l);
+    const char *s = xlate_member_text(err, "message", &l);
     if (!s)
-        s = member_text(root, "error", &l);
+        s = xlate_member_text(root, "error", &l);
     if (!s)
-        s = member_text(root, "message", &l);
+        s = xlate_member_text(root, "message", &l);
     if (!s)
-        s = member_text(root, "detail", &l);
+        s = xlate_member_text(root, "detail", &l);
     return s;
 }
 
@@ -328,7 +260,7 @@ int messages_error(long status, const char *body, size_t len, struct buf *out)
 {
     if (status < 400 || status > 599)
         status = 502;           /* not an error status: the upstream's answer was bad */
-    struct json_object *root = parse(body, len);
+    struct json_object *root = xlate_parse(body, len);
     const char *msg = error_message(root);
     char generic[64];
     if (!msg) {
@@ -337,9 +269,7 @@ int messages_error(long status, const char *body, size_t len, struct buf *out)
     }
     size_t start = out->len;
     if (errors_body_anthropic(out, errors_anthropic_type((int)status), msg) != 0) {
-        out->len = start;
-        if (out->data)
-            out->data[start] = '\0';
+        xlate_rewind(out, start);
     }
     json_object_put(root);
     return (int)status;
@@ -376,12 +306,12 @@ static int send(struct stream_call *c, const char *event)
 
 static int message_start(struct stream_call *c, struct json_object *chunk)
 {
-    const char *model = member_str(chunk, "model", NULL);
+    const char *model = xlate_member_str(chunk, "model", NULL);
     c->s->started = 1;
     if (!c->s->model[0] && model)
         snprintf(c->s->model, sizeof c->s->model, "%s", model);
     buf_puts(&c->b, "{\"type\":\"message_start\",\"message\":{\"id\":");
-    message_id(&c->b, member_str(chunk, "id", NULL));
+    message_id(&c->b, xlate_member_str(chunk, "id", NULL));
     buf_puts(&c->b, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");
     buf_json_str(&c->b, c->s->model, strlen(c->s->model));
     /* the counts are known only at the end: message_delta carries them */
@@ -449,7 +379,8 @@ static int text_delta(struct stream_call *c, enum messages_block kind, const cha
 static int tool_delta(struct stream_call *c, struct json_object *tc, size_t pos)
 {
     struct messages_stream *s = c->s;
-    struct json_object *ix = member(tc, "index", json_type_int), *fn = member(tc, "function", json_type_object);
+    struct json_object *ix = xlate_member(tc, "index", json_type_int),
+                       *fn = xlate_member(tc, "function", json_type_object);
     int64_t index = ix ? json_object_get_int64(ix) : (int64_t)pos;
     if (index < 0 || index > 1000000)
         index = (int64_t)pos;
@@ -459,7 +390,7 @@ static int tool_delta(struct stream_call *c, struct json_object *tc, size_t pos)
     if (block < 0) {
         size_t l;
         char fallback[32];
-        const char *id = member_str(tc, "id", &l), *name;
+        const char *id = xlate_member_str(tc, "id", &l), *name;
         if (!id) {          /* the caller needs an id to answer with a tool_result */
             l = (size_t)snprintf(fallback, sizeof fallback, "call_%" PRId64, index);
             id = fallback;
@@ -469,7 +400,7 @@ static int tool_delta(struct stream_call *c, struct json_object *tc, size_t pos)
         buf_puts(&start, "{\"type\":\"tool_use\",\"id\":");
         buf_json_str(&start, id, l);
         buf_puts(&start, ",\"name\":");
-        name = member_str(fn, "name", &l);
+        name = xlate_member_str(fn, "name", &l);
         buf_json_str(&start, name ? name : "", l);
         buf_puts(&start, ",\"input\":{}}");
         int rc = block_start(c, MB_TOOL, &start);
@@ -482,7 +413,7 @@ static int tool_delta(struct stream_call *c, struct json_object *tc, size_t pos)
             s->tool_block[index] = block + 1;
     }
     size_t l;
-    const char *args = member_text(fn, "arguments", &l);
+    const char *args = xlate_member_text(fn, "arguments", &l);
     if (!args)
         return 0;
     buf_printf(&c->b, "{\"type\":\"content_block_delta\",\"index\":%d,\"delta\":{\"type\":\"input_json_delta\","
@@ -495,29 +426,29 @@ static int tool_delta(struct stream_call *c, struct json_object *tc, size_t pos)
 /* A choice's delta, in the order a model produces them: reasoning, text, tool calls. */
 static int on_choice(struct stream_call *c, struct json_object *choice)
 {
-    struct json_object *delta = member(choice, "delta", json_type_object), *calls;
+    struct json_object *delta = xlate_member(choice, "delta", json_type_object), *calls;
     size_t l;
     const char *s;
     if ((s = reasoning_of(delta, &l)) && text_delta(c, MB_THINKING, s, l) != 0)
         return -1;
-    if ((s = member_text(delta, "content", &l)) && text_delta(c, MB_TEXT, s, l) != 0)
+    if ((s = xlate_member_text(delta, "content", &l)) && text_delta(c, MB_TEXT, s, l) != 0)
         return -1;
-    if ((s = member_text(delta, "refusal", &l))) {      /* OpenAI's refusal: text the caller reads */
+    if ((s = xlate_member_text(delta, "refusal", &l))) {      /* OpenAI's refusal: text the caller reads */
         c->s->refusal = 1;
         if (text_delta(c, MB_TEXT, s, l) != 0)
             return -1;
     }
-    if ((calls = member(delta, "tool_calls", json_type_array)))
+    if ((calls = xlate_member(delta, "tool_calls", json_type_array)))
         for (size_t k = 0; k < json_object_array_length(calls); k++) {
             struct json_object *tc = json_object_array_get_idx(calls, k);
             if (json_object_is_type(tc, json_type_object) && tool_delta(c, tc, k) != 0)
                 return -1;
         }
-    const char *finish = member_str(choice, "finish_reason", NULL), *seq;
+    const char *finish = xlate_member_str(choice, "finish_reason", NULL), *seq;
     if (finish) {
         c->s->stop_reason = messages_stop_reason(finish);
         c->s->stop_sequence[0] = '\0';
-        if (strcmp(finish, "stop") == 0 && (seq = member_str(choice, "stop_reason", &l)) &&
+        if (strcmp(finish, "stop") == 0 && (seq = xlate_member_str(choice, "stop_reason", &l)) &&
             l < sizeof c->s->stop_sequence)
             memcpy(c->s->stop_sequence, seq, l + 1);
     }
@@ -580,19 +511,19 @@ static const char *stream_error_type(const char *t)
 /* R-SSE-4: an {"error":...} chunk -> an error event; nothing follows it. */
 static int on_error(struct stream_call *c, struct json_object *err)
 {
-    struct json_object *code = member(err, "code", json_type_int);
+    struct json_object *code = xlate_member(err, "code", json_type_int);
     const char *type = NULL;
     if (code && json_object_get_int64(code) >= 400 && json_object_get_int64(code) <= 599)
         type = errors_anthropic_type((int)json_object_get_int64(code));
     if (!type)
-        type = stream_error_type(member_str(err, "type", NULL));
+        type = stream_error_type(xlate_member_str(err, "type", NULL));
     if (!type)
-        type = stream_error_type(member_str(err, "code", NULL));
+        type = stream_error_type(xlate_member_str(err, "code", NULL));
     if (!type)
         type = "api_error";
     size_t l;
     const char *msg = json_object_is_type(err, json_type_string) ? json_object_get_string(err)
-                                                                  : member_text(err, "message", &l);
+                                                                 : xlate_member_text(err, "message", &l);
     if (!msg || !*msg)
         msg = "the upstream stream failed";
     c->s->failed = 1;
@@ -613,7 +544,7 @@ int messages_stream_chunk(struct messages_stream *s, const char *data, size_t le
         rc = on_done(&c);
         goto out;
     }
-    if (!(chunk = parse(data, len)))
+    if (!(chunk = xlate_parse(data, len)))
         goto out;               /* not JSON: nothing */
     if (json_object_object_get_ex(chunk, "error", &err) && err) {
         rc = on_error(&c, err);
@@ -624,7 +555,7 @@ int messages_stream_chunk(struct messages_stream *s, const char *data, size_t le
     if ((choice = first_choice(chunk)) && (rc = on_choice(&c, choice)) != 0)
         goto out;
     /* the include_usage chunk ("choices":[]), or any chunk with counts (vLLM's continuous usage) */
-    if ((usage = member(chunk, "usage", json_type_object)) &&
+    if ((usage = xlate_member(chunk, "usage", json_type_object)) &&
         read_usage(usage, &s->prompt, &s->completion, &s->cached, &s->reasoning))
         fill_usage(u, s->prompt, s->completion, s->cached, s->reasoning);
 out:

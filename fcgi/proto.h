@@ -58,6 +58,32 @@ struct proto_ops {
  * (serialised again only when it differs), into out->body / out->len. */
 void proto_model_body(struct request *r, struct proto_request *out);
 
+/* ---- proto_translate.c: what the translating adapters share ---------------- */
+
+struct xlate_fail;
+
+/* The end of a build that translated the body into b with rc (0, or -1 with *f
+ * filled): b's bytes become out's body, or *f becomes *why (arena copies). b is
+ * freed either way. 0, or -1 when the request cannot be sent. */
+int proto_translated(struct request *r, int rc, struct buf *b, const struct xlate_fail *f, struct proto_request *out,
+                     struct proto_refusal *why);
+
+/* A translated stream's events, framed for the relay one at a time. */
+struct proto_frame {
+    struct buf buf;               /* the event being emitted, capped at twice max_sse_event_bytes */
+    proto_emit_fn emit;           /* where it goes: set by stream_event before each translation */
+    void *ctx;
+};
+
+void proto_frame_init(struct proto_frame *fr, const struct request *r);
+
+/* One event (frame: a struct proto_frame) as "event: <event>\n" (none when event is
+ * NULL) "data: <data>\n\n" to fr->emit: -1 when it does not fit or emit says stop.
+ * The shape of messages_emit_fn, so it serves as one. */
+int proto_frame_emit(void *frame, const char *event, const char *data, size_t len);
+
+void proto_frame_free(struct proto_frame *fr);
+
 extern const struct proto_ops proto_openai;       /* proto_openai.c: OpenAI-compatible upstreams */
 extern const struct proto_ops proto_passthrough;  /* proto_openai.c: /api/v1/proxy, bytes as they came */
 extern const struct proto_ops proto_anthropic;    /* proto_anthropic.c: Anthropic Messages upstreams */

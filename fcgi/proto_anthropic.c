@@ -20,20 +20,13 @@ static int anthropic_build(struct request *r, struct proto_request *out, struct 
         return -1;
     }
     struct buf b;
-    struct anthropic_fail f;
+    struct xlate_fail f;
     buf_init(&b, 0);
     memset(&f, 0, sizeof f);
     const char *model = r->routed_model ? r->routed_model : r->model;
-    if (anthropic_request(r->json, model, r->ep->default_max_tokens, r->stream, &b, &f) != 0) {
-        why->code = f.code;
-        why->param = f.param ? arena_strdup(r->arena, f.param) : NULL;
-        why->message = arena_strdup(r->arena, f.message[0] ? f.message : "the request cannot be translated");
-        buf_free(&b);
+    int rc = anthropic_request(r->json, model, r->ep->default_max_tokens, r->stream, &b, &f);
+    if (proto_translated(r, rc, &b, &f, out, why) != 0)
         return -1;
-    }
-    out->len = b.len;
-    out->body = arena_strndup(r->arena, b.data ? b.data : "", b.len);
-    buf_free(&b);
     out->path = "/v1/messages";
     struct curl_slist *h = NULL;
     h = curl_slist_append(h, "Content-Type: application/json");
@@ -62,9 +55,7 @@ static long anthropic_status(long s)
 
 struct anthropic_relay {
     struct anthropic_stream s;
-    struct buf frame;             /* "data: ...\n\n" of the event being emitted */
-    proto_emit_fn emit;
-    void *ctx;
+    struct proto_frame frame;     /* "data: ...\n\n" of the event being emitted */
 };
 
 static void *anthropic_stream_new(struct request *r)
@@ -72,22 +63,14 @@ static void *anthropic_stream_new(struct request *r)
     struct anthropic_relay *st = arena_alloc(r->arena, sizeof *st);
     memset(st, 0, sizeof *st);
     anthropic_stream_init(&st->s, r->routed_model ? r->routed_model : r->model, r->start_ms / 1000);
-    buf_init(&st->frame, (size_t)r->conf->max_sse_event_bytes * 2);
+    proto_frame_init(&st->frame, r);
     return st;
 }
 
-static int frame_emit(void *ctx, const char *data, size_t len)
+/* OpenAI payloads have no event: line. */
+static int frame_emit(void *frame, const char *data, size_t len)
 {
-    struct anthropic_relay *st = ctx;
-    buf_reset(&st->frame);
-    if (buf_puts(&st->frame, "data: ") != 0 || buf_append(&st->frame, data, len) != 0 ||
-        buf_puts(&st->frame, "\n\n") != 0)
-        return -1;
-    struct sse_event ev = {
-        .raw = st->frame.data, .raw_len = st->frame.len,
-        .data = st->frame.data + 6, .data_len = len, .has_data = 1, .comment_only = 0,
-    };
-    return st->emit(st->ctx, &ev);
+    return proto_frame_emit(frame, NULL, data, len);
 }
 
 static int anthropic_event(struct request *r, void *state, const struct sse_event *ev, proto_emit_fn emit,
@@ -96,11 +79,11 @@ static int anthropic_event(struct request *r, void *state, const struct sse_even
     struct anthropic_relay *st = state;
     if (ev->comment_only || !ev->has_data)
         return 0;                 /* sluice sends its own keep-alives (R-SSE-2) */
-    st->emit = emit;
-    st->ctx = ctx;
+    st->frame.emit = emit;
+    st->frame.ctx = ctx;
     struct usage u = r->usage;
     int rc = anthropic_stream_event(&st->s, ev->event ? ev->event : "", ev->event_len, ev->data, ev->data_len, &u,
-                                    frame_emit, st);
+                                    frame_emit, &st->frame);
     /* The upstream's usage, final once message_stop was handled (R-USE-1). */
     if (u.found) {
         r->usage = u;
@@ -127,7 +110,7 @@ static int anthropic_stream_complete(const void *state)
 static void anthropic_stream_free(void *state)
 {
     struct anthropic_relay *st = state;
-    buf_free(&st->frame);
+    proto_frame_free(&st->frame);
 }
 
 static void anthropic_body(struct request *r, long *status, const char *in, size_t len, struct buf *out,

@@ -64,19 +64,12 @@ static int openai_build(struct request *r, struct proto_request *out, struct pro
         return -1;
     }
     struct buf b;
-    struct messages_fail f;
+    struct xlate_fail f;
     buf_init(&b, (size_t)r->conf->max_body_bytes * 2);
     memset(&f, 0, sizeof f);
-    if (messages_request(r->json, upstream_model(r), r->stream, &b, &f) != 0) {
-        why->code = f.code;
-        why->param = f.param ? arena_strdup(r->arena, f.param) : NULL;
-        why->message = arena_strdup(r->arena, f.message[0] ? f.message : "the request cannot be translated");
-        buf_free(&b);
+    int rc = messages_request(r->json, upstream_model(r), r->stream, &b, &f);
+    if (proto_translated(r, rc, &b, &f, out, why) != 0)
         return -1;
-    }
-    out->len = b.len;
-    out->body = arena_strndup(r->arena, b.data ? b.data : "", b.len);
-    buf_free(&b);
     out->path = "/v1/chat/completions";
     struct curl_slist *h = NULL;
     h = curl_slist_append(h, "Content-Type: application/json");
@@ -96,9 +89,7 @@ static int openai_build(struct request *r, struct proto_request *out, struct pro
 
 struct messages_relay {
     struct messages_stream s;
-    struct buf frame;             /* "event: ...\ndata: ...\n\n" being emitted */
-    proto_emit_fn emit;
-    void *ctx;
+    struct proto_frame frame;     /* "event: ...\ndata: ...\n\n" being emitted */
 };
 
 static void *openai_stream_new(struct request *r)
@@ -106,25 +97,8 @@ static void *openai_stream_new(struct request *r)
     struct messages_relay *st = arena_alloc(r->arena, sizeof *st);
     memset(st, 0, sizeof *st);
     messages_stream_init(&st->s, upstream_model(r));
-    buf_init(&st->frame, (size_t)r->conf->max_sse_event_bytes * 2);
+    proto_frame_init(&st->frame, r);
     return st;
-}
-
-static int frame_emit(void *ctx, const char *event, const char *data, size_t len)
-{
-    struct messages_relay *st = ctx;
-    size_t en = strlen(event);
-    buf_reset(&st->frame);
-    if (buf_puts(&st->frame, "event: ") != 0 || buf_append(&st->frame, event, en) != 0 ||
-        buf_puts(&st->frame, "\ndata: ") != 0 || buf_append(&st->frame, data, len) != 0 ||
-        buf_puts(&st->frame, "\n\n") != 0)
-        return -1;
-    struct sse_event ev = {
-        .raw = st->frame.data, .raw_len = st->frame.len,
-        .event = st->frame.data + 7, .event_len = en,
-        .data = st->frame.data + 7 + en + 7, .data_len = len, .has_data = 1, .comment_only = 0,
-    };
-    return st->emit(st->ctx, &ev);
 }
 
 static int openai_event(struct request *r, void *state, const struct sse_event *ev, proto_emit_fn emit, void *ctx)
@@ -132,10 +106,10 @@ static int openai_event(struct request *r, void *state, const struct sse_event *
     struct messages_relay *st = state;
     if (ev->comment_only || !ev->has_data)
         return 0;                 /* sluice sends its own keep-alives (R-SSE-2) */
-    st->emit = emit;
-    st->ctx = ctx;
+    st->frame.emit = emit;
+    st->frame.ctx = ctx;
     struct usage u = r->usage;
-    int rc = messages_stream_chunk(&st->s, ev->data, ev->data_len, &u, frame_emit, st);
+    int rc = messages_stream_chunk(&st->s, ev->data, ev->data_len, &u, proto_frame_emit, &st->frame);
     /* The upstream's own usage (the include_usage chunk), final at [DONE];
      * the counts in the events sluice writes are not evidence of any. */
     if (u.found) {
@@ -157,7 +131,7 @@ static int openai_stream_complete(const void *state)
 static void openai_stream_free(void *state)
 {
     struct messages_relay *st = state;
-    buf_free(&st->frame);
+    proto_frame_free(&st->frame);
 }
 
 static void openai_body(struct request *r, long *status, const char *in, size_t len, struct buf *out,

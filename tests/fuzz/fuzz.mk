@@ -30,7 +30,7 @@ FUZZ_LIBS = $(JSONC_LIBS) $(LIBCONFIG_LIBS) $(CRYPTO_LIBS) -lm -lpthread
 # The pure modules the harnesses reach (fuzz_guard.c includes fcgi/guard.c itself).
 FUZZ_PURE = lib/buf lib/arena lib/util lib/log lib/conf lib/settings \
 	fcgi/errors fcgi/sse fcgi/usage fcgi/pathcheck fcgi/anthropic fcgi/anthropic_stream \
-	fcgi/messages fcgi/messages_stream fcgi/dialect \
+	fcgi/messages fcgi/messages_stream fcgi/xlate fcgi/dialect \
 	healthd/metrics healthd/dcgm
 FUZZ_LIB = $(FUZZ_DIR)/libfuzzpure.a
 FUZZ_BINS = $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_TARGETS))

@@ -15,7 +15,7 @@
 
 static const char PREFIX[] = "prefix:";
 
-static void check_fail(const struct anthropic_fail *f, const struct buf *out)
+static void check_fail(const struct xlate_fail *f, const struct buf *out)
 {
     FUZZ_CHECK((unsigned)f->code < ERR_COUNT, "refused with code %d", (int)f->code);
     FUZZ_CHECK(memchr(f->message, '\0', sizeof f->message) && f->message[0], "message not set or not terminated");
@@ -59,7 +59,7 @@ static void check_body(const char *s, size_t n, const char *model, int strict, i
 static void translate(struct json_object *chat, int strict, const char *model, int stream)
 {
     struct buf out;
-    struct anthropic_fail f;
+    struct xlate_fail f;
     buf_init(&out, 0);
     buf_puts(&out, PREFIX);
     int rc = anthropic_request(chat, model, 1024, stream, &out, &f);
@@ -77,7 +77,7 @@ static void translate(struct json_object *chat, int strict, const char *model, i
 
     /* The same under caps: exactly enough, and one byte short. */
     struct buf capped;
-    struct anthropic_fail f2;
+    struct xlate_fail f2;
     buf_init(&capped, out.len);
     buf_puts(&capped, PREFIX);
     FUZZ_CHECK(anthropic_request(chat, model, 1024, stream, &capped, &f2) == 0 && capped.len == out.len &&

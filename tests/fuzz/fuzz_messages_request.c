@@ -89,7 +89,7 @@ static void shape_of(struct json_object *msg, struct shape *sh)
     }
 }
 
-static void check_fail(const struct messages_fail *f, const struct buf *out)
+static void check_fail(const struct xlate_fail *f, const struct buf *out)
 {
     static const enum error_code codes[] = {ERR_UNSUPPORTED_PARAMETER, ERR_INVALID_TYPE, ERR_INVALID_VALUE,
                                             ERR_MISSING_FIELD, ERR_REQUEST_TOO_LARGE};
@@ -269,7 +269,7 @@ static void translate(struct json_object *msg, int strict, const char *model, in
     struct shape sh;
     shape_of(msg, &sh);
     struct buf out;
-    struct messages_fail f;
+    struct xlate_fail f;
     memset(&f, 0x5a, sizeof f);
     buf_init(&out, 0);
     buf_puts(&out, PREFIX);
@@ -291,7 +291,7 @@ static void translate(struct json_object *msg, int strict, const char *model, in
 
     /* The same under caps: exactly enough, and one byte short. */
     struct buf capped;
-    struct messages_fail f2;
+    struct xlate_fail f2;
     buf_init(&capped, out.len);
     buf_puts(&capped, PREFIX);
     FUZZ_CHECK(messages_request(msg, model, stream, &capped, &f2) == 0 && capped.len == out.len &&

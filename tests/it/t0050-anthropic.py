@@ -11,12 +11,11 @@ t0051, refusals, the credential, idempotency, the pass-through and probes in t00
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, run_tests, setup_tenant, wait_for
+from harness import Fake, Gateway, run_tests, setup_tenant, setup_with, stop_all, wait_for
 
 SECRET = "sk-ant-api03-t0050-%d-Zq8vX2mN" % os.getpid()
 SECRET_VER = "sk-ant-api03-t0050-ver-%d-Lk4" % os.getpid()
@@ -28,26 +27,8 @@ ANT_TOOLS = [{"name": "get_weather", "description": "Weather of a city",
               "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
 
 
-class Ctx:
-    pass
-
-
-def ctl_secret(gw, secret, *args):
-    """sluicectl with the upstream credential on stdin (--upstream-auth-stdin)."""
-    p = subprocess.run([CTL, "--db", gw.db, "--json"] + [str(a) for a in args] + ["--upstream-auth-stdin"],
-                       input=secret + "\n", capture_output=True, text=True, timeout=30)
-    assert p.returncode == 0, "sluicectl %r failed: %s %s" % (args, p.stdout, p.stderr)
-    assert secret not in p.stdout + p.stderr, "R-ANT-4: sluicectl printed the credential: %r" % p.stdout
-    return json.loads(p.stdout) if p.stdout.strip() else {}
-
-
 def setup():
-    c = Ctx()
-    try:
-        return build(c)
-    except BaseException:
-        teardown(c)         # a failed setup leaves no process behind
-        raise
+    return setup_with(build, teardown)
 
 
 def build(c):
@@ -56,18 +37,18 @@ def build(c):
     c.err = Fake("ant-err")
     c.gw = Gateway("t0050", keepalive_ms=1000)
     c.key = setup_tenant(c.gw, "acme", "alice")
-    ep = ctl_secret(c.gw, SECRET, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic")
+    ep = c.gw.ctl_secret(SECRET, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic")
     assert ep["protocol"] == "anthropic" and ep["upstream_auth_set"] is True, ep
     assert ep["anthropic_version"] == "2023-06-01" and ep["default_max_tokens"] == 4096, ep
     c.gw.ctl("replica", "add", "ep-ant", c.ant.url)
     c.gw.ctl("route", "add", "claude", "ep-ant", "--tenant", "acme", "--target-model", "claude-3-real")
     c.gw.ctl("route", "add", "claude-direct", "ep-ant", "--tenant", "acme")
     # Per-endpoint version and default max_tokens, set after creation (endpoint set).
-    ctl_secret(c.gw, SECRET_VER, "endpoint", "add", "ep-ver", "--tenant", "acme", "--protocol", "anthropic")
+    c.gw.ctl_secret(SECRET_VER, "endpoint", "add", "ep-ver", "--tenant", "acme", "--protocol", "anthropic")
     ep = c.gw.ctl("endpoint", "set", "ep-ver", "--anthropic-version", "2023-01-01", "--default-max-tokens", 77)
     c.gw.ctl("replica", "add", "ep-ver", c.ver.url)
     c.gw.ctl("route", "add", "claude-ver", "ep-ver", "--tenant", "acme")
-    ctl_secret(c.gw, SECRET, "endpoint", "add", "ep-err", "--tenant", "acme", "--protocol", "anthropic")
+    c.gw.ctl_secret(SECRET, "endpoint", "add", "ep-err", "--tenant", "acme", "--protocol", "anthropic")
     c.gw.ctl("replica", "add", "ep-err", c.err.url)
     c.gw.ctl("route", "add", "claude-err", "ep-err", "--tenant", "acme")
     c.gw.start()
@@ -75,12 +56,7 @@ def build(c):
 
 
 def teardown(c):
-    if c:
-        if getattr(c, "gw", None):
-            c.gw.stop()
-        for name in ("ant", "ver", "err"):
-            if getattr(c, name, None):
-                getattr(c, name).stop()
+    stop_all(c, "gw", "ant", "ver", "err")
 
 
 # ---- helpers ----

@@ -11,12 +11,11 @@ import http.client
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, free_port, run_tests, setup_tenant, wait_for
+from harness import Fake, Gateway, free_port, run_tests, setup_tenant, setup_with, stop_all, wait_for
 
 SECRET = "sk-ant-api03-t0051-%d-Hw3pQ" % os.getpid()
 KEEPALIVE_S = 1.0
@@ -40,15 +39,8 @@ ENDPOINTS = {
 }
 
 
-class Ctx:
-    pass
-
-
 def add_anthropic(gw, name, tenant, urls, **opts):
-    args = [CTL, "--db", gw.db, "--json", "endpoint", "add", name, "--tenant", tenant, "--protocol", "anthropic",
-            "--upstream-auth-stdin"]
-    p = subprocess.run(args, input=SECRET + "\n", capture_output=True, text=True, timeout=30)
-    assert p.returncode == 0, p.stderr
+    gw.ctl_secret(SECRET, "endpoint", "add", name, "--tenant", tenant, "--protocol", "anthropic")
     for k, v in opts.items():
         gw.ctl("endpoint", "set", name, "--" + k, v)
     for u in urls:
@@ -56,16 +48,11 @@ def add_anthropic(gw, name, tenant, urls, **opts):
 
 
 def setup():
-    c = Ctx()
-    c.fakes = {}
-    try:
-        return build(c)
-    except BaseException:
-        teardown(c)         # a failed setup leaves no process behind
-        raise
+    return setup_with(build, teardown)
 
 
 def build(c):
+    c.fakes = {}
     c.gw = Gateway("t0051", keepalive_ms=int(KEEPALIVE_S * 1000), conf={"passive": PASSIVE})
     c.key = setup_tenant(c.gw, "acme", "alice")
     c.dead = "http://127.0.0.1:%d" % free_port()
@@ -98,11 +85,9 @@ def build(c):
 
 
 def teardown(c):
-    if c:
-        if getattr(c, "gw", None):
-            c.gw.stop()
-        for f in c.fakes.values():
-            f.stop()
+    stop_all(c, "gw")
+    for f in getattr(c, "fakes", {}).values():
+        f.stop()
 
 
 # ---- helpers ----

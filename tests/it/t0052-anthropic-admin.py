@@ -12,17 +12,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, Healthd, http_request, run_tests, setup_tenant, wait_for
+from harness import CTL, Fake, Gateway, Healthd, http_request, run_tests, setup_tenant, setup_with, stop_all, wait_for
 
 PID = os.getpid()
 SECRET = "sk-ant-api03-t0052-%d-Pq7Rt" % PID
 SECRET2 = "sk-ant-api03-t0052-%d-second-Vb9" % PID
 ROOT_PW = "root-pass-t0052"
 ERROR_KEYS = {"message", "type", "param", "code"}
-
-
-class Ctx:
-    pass
 
 
 def ctl_in(gw, stdin, *args):
@@ -44,12 +40,7 @@ def add_anthropic(gw, name, fake, model, target=None, secret=SECRET, *opts):
 
 
 def setup():
-    c = Ctx()
-    try:
-        return build(c)
-    except BaseException:
-        teardown(c)         # a failed setup leaves no process behind
-        raise
+    return setup_with(build, teardown)
 
 
 def build(c):
@@ -76,12 +67,7 @@ def build(c):
 
 
 def teardown(c):
-    if c:
-        if getattr(c, "gw", None):
-            c.gw.stop()
-        for name in ("ant", "cred", "nocred", "biz", "switch"):
-            if getattr(c, name, None):
-                getattr(c, name).stop()
+    stop_all(c, "gw", "ant", "cred", "nocred", "biz", "switch")
 
 
 # ---- helpers ----

@@ -67,16 +67,6 @@ def expect(r, status, code=None):
     return r.json()
 
 
-def ctl_secret(gw, secret, *args, check=True):
-    """sluicectl (the operator) with the upstream credential on stdin."""
-    p = subprocess.run([CTL, "--db", gw.db, "--json"] + [str(a) for a in args] + ["--upstream-auth-stdin"],
-                       input=secret + "\n", capture_output=True, text=True, timeout=30)
-    assert secret not in p.stdout + p.stderr, "R-ANT-4: sluicectl printed the credential"
-    if check:
-        assert p.returncode == 0, "sluicectl %r failed: %s %s" % (args, p.stdout, p.stderr)
-    return p
-
-
 def ctl_user(gw, name, tenant, role):
     p = subprocess.run([CTL, "--db", gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
                         "--password-stdin"], input=PW + "\n", capture_output=True, text=True, timeout=30)
@@ -112,7 +102,7 @@ def setup():
     gw.ctl("user", "add", "alice", "--tenant", "ta", "--role", "member")
     c.key = gw.ctl("key", "add", "--user", "alice")["key"]
     # The operator's endpoint in tenant ta, with the operator's credential and business probes.
-    ctl_secret(gw, SECRET, "endpoint", "add", "ep-op", "--tenant", "ta", "--business-probe-rounds", "1")
+    gw.ctl_secret(SECRET, "endpoint", "add", "ep-op", "--tenant", "ta", "--business-probe-rounds", "1")
     gw.ctl("replica", "add", "ep-op", c.real.url)
     gw.ctl("route", "add", "m", "ep-op", "--tenant", "ta", "--target-model", "real-m")
     c.ep = gw.sql("SELECT id FROM endpoints WHERE name = 'ep-op'")[0][0]
@@ -245,7 +235,7 @@ def test_operator_credential_needs_approved_urls_R_SEC_9(c):
     assert r["approved"] is False, r                         # no credential yet: registering is fine
     w = expect(c.adm.put("/api/v1/endpoints/%d" % e["id"], {"wake_url": c.real2.url + "/wake_up"}), 200)
     assert w["wake_url_approved"] is False, w
-    p = ctl_secret(c.gw, SECRET, "endpoint", "set", "ep-t", check=False)
+    p = c.gw.ctl_secret(SECRET, "endpoint", "set", "ep-t", check=False)
     assert p.returncode != 0 and "approve" in p.stdout + p.stderr, (p.stdout, p.stderr)
     err = expect(c.root.put("/api/v1/endpoints/%d" % e["id"], {"upstream_auth": SECRET}), 409, "conflict")
     assert SECRET not in json.dumps(err)
@@ -281,11 +271,11 @@ def test_a_credential_the_tenant_sets_is_its_own(c):
     assert auth_seen(c.evil) == ("Bearer " + TENANT_CRED, None)
     assert_evil_clean(c, "tenant credential")
     # The operator cannot put its credential back while the listener is there.
-    p = ctl_secret(c.gw, SECRET, "endpoint", "set", "ep-op", check=False)
+    p = c.gw.ctl_secret(SECRET, "endpoint", "set", "ep-op", check=False)
     assert p.returncode != 0, p.stdout
     assert c.gw.upstream_auth(c.ep) == TENANT_CRED
     expect(c.adm.delete("/api/v1/endpoints/%d/replicas/%d" % (c.ep, r["id"])), 200)
-    ctl_secret(c.gw, SECRET, "endpoint", "set", "ep-op")
+    c.gw.ctl_secret(SECRET, "endpoint", "set", "ep-op")
     assert c.gw.upstream_auth(c.ep) == SECRET
     assert c.gw.sql("SELECT upstream_auth_by FROM endpoints WHERE id = ?", c.ep) == [("operator",)]
 

@@ -22,26 +22,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, OUTDIR, Fake, Gateway, Healthd, open_sealed, run_tests, setup_tenant, wait_for
+from harness import (CTL, OUTDIR, Fake, Gateway, Healthd, open_sealed, run_tests, setup_tenant, setup_with, stop_all,
+                     wait_for)
 
 SECRET = "sk-t0075-openai-%d-Zq8Rw2Lp" % os.getpid()
 SECRET_ANT = "sk-ant-t0075-%d-Hx4Tn7Ke" % os.getpid()
 LEGACY = "sk-t0075-legacy-clear-%d-Mv5Yc1" % os.getpid()
 FRESH = "sk-t0075-fresh-%d-Pu6Gd3" % os.getpid()
-
-
-class Ctx:
-    pass
-
-
-def ctl_secret(gw, secret, *args, db=None, check=True):
-    """sluicectl (the operator) with the upstream credential on stdin."""
-    p = subprocess.run([CTL, "--db", db or gw.db, "--json"] + [str(a) for a in args] + ["--upstream-auth-stdin"],
-                       input=secret + "\n", capture_output=True, text=True, timeout=30)
-    assert secret not in p.stdout + p.stderr, "sluicectl printed the credential"
-    if check:
-        assert p.returncode == 0, "sluicectl %r failed: %s %s" % (args, p.stdout, p.stderr)
-    return p
 
 
 def ctl(*args, check=True):
@@ -81,23 +68,18 @@ def auth_seen(fake):
 
 
 def setup():
-    c = Ctx()
-    try:
-        return build(c)
-    except BaseException:
-        teardown(c)
-        raise
+    return setup_with(build, teardown)
 
 
 def build(c):
     c.up = Fake("t0075")
     c.gw = gw = Gateway("t0075", procs=1, threads=8)       # runs `sluicectl init`
     c.key = setup_tenant(gw, "acme", "alice")
-    ctl_secret(gw, SECRET, "endpoint", "add", "ep-oa", "--tenant", "acme", "--business-probe-rounds", "1")
+    gw.ctl_secret(SECRET, "endpoint", "add", "ep-oa", "--tenant", "acme", "--business-probe-rounds", "1")
     gw.ctl("replica", "add", "ep-oa", c.up.url)
     gw.ctl("route", "add", "m", "ep-oa", "--tenant", "acme")
-    ctl_secret(gw, SECRET_ANT, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic",
-               "--health-check", "0")
+    gw.ctl_secret(SECRET_ANT, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic",
+                  "--health-check", "0")
     gw.ctl("replica", "add", "ep-ant", c.up.url, "--engine", "anthropic")
     gw.ctl("route", "add", "ma", "ep-ant", "--tenant", "acme")
     c.ep = {n: gw.sql("SELECT id FROM endpoints WHERE name = ?", n)[0][0] for n in ("ep-oa", "ep-ant")}
@@ -106,12 +88,7 @@ def build(c):
 
 
 def teardown(c):
-    if c:
-        for g in (getattr(c, "copy", None), getattr(c, "gw", None)):
-            if g:
-                g.stop()
-        if getattr(c, "up", None):
-            c.up.stop()
+    stop_all(c, "copy", "gw", "up")
 
 
 def test_modes_of_the_state_folder_database_and_key_file(c):
@@ -243,7 +220,7 @@ def test_a_copy_of_the_database_without_the_key_reveals_nothing(c):
     assert SECRET not in log and SECRET_ANT not in log
     assert not os.path.exists(cp.key_file), "a reader created a key file"
     # A credential stored on the copy makes a new key there (0600) and is sent.
-    ctl_secret(cp, FRESH, "endpoint", "set", "ep-oa")
+    cp.ctl_secret(FRESH, "endpoint", "set", "ep-oa")
     assert os.path.exists(cp.key_file) and mode(cp.key_file) == 0o600
     assert cp.upstream_auth(c.ep["ep-oa"]) == FRESH
     time.sleep(1.0)

@@ -20,37 +20,20 @@ stand-in's directives travel in the prompt ("[[fake k=v]]")."""
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, add_endpoint, free_port, http_request, run_tests, setup_tenant, wait_for
+from harness import (Fake, Gateway, add_endpoint, free_port, http_request, run_tests, setup_tenant, setup_with,
+                     stop_all, wait_for)
 
 PID = os.getpid()
 SECRET = "sk-ant-api03-t0080-%d-Hq3Wm" % PID
 FAKES = ("ant", "oai", "fo_bad", "fo_good", "aff1", "aff2", "naff1", "naff2", "down")
 
 
-class Ctx:
-    pass
-
-
-def ctl_secret(gw, secret, *args):
-    """sluicectl with the upstream credential on stdin (--upstream-auth-stdin)."""
-    p = subprocess.run([CTL, "--db", gw.db, "--json"] + [str(a) for a in args] + ["--upstream-auth-stdin"],
-                       input=secret + "\n", capture_output=True, text=True, timeout=30)
-    assert p.returncode == 0, "sluicectl %r failed: %s %s" % (args, p.stdout, p.stderr)
-    return json.loads(p.stdout) if p.stdout.strip() else {}
-
-
 def setup():
-    c = Ctx()
-    try:
-        return build(c)
-    except BaseException:
-        teardown(c)
-        raise
+    return setup_with(build, teardown)
 
 
 def build(c):
@@ -64,14 +47,14 @@ def build(c):
     k = gw.ctl("key", "add", "--user", "alice", "--qps", 1)
     c.qps_key, c.qps_key_id = k["key"], k["id"]
     # Native: an anthropic endpoint with its own credential; an alias and a plain route.
-    ctl_secret(gw, SECRET, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic")
+    gw.ctl_secret(SECRET, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic")
     gw.ctl("replica", "add", "ep-ant", c.ant.url)
     gw.ctl("route", "add", "claude", "ep-ant", "--tenant", "acme", "--target-model", "claude-real")
     gw.ctl("route", "add", "claude-direct", "ep-ant", "--tenant", "acme")
     gw.ctl("route", "add", "claude-capped", "ep-ant", "--tenant", "acme")
     gw.ctl("policy", "set", "claude-capped", "--max-output", 100)
     # Native failover: a replica that answers 529 overloaded, and a good one.
-    ctl_secret(gw, SECRET, "endpoint", "add", "ep-fo", "--tenant", "acme", "--protocol", "anthropic")
+    gw.ctl_secret(SECRET, "endpoint", "add", "ep-fo", "--tenant", "acme", "--protocol", "anthropic")
     gw.ctl("replica", "add", "ep-fo", c.fo_bad.url)
     gw.ctl("replica", "add", "ep-fo", c.fo_good.url)
     gw.ctl("route", "add", "claude-fo", "ep-fo", "--tenant", "acme")
@@ -81,7 +64,7 @@ def build(c):
     # Affinity: two OpenAI stand-ins round robin, so a miss alternates.
     add_endpoint(gw, "ep-aff", "acme", [c.aff1, c.aff2], affinity="on")
     gw.ctl("route", "add", "gpt-aff", "ep-aff", "--tenant", "acme")
-    ctl_secret(gw, SECRET, "endpoint", "add", "ep-naff", "--tenant", "acme", "--protocol", "anthropic",
+    gw.ctl_secret(SECRET, "endpoint", "add", "ep-naff", "--tenant", "acme", "--protocol", "anthropic",
                "--affinity", "on")
     gw.ctl("replica", "add", "ep-naff", c.naff1.url)
     gw.ctl("replica", "add", "ep-naff", c.naff2.url)
@@ -97,12 +80,7 @@ def build(c):
 
 
 def teardown(c):
-    if c:
-        if getattr(c, "gw", None):
-            c.gw.stop()
-        for name in FAKES:
-            if getattr(c, name, None):
-                getattr(c, name).stop()
+    stop_all(c, "gw", *FAKES)
 
 
 # ---- helpers ----

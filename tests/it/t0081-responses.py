@@ -23,24 +23,15 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from harness import (CTL, Fake, Gateway, add_endpoint, fcgi_request, fcgi_sockets, http_request, run_tests,
-                     setup_tenant, wait_for)
+                     setup_tenant, setup_with, stop_all, wait_for)
 
 PID = os.getpid()
 FAKES = ("solo", "pin1", "pin2", "g_err", "g_die", "g_good", "ant")
 ERROR_KEYS = {"message", "type", "param", "code"}
 
 
-class Ctx:
-    pass
-
-
 def setup():
-    c = Ctx()
-    try:
-        return build(c)
-    except BaseException:
-        teardown(c)
-        raise
+    return setup_with(build, teardown)
 
 
 def build(c):
@@ -79,12 +70,7 @@ def build(c):
 
 
 def teardown(c):
-    if c:
-        if getattr(c, "gw", None):
-            c.gw.stop()
-        for name in FAKES:
-            if getattr(c, name, None):
-                getattr(c, name).stop()
+    stop_all(c, "gw", *FAKES)
 
 
 # ---- helpers ----

@@ -17,12 +17,11 @@ preflight is 403 cors_origin_not_allowed without any Access-Control-* header, an
 answers carry none."""
 import json
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, add_endpoint, run_tests, setup_tenant, wait_for
+from harness import Fake, Gateway, add_endpoint, run_tests, setup_tenant, setup_with, stop_all, wait_for
 
 PID = os.getpid()
 A, B = "http://a.example", "http://b.example"
@@ -38,17 +37,8 @@ EXPOSED = ("x-request-id", "x-routed-model", "retry-after", "x-ratelimit-limit",
            "x-ratelimit-reset")
 
 
-class Ctx:
-    pass
-
-
 def setup():
-    c = Ctx()
-    try:
-        return build(c)
-    except BaseException:
-        teardown(c)
-        raise
+    return setup_with(build, teardown)
 
 
 def build(c):
@@ -59,10 +49,7 @@ def build(c):
     c.qps_key = c.gw.ctl("key", "add", "--user", "alice", "--qps", 1)["key"]
     add_endpoint(c.gw, "ep", "acme", [c.oai])
     c.gw.ctl("route", "add", "m", "ep", "--tenant", "acme", "--target-model", "m-real")
-    p = subprocess.run([CTL, "--db", c.gw.db, "--json", "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol",
-                        "anthropic", "--upstream-auth-stdin"], input="sk-ant-t0082-%d\n" % PID,
-                       capture_output=True, text=True, timeout=30)
-    assert p.returncode == 0, p.stderr
+    c.gw.ctl_secret("sk-ant-t0082-%d" % PID, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic")
     c.gw.ctl("replica", "add", "ep-ant", c.ant.url)
     c.gw.ctl("route", "add", "claude", "ep-ant", "--tenant", "acme")
     c.gw.start()
@@ -70,12 +57,7 @@ def build(c):
 
 
 def teardown(c):
-    if c:
-        if getattr(c, "gw", None):
-            c.gw.stop()
-        for name in ("oai", "ant"):
-            if getattr(c, name, None):
-                getattr(c, name).stop()
+    stop_all(c, "gw", "oai", "ant")
 
 
 # ---- helpers ----

@@ -28,12 +28,11 @@ import http.client
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, add_endpoint, run_tests, setup_tenant, wait_for
+from harness import Fake, Gateway, add_endpoint, run_tests, setup_tenant, setup_with, stop_all, wait_for
 
 PID = os.getpid()
 SECRET = "sk-ant-api03-t0083-%d-Zr8Kq" % PID
@@ -42,25 +41,8 @@ ORIGIN = "http://app.t0083.example"
 BASIC = "Basic dXNlcjpwYXNz"
 
 
-class Ctx:
-    pass
-
-
-def ctl_secret(gw, secret, *args):
-    """sluicectl with the upstream credential on stdin (--upstream-auth-stdin)."""
-    p = subprocess.run([CTL, "--db", gw.db, "--json"] + [str(a) for a in args] + ["--upstream-auth-stdin"],
-                       input=secret + "\n", capture_output=True, text=True, timeout=30)
-    assert p.returncode == 0, "sluicectl %r failed: %s %s" % (args, p.stdout, p.stderr)
-    return json.loads(p.stdout) if p.stdout.strip() else {}
-
-
 def setup():
-    c = Ctx()
-    try:
-        return build(c)
-    except BaseException:
-        teardown(c)
-        raise
+    return setup_with(build, teardown)
 
 
 def build(c):
@@ -70,7 +52,7 @@ def build(c):
     gw = c.gw
     c.key = setup_tenant(gw, "acme", "alice")
     # Native Messages: an anthropic endpoint with its own credential.
-    ctl_secret(gw, SECRET, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic")
+    gw.ctl_secret(SECRET, "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol", "anthropic")
     gw.ctl("replica", "add", "ep-ant", c.ant.url)
     gw.ctl("route", "add", "claude", "ep-ant", "--tenant", "acme")
     # An OpenAI endpoint: translated Messages, chat, Responses, the pass-through.
@@ -91,12 +73,7 @@ def build(c):
 
 
 def teardown(c):
-    if c:
-        if getattr(c, "gw", None):
-            c.gw.stop()
-        for name in FAKES:
-            if getattr(c, name, None):
-                getattr(c, name).stop()
+    stop_all(c, "gw", *FAKES)
 
 
 # ---- helpers ----

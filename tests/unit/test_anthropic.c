@@ -400,7 +400,7 @@ static void test_requests(void)
         struct buf out;
         buf_init(&out, 0);
         buf_puts(&out, "PRE");
-        struct anthropic_fail f;
+        struct xlate_fail f;
         memset(&f, 0x5a, sizeof f);
         int rc = anthropic_request(chat, "claude-x", 4096, c->stream, &out, &f);
         if (c->want) {
@@ -429,7 +429,7 @@ static void test_requests(void)
 static void test_request_arguments(void)
 {
     struct json_object *chat = json_tokener_parse("{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}");
-    struct anthropic_fail f;
+    struct xlate_fail f;
     struct buf out;
     buf_init(&out, 0);
     CHECK_INT(anthropic_request(chat, "claude-sonnet", 1000, 0, &out, &f), 0, "default_max_tokens");
@@ -461,7 +461,7 @@ static void test_request_capped(void)
         char *chat_s = q(capped_chats[i]);
         struct json_object *chat = parse_n(chat_s, strlen(chat_s));
         CHECK(chat != NULL, "capped chat %zu does not parse", i);
-        struct anthropic_fail f;
+        struct xlate_fail f;
         struct buf full;
         buf_init(&full, 0);
         buf_puts(&full, "PRE");

@@ -359,7 +359,7 @@ static void test_requests(void)
         struct buf out;
         buf_init(&out, 0);
         buf_puts(&out, "PRE");
-        struct messages_fail f;
+        struct xlate_fail f;
         memset(&f, 0x5a, sizeof f);
         int rc = messages_request(msg, "qwen", c->stream, &out, &f);
         json_object_put(msg);   /* f.param must not point into it */
@@ -389,7 +389,7 @@ static void test_request_arguments(void)
 {
     struct json_object *msg = json_tokener_parse(
         "{\"model\":\"claude-opus\",\"max_tokens\":9,\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}]}");
-    struct messages_fail f;
+    struct xlate_fail f;
     struct buf out;
     buf_init(&out, 0);
     CHECK_INT(messages_request(msg, NULL, 0, &out, &f), 0, "model NULL");
@@ -431,7 +431,7 @@ static void test_request_capped(void)
         char *msg_s = q(capped_bodies[i]);
         struct json_object *msg = parse_n(msg_s, strlen(msg_s));
         CHECK(msg != NULL, "capped body %zu does not parse", i);
-        struct messages_fail f;
+        struct xlate_fail f;
         struct buf full;
         buf_init(&full, 0);
         buf_puts(&full, "PRE");

@@ -234,6 +234,19 @@ class Gateway:
         except ValueError:
             raise AssertionError("sluicectl %s printed non-JSON: %r" % (args, p.stdout))
 
+    def ctl_secret(self, secret, *args, check=True):
+        """ctl with an upstream credential on stdin (--upstream-auth-stdin), as an operator
+        types it; sluicectl must never print it (R-ANT-4). Returns what ctl returns; with
+        check=False the finished process instead (returncode, stdout, stderr), for a
+        refusal the test expects."""
+        p = subprocess.run([CTL, "--db", self.db, "--json"] + [str(a) for a in args] + ["--upstream-auth-stdin"],
+                           input=secret + "\n", capture_output=True, text=True, timeout=30)
+        assert secret not in p.stdout + p.stderr, "R-ANT-4: sluicectl printed the credential: %r" % p.stdout
+        if not check:
+            return p
+        assert p.returncode == 0, "sluicectl %r failed: %s %s" % (args, p.stdout, p.stderr)
+        return json.loads(p.stdout) if p.stdout.strip() else {}
+
     def sql(self, query, *params):
         con = sqlite3.connect(self.db, timeout=10)
         try:
@@ -434,6 +447,31 @@ def add_endpoint(gw, name, tenant, fakes, algorithm="round_robin", **opts):
     for f in fakes:
         gw.ctl("replica", "add", name, f.url)
     return ep
+
+
+class Ctx:
+    """A test file's fixture: whatever its build(c) puts there."""
+
+
+def setup_with(build, teardown):
+    """The setup of a file with build(c) and teardown(c): build on a fresh Ctx; a build that
+    fails is torn down first, so a failed setup leaves no process behind."""
+    c = Ctx()
+    try:
+        return build(c)
+    except BaseException:
+        teardown(c)
+        raise
+
+
+def stop_all(c, *names):
+    """A teardown: stops c's attributes named (gateways, stand-ins), in order, those the
+    build got to (c may be None)."""
+    if c:
+        for name in names:
+            p = getattr(c, name, None)
+            if p:
+                p.stop()
 
 
 def run_tests(namespace, setup=None, teardown=None):
