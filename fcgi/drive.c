@@ -64,6 +64,10 @@ void drive_run(struct request *r)
         retry_decide(&f, &d);
         if (d.report)
             serving_report(r, rep, !d.failed, outcome_name(a.outcome, a.status));
+        if (a.obs) {
+            a.obs->outcome = outcome_name(a.outcome, a.status);
+            a.obs->next = d.failed ? "failed" : a.outcome == ATTEMPT_CLIENT_GONE ? "client_gone" : "success";
+        }
         if (d.other_endpoint && route_skip_endpoint(r) == 0) {
             log_info("request %s: endpoint %s (%s) cannot express it (%s); trying endpoint %s", r->request_id,
                      ep->name, a.proto->name, errors_get(a.refusal.code)->code, r->ep->name);
@@ -71,6 +75,8 @@ void drive_run(struct request *r)
             continue;
         }
         if (d.other_replica && route_next_replica(r) == 0) {
+            if (a.obs)
+                a.obs->next = "retry";
             r->retries++;
             r->candidate_retries++;
             log_info("request %s: retrying on replica %lld after a failure of replica %lld (%s)", r->request_id,
@@ -79,6 +85,8 @@ void drive_run(struct request *r)
             continue;
         }
         if (d.next_model && route_next_model(r) == 0) {
+            if (a.obs)
+                a.obs->next = "failover";
             r->retries++;
             r->candidate_retries = 0;
             log_info("request %s: model auto degrades to %s (level %d)", r->request_id, r->model, r->plan.pos);

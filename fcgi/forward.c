@@ -162,9 +162,31 @@ void forward_attempt(struct request *r, struct attempt *a)
     }
     a->relay.proto = a->proto;
     a->relay.proto_state = a->proto->stream_new ? a->proto->stream_new(r) : NULL;
+    struct obs_attempt *oa = r->obs.n_attempts < OBS_MAX_ATTEMPTS ? &r->obs.attempts[r->obs.n_attempts++] : NULL;
+    int64_t t0 = mono_us();
+    if (oa) {
+        memset(oa, 0, sizeof *oa);
+        oa->ep = r->ep;
+        oa->replica = r->replica;
+        oa->start_us = t0;
+    }
+    r->obs.attempt_start_us = t0;
     shm_active_add(r->shm, r->replica->slot, 1);
     a->outcome = forward_transfer(r, &a->relay, &pr);
     shm_active_add(r->shm, r->replica->slot, -1);
+    int64_t t1 = mono_us();
+    r->obs.upstream_us += t1 - t0;
+    r->obs.attempt_start_us = 0;
+    if (oa) {
+        curl_off_t connect = 0, first = 0;
+        curl_easy_getinfo(r->w->curl, CURLINFO_CONNECT_TIME_T, &connect);
+        curl_easy_getinfo(r->w->curl, CURLINFO_STARTTRANSFER_TIME_T, &first);
+        oa->end_us = t1;
+        oa->connect_us = (int64_t)connect;
+        oa->first_byte_us = a->relay.upstream_bytes ? (int64_t)first : 0;
+        oa->status = a->relay.status;
+        a->obs = oa;
+    }
     curl_slist_free_all(pr.headers);
     a->status = a->proto->status ? a->proto->status(a->relay.status) : a->relay.status;
     a->sse = a->relay.mode == RELAY_SSE;

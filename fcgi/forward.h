@@ -17,6 +17,7 @@ struct attempt {
     int sse;                /* the answer was relayed as a stream */
     struct proto_refusal refusal;
     struct relay relay;
+    struct obs_attempt *obs;  /* its record in r->obs (NULL: refused, or past OBS_MAX_ATTEMPTS) */
 };
 
 /* Runs the transfer to r->replica and relays what may go out at once (stream

@@ -1,5 +1,6 @@
 /* main.c: sluice-fcgi, the data plane: options -> config -> threads -> accept loop,
  * and the table of routes every request is dispatched through. */
+#include "access_log.h"
 #include "account.h"
 #include "admit.h"
 #include "auto.h"
@@ -12,13 +13,16 @@
 #include "forward.h"
 #include "guard.h"
 #include "log.h"
+#include "metrics_render.h"
 #include "models.h"
+#include "observe.h"
 #include "reply.h"
 #include "request.h"
 #include "route.h"
 #include "secret.h"
 #include "shm.h"
 #include "snapshot.h"
+#include "spans.h"
 #include "usage_writer.h"
 #include "util.h"
 
@@ -105,6 +109,7 @@ static const struct path_row {
     {"GET", "/v1/models", REQ_MODELS, INGRESS_OPENAI, serve_models},
     {"GET", "/v1/models/", REQ_MODELS, INGRESS_OPENAI, serve_models},
     {NULL, "/api/v1/proxy/", REQ_PROXY, INGRESS_NONE, serve_inference},
+    {"GET", "/metrics", REQ_METRICS, INGRESS_NONE, metrics_serve},   /* its own token, not a key (R-OBS-1) */
 };
 
 static int path_matches(const struct path_row *row, const char *path)
@@ -145,7 +150,7 @@ static void dispatch(struct request *r)
     /* R-ANT-7: a models listing is answered in the protocol anthropic-version says. */
     if (row->kind == REQ_MODELS && request_header(r, "anthropic-version"))
         r->ingress = INGRESS_ANTHROPIC;
-    if (auth_caller(r) != 0)
+    if (row->kind != REQ_METRICS && auth_caller(r) != 0)
         return;
     row->serve(r);
 }
@@ -163,8 +168,11 @@ static int handle(struct worker *w)
     r.start_mono = mono_ms();
     r.caller.endpoint = -1;
     r.plan.pinned = -1;
+    r.obs.start_us = mono_us();
     r.snap = snapshot_acquire();
-    if (request_read(&r) == 0) {
+    int read_ok = request_read(&r) == 0;
+    observe_begin(&r);
+    if (read_ok) {
         if (atomic_load(&stopping))
             reply_error(&r, ERR_SHUTTING_DOWN, NULL, NULL);
         else
@@ -176,6 +184,8 @@ static int handle(struct worker *w)
     auto_finish(&r);
     if (r.kind != REQ_MODELS && !r.replayed)
         account_record(&r);
+    if (r.kind != REQ_METRICS)
+        observe_end(&r);
     json_object_put(r.json);
     snapshot_release(r.snap);
     arena_clear(&w->arena);
@@ -353,7 +363,8 @@ int main(int argc, char **argv)
     if (!s)
         return 1;
     snapshot_publish(s);
-    if (usage_writer_start(&conf) != 0 || admit_init(&conf) != 0)
+    if (usage_writer_start(&conf) != 0 || admit_init(&conf) != 0 || access_log_start(&conf) != 0 ||
+        spans_start(&conf) != 0)
         return 1;
     if (FCGX_Init() != 0) {
         log_error("FCGX_Init failed");
@@ -376,8 +387,15 @@ int main(int argc, char **argv)
     log_info("sluice-fcgi ready: %d threads, config version %lld", conf.pool_threads, (long long)s->version);
 
     int sig = 0;
-    while (sigwait(&set, &sig) == 0 && sig != SIGTERM && sig != SIGINT)
-        ;
+    while (sigwait(&set, &sig) == 0 && sig != SIGTERM && sig != SIGINT) {
+        if (sig == SIGHUP) {
+            /* logrotate's postrotate: the logs move, the responders reopen them. */
+            log_reopen();
+            access_log_reopen();
+            spans_reopen();
+            log_info("SIGHUP: log files reopened");
+        }
+    }
     /* R-DEP-6: stop accepting, let in-flight requests finish (bounded), flush usage. */
     atomic_store(&stopping, 1);
     FCGX_ShutdownPending();
@@ -401,6 +419,8 @@ int main(int argc, char **argv)
         }
     }
     usage_writer_stop();
+    access_log_stop();
+    spans_stop();
     log_info("stopped (%d requests still in flight)", atomic_load(&inflight));
     _exit(0);
 }

@@ -206,6 +206,7 @@ static int relay_send_raw(struct relay *x, const char *p, size_t n, int is_data)
     if (is_data && !r->data_sent) {
         r->data_sent = 1;
         r->ttft_ms = mono_ms() - r->start_mono;
+        r->obs.ttft_us = mono_us() - r->obs.start_us;
     }
     return 0;
 }
@@ -474,5 +475,6 @@ void relay_send_buffered(struct relay *x)
     if (reply_head(r, (int)x->status, ct, extra) == 0 && reply_body(r, body, n, 0) == 0) {
         r->data_sent = 1;
         r->ttft_ms = mono_ms() - r->start_mono;
+        r->obs.ttft_us = mono_us() - r->obs.start_us;
     }
 }

@@ -45,6 +45,7 @@ int reply_body(struct request *r, const char *data, size_t len, int flush)
 {
     if (r->client_gone)
         return -1;
+    r->obs.bytes_out += len;
     if (r->capture && !r->capture_overflow && buf_append(r->capture, data, len) != 0)
         r->capture_overflow = 1;     /* too large to keep for an idempotent replay */
     while (len > 0) {

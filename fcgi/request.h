@@ -21,6 +21,7 @@ enum req_kind {
     REQ_COUNT_TOKENS,             /* POST /v1/messages/count_tokens (R-ANT-7) */
     REQ_RESPONSES,                /* POST /v1/responses (R-API-8) */
     REQ_RESPONSE_OP,              /* GET/DELETE /v1/responses/{id}, .../cancel, .../input_items */
+    REQ_METRICS,                  /* GET /metrics (R-OBS-1): no key, no usage */
     REQ_UNKNOWN
 };
 
@@ -28,7 +29,7 @@ enum req_kind {
  * with tokens)? Listings, token counts and stored-response calls spend calls only. */
 static inline int req_kind_spends_tokens(enum req_kind k)
 {
-    return k != REQ_MODELS && k != REQ_COUNT_TOKENS && k != REQ_RESPONSE_OP;
+    return k != REQ_MODELS && k != REQ_COUNT_TOKENS && k != REQ_RESPONSE_OP && k != REQ_METRICS;
 }
 
 /* The protocol the caller speaks on a path (a row of the route table, main.c):
@@ -53,6 +54,41 @@ struct plan {
     int excluded_ep[PLAN_MAX_EXCLUDED];           /* endpoints whose adapter refused the request */
     int n_excluded_ep;
     int pinned;                                   /* R-API-8: replica index that holds the response, -1 */
+};
+
+/* R-OBS-3: one upstream attempt, as spans and the attempts counter see it. */
+#define OBS_MAX_ATTEMPTS 8
+struct obs_attempt {
+    int64_t start_us, end_us;     /* mono_us() around the transfer */
+    int64_t connect_us;           /* connection ready, from start (curl's connect time; 0 = reused) */
+    int64_t first_byte_us;        /* first upstream byte, from start; 0 = none */
+    const struct snap_endpoint *ep;
+    const struct snap_replica *replica;
+    long status;                  /* upstream HTTP status, 0 = none */
+    const char *outcome;          /* drive.c's word for it: answered, connection failed, ... */
+    const char *next;             /* what followed: "success", "retry", "failover", "failed", "refused" */
+    char span_id[17];             /* the span id sent upstream in traceparent */
+};
+
+/* What observability reads of a request (metrics, access log, spans,
+ * Server-Timing), filled along the pipeline; account reads it at the end. */
+struct obs {
+    int64_t start_us;             /* mono_us() when the request was read */
+    int64_t route_start_us, route_end_us;
+    int64_t upstream_us;          /* finished attempts' time on the upstream */
+    int64_t attempt_start_us;     /* the attempt in flight (0 = none): Server-Timing counts it so far */
+    int64_t ttft_us;              /* first content byte to the client, from start_us; 0 = none */
+    struct obs_attempt attempts[OBS_MAX_ATTEMPTS];
+    int n_attempts;
+    /* W3C trace context (R-OBS-3): the caller's, or a fresh one */
+    char trace_id[33];            /* 32 lowercase hex */
+    char parent_span_id[17];      /* the caller's span, "" when sluice started the trace */
+    char span_id[17];             /* sluice's own span for this request */
+    int trace_flags;              /* 0x01 = sampled */
+    const char *tracestate;       /* the caller's tracestate, forwarded unchanged */
+    uint64_t bytes_out;           /* response body bytes written to the client */
+    const char *cache;            /* X-Cache word ("hit", "miss") or NULL */
+    const char *client_addr;      /* REMOTE_ADDR, or the trusted X-Forwarded-For client */
 };
 
 /* The uniform caller (R-AUTH-1): routing and accounting see only this. */
@@ -157,6 +193,9 @@ struct request {
     int64_t content_chunks;
     const char *error_code;
     char finish_reason[32];
+
+    /* observability (R-OBS): read by observe.c at the end */
+    struct obs obs;
 };
 
 /* Fills method, uri, path, query, request id and the body (R-API-3 limit).

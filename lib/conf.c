@@ -62,6 +62,19 @@ void conf_defaults(struct conf *c)
     c->affinity_rel_margin_pct = 150;
     c->auth_fail_limit = 20;
     c->auth_fail_window_ms = 60000;
+    c->metrics_tenant_labels = 1;
+    c->otlp_flush_ms = 1000;
+    c->otlp_batch_max = 512;
+    c->otlp_queue_max = 10000;
+    c->otlp_timeout_ms = 2000;
+}
+
+static int conf_bool(config_t *cf, const char *name, int *dst)
+{
+    int v;
+    if (config_lookup_bool(cf, name, &v) == CONFIG_TRUE)
+        *dst = v != 0;
+    return 0;
 }
 
 static int conf_str(config_t *cf, const char *name, char *dst, size_t cap)
@@ -107,6 +120,10 @@ static int conf_apply(struct conf *c, config_t *cf, const char *path)
         conf_str(cf, "state_file", c->state_file, sizeof c->state_file) ||
         conf_str(cf, "log_file", c->log_file, sizeof c->log_file) ||
         conf_str(cf, "access_log", c->access_log, sizeof c->access_log) ||
+        conf_str(cf, "trace_log", c->trace_log, sizeof c->trace_log) ||
+        conf_str(cf, "metrics.token", c->metrics_token, sizeof c->metrics_token) ||
+        conf_bool(cf, "metrics.tenant_labels", &c->metrics_tenant_labels) ||
+        conf_str(cf, "otlp.endpoint", c->otlp_endpoint, sizeof c->otlp_endpoint) ||
         conf_str(cf, "billing_tz", c->billing_tz, sizeof c->billing_tz) ||
         conf_str(cf, "limits.trusted_proxies", c->trusted_proxies, sizeof c->trusted_proxies) ||
         conf_str(cf, "secrets.key_file", c->secrets_key_file, sizeof c->secrets_key_file) ||
@@ -162,6 +179,10 @@ static int conf_apply(struct conf *c, config_t *cf, const char *path)
         {"affinity.abs_margin", 0, 1000000, &c->affinity_abs_margin, 0},
         {"affinity.rel_margin_pct", 100, 100000, &c->affinity_rel_margin_pct, 0},
         {"auth.fail_window_ms", 1000, 3600000, &c->auth_fail_window_ms, 0},
+        {"otlp.flush_ms", 10, 600000, &c->otlp_flush_ms, 0},
+        {"otlp.batch_max", 1, 100000, &c->otlp_batch_max, 0},
+        {"otlp.queue_max", 1, 10000000, &c->otlp_queue_max, 0},
+        {"otlp.timeout_ms", 50, 600000, &c->otlp_timeout_ms, 0},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (conf_int(cf, path, ints[i].name, ints[i].min, ints[i].max, ints[i].dst, ints[i].is64))

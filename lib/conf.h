@@ -10,6 +10,14 @@ struct conf {
     char state_file[512];        /* state_file: pool-wide shared state (mmap) */
     char log_file[512];          /* log_file: diagnostics ("-" = stderr) */
     char access_log[512];        /* access_log: JSON lines, one per request ("" = off) */
+    char trace_log[512];         /* trace_log: spans as JSON lines ("" = off; R-OBS-3) */
+    char metrics_token[256];     /* metrics.token: bearer token GET /metrics requires ("" = open) */
+    int metrics_tenant_labels;   /* metrics.tenant_labels: tenant label on series (true) */
+    char otlp_endpoint[512];     /* otlp.endpoint: OTLP/HTTP JSON traces URL, e.g. http://127.0.0.1:4318/v1/traces ("" = off) */
+    int otlp_flush_ms;           /* otlp.flush_ms: longest a span waits before export (1000) */
+    int otlp_batch_max;          /* otlp.batch_max: spans per export request (512) */
+    int otlp_queue_max;          /* otlp.queue_max: spans held for export; more are dropped and counted (10000) */
+    int otlp_timeout_ms;         /* otlp.timeout_ms: one export request at most (2000) */
     char billing_tz[64];         /* billing_tz: time zone of usage days (SLUICE_BILLING_TZ wins) */
     int pool_processes;          /* pool.processes: responder processes the front server starts */
     int pool_threads;            /* pool.threads: worker threads per responder process */

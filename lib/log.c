@@ -11,6 +11,7 @@
 static int log_fd = 2;
 static enum log_level log_max = LOG_INFO;
 static char log_program[32] = "sluice";
+static char log_path[512];
 
 int log_open(const char *path, const char *program)
 {
@@ -22,6 +23,21 @@ int log_open(const char *path, const char *program)
     if (fd < 0)
         return -1;
     log_fd = fd;
+    snprintf(log_path, sizeof log_path, "%s", path);
+    return 0;
+}
+
+int log_reopen(void)
+{
+    if (!log_path[0])
+        return 0;
+    int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return -1;
+    /* dup2 swaps the file under the same descriptor: a thread writing at
+     * this moment writes to the old file or the new one, never to a closed fd. */
+    dup3(fd, log_fd, O_CLOEXEC);
+    close(fd);
     return 0;
 }
 

@@ -7,6 +7,8 @@ enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 /* Where diagnostics go; NULL or "-" means stderr. Call once at start-up. */
 int log_open(const char *path, const char *program);
 void log_set_level(enum log_level level);
+/* Reopens the file log_open named (SIGHUP after logrotate moved it); 0 or -1. */
+int log_reopen(void);
 
 /* Writes "<time> [pid] LEVEL file:line: message" as one write(2), so lines
  * from many processes sharing the file never interleave. */

@@ -157,6 +157,7 @@ static void shm_clear_row(struct shm_proc *p)
         atomic_store(&p->active[i], 0);
     for (int i = 0; i < SHM_MAX_KEYS; i++)
         atomic_store(&p->key_active[i], 0);
+    atomic_store(&p->usage_backlog, 0);
     atomic_store(&p->start_time, 0);
     atomic_store(&p->pid, 0);
 }

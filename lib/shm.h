@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x534c434553544154ULL /* "SLCESTAT" */
-#define SHM_VERSION 4
+#define SHM_VERSION 5
 #define SHM_MAX_PROCS 128
 #define SHM_MAX_REPLICAS 4096
 #define SHM_MAX_ENDPOINTS 1024
@@ -130,12 +130,57 @@ struct shm_client {
     int32_t pad_;
 };
 
+/* R-OBS-1: the stored series of /metrics (lib/metrics.h reads and writes them).
+ * A slot is claimed once under the pool lock (family and label text written,
+ * then the key published); after that every update is an atomic add. */
+#define SHM_MET_COUNTERS 16384
+#define SHM_MET_HISTS 2048
+#define SHM_MET_LABELS 200            /* label text of one series, escaped */
+#define SHM_MET_BUCKETS 16            /* finite histogram bounds (metric_bucket_us) */
+#define SHM_MET_MINUTES 16            /* the live view's ring of whole minutes */
+
+struct shm_met_head {
+    _Atomic uint64_t key;             /* hash of family + labels, never 0; 0 = free */
+    int32_t metric;                   /* enum metric_id */
+    int32_t pad_;
+    char labels[SHM_MET_LABELS];
+};
+
+struct shm_met_counter {
+    struct shm_met_head h;
+    _Atomic uint64_t value;
+};
+
+struct shm_met_minute {
+    _Atomic int64_t minute;           /* epoch minute these counts are of */
+    _Atomic uint32_t count, errors;
+    _Atomic uint32_t buckets[SHM_MET_BUCKETS + 1];
+    uint32_t pad_;
+};
+
+struct shm_met_hist {
+    struct shm_met_head h;
+    _Atomic uint64_t buckets[SHM_MET_BUCKETS + 1];   /* per bucket; the last is above every bound */
+    _Atomic uint64_t count;
+    _Atomic int64_t sum_us;
+    struct shm_met_minute live[SHM_MET_MINUTES];
+};
+
+struct shm_metrics {
+    _Atomic uint64_t dropped;         /* series that found no room */
+    _Atomic int64_t healthd_round_ms; /* sluice-healthd's last finished round (wall clock ms) */
+    struct shm_met_counter counters[SHM_MET_COUNTERS];
+    struct shm_met_hist hists[SHM_MET_HISTS];
+};
+
 /* One row per live responder process; only that process writes its counters. */
 struct shm_proc {
     _Atomic int pid;                  /* 0 = free */
     _Atomic uint64_t start_time;      /* /proc/PID/stat field 22, guards PID reuse */
     _Atomic int32_t active[SHM_MAX_REPLICAS];
     _Atomic int32_t key_active[SHM_MAX_KEYS];   /* R-KEY-3 concurrency, by key slot */
+    _Atomic int32_t usage_backlog;    /* R-OBS-1: records queued in its usage writer */
+    int32_t pad_;
 };
 
 struct shm_region {
@@ -151,6 +196,7 @@ struct shm_region {
     struct shm_client clients[SHM_MAX_CLIENTS];
     struct shm_affinity affinity;
     struct shm_routing routing;
+    struct shm_metrics metrics;
     struct shm_proc procs[SHM_MAX_PROCS];
 };
 

@@ -23,6 +23,13 @@ int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
 {
     /* strtoll would accept leading blanks and '+'; a whole-string parse does not. */

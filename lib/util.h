@@ -7,6 +7,7 @@
 
 int64_t now_ms(void);          /* wall clock, milliseconds since the epoch */
 int64_t mono_ms(void);         /* monotonic clock, milliseconds */
+int64_t mono_us(void);         /* monotonic clock, microseconds */
 
 /* Whole-string decimal parse with range check; 0 on success, -1 otherwise. */
 int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
