@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """env.py: one sluice gateway (lighttpd + sluice-fcgi pool) in front of a given upstream, for bench/run.
 
-    env.py --upstream http://127.0.0.1:PORT [--name N] [--procs P] [--threads T] [--keepalive-ms MS]
+    env.py --upstream http://127.0.0.1:PORT [--name N] [--procs P] [--threads T] [--keepalive-ms MS] [--obs on|off]
 
 Builds it with tests/it/lib/harness.py (tenant, member key, endpoint round_robin with the
 one replica, route `m`; the same upstream as an anthropic endpoint, route `ma`), starts it, prints one JSON line {port, key, lighttpd_pid,
@@ -41,13 +41,18 @@ def main():
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=128)
     ap.add_argument("--keepalive-ms", type=int, default=5000)
+    ap.add_argument("--obs", choices=("on", "off"), default="on",
+                    help="on: access log and trace log written (metrics are always kept); off: neither")
     a = ap.parse_args()
 
     def on_term(signum, frame):
         raise SystemExit(128 + signum)
     signal.signal(signal.SIGTERM, on_term)
 
-    gw = Gateway(a.name, procs=a.procs, threads=a.threads, keepalive_ms=a.keepalive_ms)
+    out = os.path.join(os.environ["SLUICE_TEST_OUT"], "%s-%d" % (a.name, os.getpid()))
+    logs = ({"access_log": '"%s/access.log"' % out, "trace_log": '"%s/trace.log"' % out} if a.obs == "on"
+            else {"access_log": '""', "trace_log": '""'})
+    gw = Gateway(a.name, procs=a.procs, threads=a.threads, keepalive_ms=a.keepalive_ms, conf=logs)
     try:
         key = setup_tenant(gw, "bench", "bencher")
         gw.ctl("endpoint", "add", "ep", "--tenant", "bench", "--algorithm", "round_robin")

@@ -127,6 +127,7 @@ static void dispatch(struct request *r)
             continue;
         r->kind = path_table[i].kind;
         r->ingress = path_table[i].ingress;       /* a 405 there is in the path's protocol too */
+        r->route_pattern = path_table[i].path;
         if (!path_table[i].method || strcmp(path_table[i].method, r->method) == 0)
             row = &path_table[i];
     }

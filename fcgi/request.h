@@ -125,6 +125,7 @@ struct request {
     const char *method, *uri, *path, *query;
     enum req_kind kind;
     enum ingress ingress;
+    const char *route_pattern;    /* the route-table row's path ("/v1/responses/"), NULL = no row: a label, never the client's path */
     char *body;
     size_t body_len;
     int body_complete;            /* the FastCGI input was read to its end */
