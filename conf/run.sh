@@ -30,8 +30,8 @@ conf="$state/sluice.conf"
 
 [ -f "$conf" ] || sed -e "s|@STATE_DIR@|$state|g" -e "s|@PROCS@|$procs|g" -e "s|@THREADS@|$threads|g" \
   -e "s|@KEEPALIVE_MS@|5000|g" "$srcdir/conf/sluice.conf.in" > "$conf"
-# No responder runs yet, so a state file of an older layout can go.
-rm -f "$state/sluice.state"
+# The state file is kept: /metrics counters go on across restarts (R-OBS-1), and
+# one of another layout is moved aside by the responders themselves.
 
 fresh=0
 [ -f "$db" ] || fresh=1
