@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, run_tests, setup_tenant, setup_with, stop_all, wait_for
+from harness import Fake, Gateway, Healthd, add_endpoint, run_tests, setup_tenant, setup_with, stop_all, wait_for
 
 CT = "text/plain; version=0.0.4; charset=utf-8"
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
@@ -217,6 +217,35 @@ def test_unknown_model_is_never_a_label(c):
     assert odd not in text, "the client's model name became a label"
     assert 'model="_unknown"' in text
     assert c.key not in text and "alice" not in text, "a key or user name on the page"
+
+
+def test_cached_tokens_and_healthd_round(c):
+    """direction="cached" counts the usage's cache reads (a Responses call here: its stand-in
+    reports input_tokens_details.cached_tokens); sluice-healthd stamps each finished round."""
+    before = metrics(c.gw)
+    r = c.gw.request("POST", "/v1/responses", {"model": "m", "input": "hi"}, key=c.key,
+                     headers={"X-Fake-Behavior": "cache_read_tokens=7"})
+    assert r.status == 200, r
+    after = metrics(c.gw)
+    cached = (val(after, "sluice_tokens_total", model="m", tenant="acme", direction="cached") -
+              val(before, "sluice_tokens_total", model="m", tenant="acme", direction="cached"))
+    assert cached == 7, cached
+    assert d_route(before, after, "/v1/responses", "200") == 1
+    assert val(after, "sluice_healthd_last_round_timestamp_seconds") == 0, "no healthd ran yet"
+    t0 = time.time()
+    hd = Healthd(c.gw, round_ms=300)
+    try:
+        wait_for(lambda: val(metrics(c.gw), "sluice_healthd_last_round_timestamp_seconds") >= t0 - 1, 10,
+                 what="healthd's round on /metrics")
+    finally:
+        hd.stop()
+    stamp = val(metrics(c.gw), "sluice_healthd_last_round_timestamp_seconds")
+    assert t0 - 1 <= stamp <= time.time() + 1, (t0, stamp)
+
+
+def d_route(before, after, route, status):
+    return (val(after, "sluice_route_requests_total", route=route, status=status) -
+            val(before, "sluice_route_requests_total", route=route, status=status))
 
 
 def test_counters_survive_kill_9(c):
