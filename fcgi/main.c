@@ -118,6 +118,16 @@ static int path_matches(const struct path_row *row, const char *path)
     return row->path[n - 1] == '/' ? strncmp(path, row->path, n) == 0 : strcmp(path, row->path) == 0;
 }
 
+/* The row a path belongs to, whatever the method (NULL: none): also for a
+ * request refused while it was read (413), which never reaches dispatch. */
+static const char *route_pattern_of(const char *path)
+{
+    for (size_t i = 0; path && i < sizeof path_table / sizeof path_table[0]; i++)
+        if (path_matches(&path_table[i], path))
+            return path_table[i].path;
+    return NULL;
+}
+
 static void dispatch(struct request *r)
 {
     const struct path_row *row = NULL;
@@ -127,7 +137,6 @@ static void dispatch(struct request *r)
             continue;
         r->kind = path_table[i].kind;
         r->ingress = path_table[i].ingress;       /* a 405 there is in the path's protocol too */
-        r->route_pattern = path_table[i].path;
         if (!path_table[i].method || strcmp(path_table[i].method, r->method) == 0)
             row = &path_table[i];
     }
@@ -172,6 +181,7 @@ static int handle(struct worker *w)
     r.obs.start_us = mono_us();
     r.snap = snapshot_acquire();
     int read_ok = request_read(&r) == 0;
+    r.route_pattern = route_pattern_of(r.path);
     observe_begin(&r);
     if (read_ok) {
         if (atomic_load(&stopping))

@@ -63,27 +63,6 @@ static void observe(struct shm *s, enum metric_id m, const struct lbl *l, int64_
         metrics_observe(s, m, l->s, us, error, now);
 }
 
-/* The route-table row of the path (fcgi/main.c's path_table, same matching:
- * exact, or a prefix when the pattern ends in '/'). Matched here from the path
- * because a request that failed before dispatch (413) has no kind yet. */
-static const char *const route_patterns[] = {
-    "/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/messages", "/v1/messages/count_tokens",
-    "/v1/responses", "/v1/responses/", "/v1/models", "/v1/models/", "/api/v1/proxy/", "/metrics",
-};
-
-static const char *route_of(const char *path)
-{
-    if (!path)
-        return "_unknown";
-    for (size_t i = 0; i < sizeof route_patterns / sizeof route_patterns[0]; i++) {
-        const char *p = route_patterns[i];
-        size_t n = strlen(p);
-        if (p[n - 1] == '/' ? strncmp(path, p, n) == 0 : strcmp(path, p) == 0)
-            return p;
-    }
-    return "_unknown";
-}
-
 /* The public model name when the snapshot knows it (a route or a policy for
  * it), "_unknown" for a name it does not know, "_none" when the request named
  * no model (listings, the pass-through proxy, failures before the body). */
@@ -203,7 +182,7 @@ void metrics_record(struct request *r)
     add(s, MET_REQUESTS, &l, 1);
 
     lbl_init(&l);
-    lbl_add(&l, "route", route_of(r->path));
+    lbl_add(&l, "route", (r->route_pattern ? r->route_pattern : "_unknown"));
     lbl_add(&l, "status", status_text);
     add(s, MET_ROUTE_REQUESTS, &l, 1);
 
