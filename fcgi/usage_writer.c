@@ -163,8 +163,11 @@ static int write_batch(struct usage_record *list)
     enum { MAX_GROUPS = 64 };
     struct daily_sum sums[MAX_GROUPS];
     int nsums = 0;
-    if (db_exec(q_db, "BEGIN IMMEDIATE") != 0)
+    /* Not db_exec: its generic "sqlite:" line would say the same as the outage's. */
+    if (sqlite3_exec(q_db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(last_error, sizeof last_error, "%s", sqlite3_errmsg(q_db));
         return -1;
+    }
     for (struct usage_record *u = list; u; u = u->next) {
         if (u->quota_key_id && ((u->quota_calls && quota_add(u->quota_key_id, u->quota_day, u->quota_calls, 0) != 0) ||
                                 quota_add(u->quota_key_id, u->quota_month, u->quota_calls, u->quota_tokens) != 0))
@@ -247,7 +250,9 @@ static int queued(void)
     return n;
 }
 
-static void on_batch_failed(int n)
+/* started: mono_ms() when the failed batch began (a busy database fails
+ * only after the busy timeout: the outage began when the wait did). */
+static void on_batch_failed(int n, int64_t started)
 {
     n += queued();
     if (q_shm)
@@ -255,7 +260,7 @@ static void on_batch_failed(int n)
     outage.failures++;
     if (!outage.since_ms || outage.recovered_ms) {
         if (!outage.since_ms)
-            outage.since_ms = mono_ms();
+            outage.since_ms = started;
         outage.recovered_ms = 0;
         log_error("usage writer: the database %s does not take writes (%s); %d usage records kept and retried"
                   " every 100 ms, nothing is lost while the queue (%d) has room; check the disk, its permissions"
@@ -323,15 +328,16 @@ static void *writer_main(void *arg)
         pthread_mutex_unlock(&q_lock);
         /* A burst of warnings gets its "repeated N times" within a flush
          * interval even when nothing else is logged after it. */
-        log_flush_repeats();
+        log_flush_repeats(0);
         int written = 0;
         if (pending) {
+            int64_t started = mono_ms();
             if (write_batch(pending) == 0) {
                 written = pending_len;
                 free_list(pending);
                 pending = NULL;
             } else {
-                on_batch_failed(pending_len);
+                on_batch_failed(pending_len, started);
                 if (stop && ++stop_failures > 50) {
                     /* Stopping and the database refuses for 5 s: say what is lost. */
                     log_error("usage writer: giving up on %d records at shutdown", pending_len);

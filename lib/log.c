@@ -114,13 +114,17 @@ static size_t summary_append(char *out, size_t cap, size_t len, const struct log
     return len + (size_t)p + (size_t)m;
 }
 
-/* Appends the summaries of every site with a count but `except` (as many as
- * fit; the rest wait for the next line). Under sites_lock. */
-static size_t take_pending(char *out, size_t cap, size_t len, const struct log_site *except)
+/* Appends the summaries of the sites whose window has passed with a count
+ * (as many as fit; the rest wait for the next line); all of them when force.
+ * A site still inside its window keeps counting: an INFO line per request
+ * must not turn each collapsed error into a summary line. Under sites_lock. */
+static size_t take_pending(char *out, size_t cap, size_t len, const struct log_site *except, int force)
 {
+    int64_t now = mono_now_ms(), window = atomic_load(&repeat_window_ms);
     for (int i = 0; i < LOG_SITES && atomic_load(&sites_pending) > 0; i++) {
         struct log_site *s = &sites[i];
-        if (s == except || !s->suppressed || cap - len < LOG_SUMMARY_ROOM)
+        if (s == except || !s->suppressed || cap - len < LOG_SUMMARY_ROOM ||
+            (!force && now - s->window_start_ms < window))
             continue;
         len = summary_append(out, cap, len, s, s->suppressed);
         s->suppressed = 0;
@@ -184,7 +188,7 @@ static int admit_line(enum log_level level, const char *file, int line, const ch
             atomic_fetch_sub(&sites_pending, 1);
         }
     }
-    *len = take_pending(out, cap, *len, s);
+    *len = take_pending(out, cap, *len, s, 0);
     pthread_mutex_unlock(&sites_lock);
     return 1;
 }
@@ -197,14 +201,14 @@ static void write_all(const char *a, size_t alen, const char *b, size_t blen)
     (void)w;
 }
 
-void log_flush_repeats(void)
+void log_flush_repeats(int force)
 {
     char sums[4 * LOG_SUMMARY_ROOM];
     size_t slen = 0;
     if (atomic_load(&sites_pending) == 0)
         return;
     pthread_mutex_lock(&sites_lock);
-    slen = take_pending(sums, sizeof sums, 0, NULL);
+    slen = take_pending(sums, sizeof sums, 0, NULL, force);
     pthread_mutex_unlock(&sites_lock);
     if (slen)
         write_all(sums, slen, NULL, 0);

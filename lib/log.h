@@ -17,17 +17,18 @@ int log_reopen(void);
  *
  * Repeated errors are collapsed: a WARN or ERROR call site (file:line, so one
  * message template) writes at most one line per window (1 s); what it says
- * meanwhile is counted, and "last message repeated N times" follows when the
- * window has passed and the site speaks again, or when any other line is
- * written. INFO and DEBUG lines are events and always written. */
+ * meanwhile is counted, and "last message repeated N times" follows once the
+ * window has passed: before the site's next line, or before any other line
+ * written after that. INFO and DEBUG lines are events and always written. */
 void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 /* The window of the collapsing above, in ms; 0 writes every line (tests). */
 void log_set_repeat_window_ms(int ms);
-/* Writes the pending "repeated" summaries now (before exit, or from a thread
- * that wakes up anyway, so a burst's count does not wait for the next line). */
-void log_flush_repeats(void);
+/* Writes the "repeated" summaries of the sites whose window has passed (from
+ * a thread that wakes up anyway, so a burst's count does not wait for the
+ * next line); force: every count, the windows still open too (before exit). */
+void log_flush_repeats(int force);
 
 /* One call site's window: the pure decision behind the collapsing. */
 struct log_site {

@@ -187,6 +187,11 @@ def test_strings_escaped_lines_stay_json_R_OBS_2(c):
     r = send(c, "al-ctl", body=chat_body(model="a\nb\tc\x01d"), key=c.key)
     line = logged(c, "al-ctl")
     assert line["status"] == r.status == 400 and line["model"] in (None, "a\nb\tc\x01d"), (line, r)
+    # A header's bytes are the client's too: Latin-1 \xe9 and \xff are no UTF-8.
+    r = c.gw.request("POST", "/v1/chat/completions", chat_body(), key=c.key,
+                     headers={"X-Request-Id": "al-ua", "User-Agent": "t0091 caf\xe9 \xff\"x"})
+    assert r.status == 200, r
+    assert logged(c, "al-ua")["user_agent"] == 't0091 caf\ufffd \ufffd"x', logged(c, "al-ua")
     raw = b'{"model": "bad\xffutf\xc3", "messages": [{"role": "user", "content": "x"}]}'
     r = send(c, "al-badutf", body=raw, key=c.key)
     line = logged(c, "al-badutf")      # lines_of decodes strictly: invalid bytes were replaced

@@ -71,10 +71,15 @@ static void test_other_line_flushes(void)
 {
     for (int i = 0; i < 4; i++)
         log_error("database locked (%d)", i);
-    log_info("something else happened");
+    log_info("something else happened inside the window");
     char *t = file_text();
+    CHECK_INT(count_of(t, "database locked"), 1, "inside its window the site keeps counting");
+    pause_ms(80);
+    log_info("something else happened after it");
+    t = file_text();
     CHECK_INT(count_of(t, "database locked"), 2, "one line, then the summary naming the template");
-    CHECK_INT(count_of(t, "last message repeated 3 times"), 1, "a different line writes the count first");
+    CHECK_INT(count_of(t, "last message repeated 3 times"), 1, "a different line after the window writes the count");
+    CHECK(strstr(t, "repeated 3 times") < strstr(t, "happened after it"), "the count comes first: %s", t);
     for (int i = 0; i < 5; i++)
         log_info("info lines are events, never collapsed");
     CHECK_INT(count_of(file_text(), "info lines are events"), 5, "INFO always written");
@@ -84,7 +89,9 @@ static void test_flush(void)
 {
     for (int i = 0; i < 3; i++)
         log_warn("flushed site");
-    log_flush_repeats();
+    log_flush_repeats(0);
+    CHECK_INT(count_of(file_text(), "repeated 2 times (\"flushed site\")"), 0, "the window is still open");
+    log_flush_repeats(1);
     CHECK_INT(count_of(file_text(), "last message repeated 2 times (\"flushed site\")"), 1, "log_flush_repeats");
 }
 
@@ -104,7 +111,7 @@ static void test_threads(void)
         pthread_create(&t[i], NULL, hammer, NULL);
     for (int i = 0; i < 4; i++)
         pthread_join(t[i], NULL);
-    log_flush_repeats();
+    log_flush_repeats(1);
     char *txt = file_text();
     CHECK_INT(count_of(txt, ": threaded repeat\n"), 1, "8000 lines from 4 threads: one written");
     CHECK(count_of(txt, "last message repeated 7999 times") == 1, "and every other one counted: %s", txt);
