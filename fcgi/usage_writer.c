@@ -408,6 +408,7 @@ void usage_writer_stop(void)
     pthread_cond_broadcast(&q_cond);
     pthread_mutex_unlock(&q_lock);
     pthread_join(q_thread, NULL);
+    log_flush_repeats(1);         /* the writer was the one flushing them */
     sqlite3_finalize(st_event);
     sqlite3_finalize(st_daily);
     sqlite3_finalize(st_settle);
