@@ -9,7 +9,9 @@
 #include "route.h"
 #include "serving.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *outcome_name(enum attempt_outcome o, long status)
 {
@@ -19,6 +21,33 @@ static const char *outcome_name(enum attempt_outcome o, long status)
     if (o == ATTEMPT_DONE && status >= 500)
         return "server error";
     return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "failed";
+}
+
+/* What the operator reads in a failure line: the outcome, with the socket's
+ * error for a connection that failed (refused, timed out) or the upstream's
+ * status for an answer. Only computed for failures. */
+static const char *failure_reason(struct request *r, const struct snap_endpoint *ep, const struct attempt *a)
+{
+    const char *what = outcome_name(a->outcome, a->status);
+    if (a->outcome == ATTEMPT_CONNECT) {
+        long os_errno = 0;
+        curl_easy_getinfo(r->w->curl, CURLINFO_OS_ERRNO, &os_errno);
+        int64_t took_ms = a->obs ? (a->obs->end_us - a->obs->start_us) / 1000 : -1;
+        if (os_errno == ECONNREFUSED)
+            return "connection refused (nothing listens there)";
+        if (ep && ep->connect_timeout_ms > 0 && took_ms >= ep->connect_timeout_ms)
+            return arena_printf(r->arena, "connect timeout (%d ms)", ep->connect_timeout_ms);
+        if (os_errno)
+            return arena_printf(r->arena, "connection failed: %s", strerror((int)os_errno));
+        return what;
+    }
+    if (a->outcome == ATTEMPT_FIRST_BYTE && ep)
+        return arena_printf(r->arena, "first-byte timeout (%d ms)", ep->first_byte_timeout_ms);
+    if (a->outcome == ATTEMPT_IDLE && ep)
+        return arena_printf(r->arena, "idle timeout (%d ms)", ep->idle_timeout_ms);
+    if (a->status)
+        return arena_printf(r->arena, "%s (HTTP %ld)", what, a->status);
+    return what;
 }
 
 /* Nothing more is tried: the answer, or the error, goes to the client. */
@@ -62,8 +91,9 @@ void drive_run(struct request *r)
         };
         struct retry_decision d;
         retry_decide(&f, &d);
+        const char *why = d.failed ? failure_reason(r, ep, &a) : outcome_name(a.outcome, a.status);
         if (d.report)
-            serving_report(r, rep, !d.failed, outcome_name(a.outcome, a.status));
+            serving_report(r, rep, !d.failed, why);
         if (a.obs) {
             a.obs->outcome = outcome_name(a.outcome, a.status);
             a.obs->next = d.failed ? "failed" : a.outcome == ATTEMPT_CLIENT_GONE ? "client_gone" : "success";
@@ -79,8 +109,9 @@ void drive_run(struct request *r)
                 a.obs->next = "retry";
             r->retries++;
             r->candidate_retries++;
-            log_info("request %s: retrying on replica %lld after a failure of replica %lld (%s)", r->request_id,
-                     (long long)r->replica->id, (long long)rep->id, outcome_name(a.outcome, a.status));
+            log_info("request %s: endpoint %s: retrying on replica %lld (%s) after a failure of replica %lld (%s): %s",
+                     r->request_id, ep->name, (long long)r->replica->id, r->replica->url, (long long)rep->id,
+                     rep->url, why);
             forward_attempt_free(&a);
             continue;
         }

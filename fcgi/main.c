@@ -374,6 +374,7 @@ int main(int argc, char **argv)
     if (!s)
         return 1;
     snapshot_publish(s);
+    usage_writer_set_shm(&shm);    /* its failures and backlog in /metrics (before its thread starts) */
     if (usage_writer_start(&conf) != 0 || admit_init(&conf) != 0 || access_log_start(&conf) != 0 ||
         spans_start(&conf) != 0)
         return 1;

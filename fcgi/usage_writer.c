@@ -4,9 +4,12 @@
 #include "arena.h"
 #include "db.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +22,19 @@ static pthread_t q_thread;
 static const struct conf *q_conf;
 static sqlite3 *q_db;
 static sqlite3_stmt *st_event, *st_daily, *st_settle;
+static struct shm *q_shm;                     /* set before start, then read-only */
+static int pending_len;                       /* records taken from the queue, not yet written */
+
+/* A database that stopped taking the writes: said once when it starts and
+ * once when it ends, not once per retry (the writer retries 10 times a second). */
+struct outage {
+    int64_t since_ms;             /* mono_ms() of the first failed batch, 0 = writable */
+    int64_t failures;             /* failed batches */
+    int64_t written;              /* records written since it ended, until the backlog is gone */
+    int64_t recovered_ms;         /* the first batch written again, 0 = still failing */
+};
+static struct outage outage;
+static char last_error[256];      /* sqlite3_errmsg of the failed batch, before its ROLLBACK */
 
 static const char SQL_EVENT[] =
     "INSERT INTO usage_events (ts_ms, request_id, tenant_id, user_id, key_id, endpoint_id, replica_id,"
@@ -147,8 +163,11 @@ static int write_batch(struct usage_record *list)
     enum { MAX_GROUPS = 64 };
     struct daily_sum sums[MAX_GROUPS];
     int nsums = 0;
-    if (db_exec(q_db, "BEGIN IMMEDIATE") != 0)
+    /* Not db_exec: its generic "sqlite:" line would say the same as the outage's. */
+    if (sqlite3_exec(q_db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        snprintf(last_error, sizeof last_error, "%s", sqlite3_errmsg(q_db));
         return -1;
+    }
     for (struct usage_record *u = list; u; u = u->next) {
         if (u->quota_key_id && ((u->quota_calls && quota_add(u->quota_key_id, u->quota_day, u->quota_calls, 0) != 0) ||
                                 quota_add(u->quota_key_id, u->quota_month, u->quota_calls, u->quota_tokens) != 0))
@@ -193,7 +212,7 @@ static int write_batch(struct usage_record *list)
     if (db_exec(q_db, "COMMIT") == 0)
         return 0;
 fail:
-    log_error("usage write failed: %s", sqlite3_errmsg(q_db));
+    snprintf(last_error, sizeof last_error, "%s", sqlite3_errmsg(q_db));
     db_exec(q_db, "ROLLBACK");
     return -1;
 }
@@ -207,9 +226,75 @@ static void free_list(struct usage_record *u)
     }
 }
 
+/* R-OBS-1: the records this responder holds and the database does not have
+ * yet, queued or in the batch being written. Under q_lock. */
+static void publish_backlog(void)
+{
+    if (q_shm && q_shm->r && q_shm->row >= 0)
+        atomic_store(&q_shm->r->procs[q_shm->row].usage_backlog, q_len + pending_len);
+}
+
+static int list_len(const struct usage_record *u)
+{
+    int n = 0;
+    for (; u; u = u->next)
+        n++;
+    return n;
+}
+
+static int queued(void)
+{
+    pthread_mutex_lock(&q_lock);
+    int n = q_len;
+    pthread_mutex_unlock(&q_lock);
+    return n;
+}
+
+/* started: mono_ms() when the failed batch began (a busy database fails
+ * only after the busy timeout: the outage began when the wait did). */
+static void on_batch_failed(int n, int64_t started)
+{
+    n += queued();
+    if (q_shm)
+        metrics_add(q_shm, MET_USAGE_WRITE_FAILURES, "", 1);
+    outage.failures++;
+    if (!outage.since_ms || outage.recovered_ms) {
+        if (!outage.since_ms)
+            outage.since_ms = started;
+        outage.recovered_ms = 0;
+        log_error("usage writer: the database %s does not take writes (%s); %d usage records kept and retried"
+                  " every 100 ms, nothing is lost while the queue (%d) has room; check the disk, its permissions"
+                  " and what holds a lock on it", q_conf->database, last_error, n, q_conf->usage_queue_max);
+        return;
+    }
+    /* Collapsed by log.c to one line a second. */
+    log_error("usage writer: database still not writable after %lld s (%s); %d usage records waiting",
+              (long long)((mono_ms() - outage.since_ms) / 1000), last_error, n);
+}
+
+/* After a batch was written: an outage ends when its backlog has been written. */
+static void on_batch_written(int n, int queue_empty)
+{
+    if (!outage.since_ms)
+        return;
+    if (!outage.recovered_ms)
+        outage.recovered_ms = mono_ms();
+    outage.written += n;
+    if (!queue_empty)
+        return;
+    log_info("usage writer: database writable again after %lld s, %lld usage records written (%lld failed batches)",
+             (long long)((outage.recovered_ms - outage.since_ms + 500) / 1000), (long long)outage.written,
+             (long long)outage.failures);
+    memset(&outage, 0, sizeof outage);
+}
+
 static void *writer_main(void *arg)
 {
     (void)arg;
+    /* Signals are main's (sigwait): this thread must never take a SIGHUP. */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
     struct usage_record *pending = NULL;
     int stop_failures = 0;
     for (;;) {
@@ -237,34 +322,49 @@ static void *writer_main(void *arg)
             q_head = u;
             if (!q_head)
                 q_tail = NULL;
+            pending_len = list_len(pending);
         }
         pthread_cond_broadcast(&q_cond);
         pthread_mutex_unlock(&q_lock);
+        /* A burst of warnings gets its "repeated N times" within a flush
+         * interval even when nothing else is logged after it. */
+        log_flush_repeats(0);
+        int written = 0;
         if (pending) {
+            int64_t started = mono_ms();
             if (write_batch(pending) == 0) {
-                free_list(pending);
-                pending = NULL;
-            } else if (stop && ++stop_failures > 50) {
-                /* Stopping and the database refuses for 5 s: say what is lost. */
-                int n = 0;
-                for (struct usage_record *u = pending; u; u = u->next)
-                    n++;
-                log_error("usage writer: giving up on %d records at shutdown", n);
+                written = pending_len;
                 free_list(pending);
                 pending = NULL;
             } else {
-                struct timespec pause = {0, 100 * 1000000};
-                nanosleep(&pause, NULL);
+                on_batch_failed(pending_len, started);
+                if (stop && ++stop_failures > 50) {
+                    /* Stopping and the database refuses for 5 s: say what is lost. */
+                    log_error("usage writer: giving up on %d records at shutdown", pending_len);
+                    free_list(pending);
+                    pending = NULL;
+                } else {
+                    struct timespec pause = {0, 100 * 1000000};
+                    nanosleep(&pause, NULL);
+                }
             }
         }
         pthread_mutex_lock(&q_lock);
+        if (!pending)
+            pending_len = 0;
+        publish_backlog();
+        int queue_empty = !q_head;
         int done = q_stop && !q_head && !pending;
         pthread_mutex_unlock(&q_lock);
+        if (written)
+            on_batch_written(written, queue_empty);
         if (done)
             break;
     }
     return NULL;
 }
+
+void usage_writer_set_shm(struct shm *s) { q_shm = s; }
 
 int usage_writer_start(const struct conf *c)
 {
@@ -295,6 +395,7 @@ void usage_writer_enqueue(struct usage_record *rec)
         q_head = rec;
     q_tail = rec;
     q_len++;
+    publish_backlog();
     if (q_len >= q_conf->usage_batch_max)
         pthread_cond_signal(&q_cond);
     pthread_mutex_unlock(&q_lock);
@@ -307,6 +408,7 @@ void usage_writer_stop(void)
     pthread_cond_broadcast(&q_cond);
     pthread_mutex_unlock(&q_lock);
     pthread_join(q_thread, NULL);
+    log_flush_repeats(1);         /* the writer was the one flushing them */
     sqlite3_finalize(st_event);
     sqlite3_finalize(st_daily);
     sqlite3_finalize(st_settle);

@@ -4,6 +4,7 @@
 #define SLUICE_USAGE_WRITER_H
 
 #include "conf.h"
+#include "shm.h"
 
 #include <stdint.h>
 
@@ -31,6 +32,9 @@ struct usage_record {
 };
 
 int usage_writer_start(const struct conf *c);
+/* The shared state where the writer counts its failed batches and keeps its
+ * backlog (R-OBS-1); without it neither is published. */
+void usage_writer_set_shm(struct shm *s);
 /* Takes ownership of rec (heap-allocated). Never blocks on SQLite. */
 void usage_writer_enqueue(struct usage_record *rec);
 /* Writes everything queued and stops the thread (SIGTERM path, R-DEP-6). */

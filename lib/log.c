@@ -1,10 +1,15 @@
-/* log.c: diagnostics as whole lines with time, PID, file and line. */
+/* log.c: diagnostics as whole lines with time, PID, file and line; repeated
+ * errors collapsed per call site (log.h). */
 #include "log.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -12,6 +17,18 @@ static int log_fd = 2;
 static enum log_level log_max = LOG_INFO;
 static char log_program[32] = "sluice";
 static char log_path[512];
+
+/* The call sites seen, hashed by file:line. A few dozen sites ever warn in
+ * one process; a site that finds no slot takes over the oldest nearby one. */
+#define LOG_SITES 64
+#define LOG_PROBE 4
+#define LOG_SUMMARY_ROOM 320      /* one summary line, at most */
+static pthread_mutex_t sites_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct log_site sites[LOG_SITES];
+static atomic_int sites_pending;  /* sites with a count not yet written: lines skip the lock at 0 */
+static atomic_int repeat_window_ms = 1000;
+
+static const char *level_names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
 
 int log_open(const char *path, const char *program)
 {
@@ -43,22 +60,171 @@ int log_reopen(void)
 
 void log_set_level(enum log_level level) { log_max = level; }
 
-void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
+void log_set_repeat_window_ms(int ms) { atomic_store(&repeat_window_ms, ms > 0 ? ms : 0); }
+
+int log_site_admit(struct log_site *s, int64_t now_ms, int64_t window_ms, uint32_t *repeated)
 {
-    static const char *names[] = {"ERROR", "WARN", "INFO", "DEBUG"};
-    if (level > log_max)
-        return;
-    char buf[2048];
+    *repeated = 0;
+    if (s->open && now_ms - s->window_start_ms < window_ms) {
+        s->suppressed++;
+        return 0;
+    }
+    *repeated = s->suppressed;
+    s->suppressed = 0;
+    s->open = 1;
+    s->window_start_ms = now_ms;
+    return 1;
+}
+
+static int64_t mono_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* "<time> program[pid] LEVEL file:line: " into buf; its length, or -1. */
+static int line_prefix(char *buf, size_t cap, enum log_level level, const char *file, int line)
+{
     struct timespec ts;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     const char *base = strrchr(file, '/');
-    int n = snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s %s:%d: ",
+    int n = snprintf(buf, cap, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %s[%d] %s %s:%d: ",
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, ts.tv_nsec / 1000000, log_program, (int)getpid(),
-                     names[level], base ? base + 1 : file, line);
-    if (n < 0 || (size_t)n >= sizeof buf)
+                     level_names[level], base ? base + 1 : file, line);
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+/* Appends the summary of site s (n lines counted) to out; the new length.
+ * Under sites_lock. */
+static size_t summary_append(char *out, size_t cap, size_t len, const struct log_site *s, uint32_t n)
+{
+    if (cap - len < LOG_SUMMARY_ROOM)
+        return len;
+    int p = line_prefix(out + len, LOG_SUMMARY_ROOM, s->level, s->file, s->line);
+    if (p < 0)
+        return len;
+    int m = snprintf(out + len + p, LOG_SUMMARY_ROOM - (size_t)p, "last message repeated %u times (\"%.120s\")\n",
+                     n, s->fmt);
+    if (m < 0 || (size_t)(p + m) >= LOG_SUMMARY_ROOM)
+        return len;
+    return len + (size_t)p + (size_t)m;
+}
+
+/* Appends the summaries of the sites whose window has passed with a count
+ * (as many as fit; the rest wait for the next line); all of them when force.
+ * A site still inside its window keeps counting: an INFO line per request
+ * must not turn each collapsed error into a summary line. Under sites_lock. */
+static size_t take_pending(char *out, size_t cap, size_t len, const struct log_site *except, int force)
+{
+    int64_t now = mono_now_ms(), window = atomic_load(&repeat_window_ms);
+    for (int i = 0; i < LOG_SITES && atomic_load(&sites_pending) > 0; i++) {
+        struct log_site *s = &sites[i];
+        if (s == except || !s->suppressed || cap - len < LOG_SUMMARY_ROOM ||
+            (!force && now - s->window_start_ms < window))
+            continue;
+        len = summary_append(out, cap, len, s, s->suppressed);
+        s->suppressed = 0;
+        atomic_fetch_sub(&sites_pending, 1);
+    }
+    return len;
+}
+
+/* The slot of file:line, claiming one (and summing up the site it replaces
+ * into out) when it is new. Under sites_lock. */
+static struct log_site *site_of(const char *file, int line, enum log_level level, const char *fmt, char *out,
+                                size_t cap, size_t *len)
+{
+    uintptr_t h = ((uintptr_t)file >> 3) * 31u + (uintptr_t)line;
+    struct log_site *oldest = NULL;
+    for (int k = 0; k < LOG_PROBE; k++) {
+        struct log_site *s = &sites[(h + (uintptr_t)k) % LOG_SITES];
+        if (s->file == file && s->line == line)
+            return s;
+        if (!s->file) {
+            oldest = s;
+            break;
+        }
+        if (!oldest || s->window_start_ms < oldest->window_start_ms)
+            oldest = s;
+    }
+    if (oldest->suppressed) {
+        *len = summary_append(out, cap, *len, oldest, oldest->suppressed);
+        atomic_fetch_sub(&sites_pending, 1);
+    }
+    memset(oldest, 0, sizeof *oldest);
+    oldest->file = file;
+    oldest->line = line;
+    oldest->level = level;
+    oldest->fmt = fmt;
+    return oldest;
+}
+
+/* Decides whether a line of this site is written, and collects the summaries
+ * due before it into out (*len). 0: the line is only counted. */
+static int admit_line(enum log_level level, const char *file, int line, const char *fmt, char *out, size_t cap,
+                      size_t *len)
+{
+    int window = atomic_load(&repeat_window_ms);
+    int limited = level <= LOG_WARN && window > 0;
+    if (!limited && atomic_load(&sites_pending) == 0)
+        return 1;                 /* the common INFO line takes no lock */
+    pthread_mutex_lock(&sites_lock);
+    struct log_site *s = NULL;
+    if (limited) {
+        s = site_of(file, line, level, fmt, out, cap, len);
+        uint32_t before = s->suppressed, repeated;
+        if (!log_site_admit(s, mono_now_ms(), window, &repeated)) {
+            if (!before)
+                atomic_fetch_add(&sites_pending, 1);
+            pthread_mutex_unlock(&sites_lock);
+            return 0;
+        }
+        if (repeated) {
+            *len = summary_append(out, cap, *len, s, repeated);
+            atomic_fetch_sub(&sites_pending, 1);
+        }
+    }
+    *len = take_pending(out, cap, *len, s, 0);
+    pthread_mutex_unlock(&sites_lock);
+    return 1;
+}
+
+static void write_all(const char *a, size_t alen, const char *b, size_t blen)
+{
+    /* One writev: with O_APPEND the summaries and the line land together. */
+    struct iovec iov[2] = {{(void *)a, alen}, {(void *)b, blen}};
+    ssize_t w = writev(log_fd, alen ? iov : iov + 1, alen ? 2 : 1);
+    (void)w;
+}
+
+void log_flush_repeats(int force)
+{
+    char sums[4 * LOG_SUMMARY_ROOM];
+    size_t slen = 0;
+    if (atomic_load(&sites_pending) == 0)
+        return;
+    pthread_mutex_lock(&sites_lock);
+    slen = take_pending(sums, sizeof sums, 0, NULL, force);
+    pthread_mutex_unlock(&sites_lock);
+    if (slen)
+        write_all(sums, slen, NULL, 0);
+}
+
+void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
+{
+    if (level > log_max)
+        return;
+    char sums[4 * LOG_SUMMARY_ROOM];
+    size_t slen = 0;
+    if (!admit_line(level, file, line, fmt, sums, sizeof sums, &slen))
+        return;
+    char buf[2048];
+    int n = line_prefix(buf, sizeof buf, level, file, line);
+    if (n < 0)
         return;
     va_list ap;
     va_start(ap, fmt);
@@ -70,6 +236,5 @@ void log_write(enum log_level level, const char *file, int line, const char *fmt
     if (len > sizeof buf - 2)
         len = sizeof buf - 2;
     buf[len++] = '\n';
-    ssize_t w = write(log_fd, buf, len);
-    (void)w;
+    write_all(sums, slen, buf, len);
 }
