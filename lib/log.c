@@ -135,14 +135,14 @@ static size_t take_pending(char *out, size_t cap, size_t len, const struct log_s
 
 /* The slot of file:line, claiming one (and summing up the site it replaces
  * into out) when it is new. Under sites_lock. */
-static struct log_site *site_of(const char *file, int line, enum log_level level, const char *fmt, char *out,
-                                size_t cap, size_t *len)
+static struct log_site *site_of(const char *file, int line, uint64_t text_hash, enum log_level level,
+                                const char *fmt, char *out, size_t cap, size_t *len)
 {
-    uintptr_t h = ((uintptr_t)file >> 3) * 31u + (uintptr_t)line;
+    uintptr_t h = ((uintptr_t)file >> 3) * 31u + (uintptr_t)line + (uintptr_t)text_hash;
     struct log_site *oldest = NULL;
     for (int k = 0; k < LOG_PROBE; k++) {
         struct log_site *s = &sites[(h + (uintptr_t)k) % LOG_SITES];
-        if (s->file == file && s->line == line)
+        if (s->file == file && s->line == line && s->text_hash == text_hash)
             return s;
         if (!s->file) {
             oldest = s;
@@ -158,6 +158,7 @@ static struct log_site *site_of(const char *file, int line, enum log_level level
     memset(oldest, 0, sizeof *oldest);
     oldest->file = file;
     oldest->line = line;
+    oldest->text_hash = text_hash;
     oldest->level = level;
     oldest->fmt = fmt;
     return oldest;
@@ -165,8 +166,8 @@ static struct log_site *site_of(const char *file, int line, enum log_level level
 
 /* Decides whether a line of this site is written, and collects the summaries
  * due before it into out (*len). 0: the line is only counted. */
-static int admit_line(enum log_level level, const char *file, int line, const char *fmt, char *out, size_t cap,
-                      size_t *len)
+static int admit_line(enum log_level level, const char *file, int line, uint64_t text_hash, const char *fmt,
+                      char *out, size_t cap, size_t *len)
 {
     int window = atomic_load(&repeat_window_ms);
     int limited = level <= LOG_WARN && window > 0;
@@ -175,7 +176,7 @@ static int admit_line(enum log_level level, const char *file, int line, const ch
     pthread_mutex_lock(&sites_lock);
     struct log_site *s = NULL;
     if (limited) {
-        s = site_of(file, line, level, fmt, out, cap, len);
+        s = site_of(file, line, text_hash, level, fmt, out, cap, len);
         uint32_t before = s->suppressed, repeated;
         if (!log_site_admit(s, mono_now_ms(), window, &repeated)) {
             if (!before)
@@ -214,13 +215,26 @@ void log_flush_repeats(int force)
         write_all(sums, slen, NULL, 0);
 }
 
+/* What makes two lines "identical": their text, less the request id the data
+ * plane's lines start with (two requests failing alike are one repeat). */
+static uint64_t text_hash_of(const char *msg, size_t n)
+{
+    if (n > 8 && strncmp(msg, "request ", 8) == 0) {
+        const char *colon = memchr(msg + 8, ':', n - 8);
+        if (colon && memchr(msg + 8, ' ', (size_t)(colon - msg - 8)) == NULL) {
+            n -= (size_t)(colon - msg);
+            msg = colon;
+        }
+    }
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)msg[i]) * 1099511628211ULL;
+    return h;
+}
+
 void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
 {
     if (level > log_max)
-        return;
-    char sums[4 * LOG_SUMMARY_ROOM];
-    size_t slen = 0;
-    if (!admit_line(level, file, line, fmt, sums, sizeof sums, &slen))
         return;
     char buf[2048];
     int n = line_prefix(buf, sizeof buf, level, file, line);
@@ -235,6 +249,10 @@ void log_write(enum log_level level, const char *file, int line, const char *fmt
     size_t len = (size_t)n + (size_t)m;
     if (len > sizeof buf - 2)
         len = sizeof buf - 2;
+    char sums[4 * LOG_SUMMARY_ROOM];
+    size_t slen = 0;
+    if (!admit_line(level, file, line, text_hash_of(buf + n, len - (size_t)n), fmt, sums, sizeof sums, &slen))
+        return;
     buf[len++] = '\n';
     write_all(sums, slen, buf, len);
 }

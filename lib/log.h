@@ -15,9 +15,9 @@ int log_reopen(void);
 /* Writes "<time> [pid] LEVEL file:line: message" as one write(2), so lines
  * from many processes sharing the file never interleave.
  *
- * Repeated errors are collapsed: a WARN or ERROR call site (file:line, so one
- * message template) writes at most one line per window (1 s); what it says
- * meanwhile is counted, and "last message repeated N times" follows once the
+ * Repeated errors are collapsed: a WARN or ERROR line identical to one its call
+ * site wrote less than a window (1 s) ago (the same text but for a leading
+ * "request ID: ") is counted, not written, and "last message repeated N times" follows once the
  * window has passed: before the site's next line, or before any other line
  * written after that. INFO and DEBUG lines are events and always written. */
 void log_write(enum log_level level, const char *file, int line, const char *fmt, ...)
@@ -34,6 +34,7 @@ void log_flush_repeats(int force);
 struct log_site {
     const char *file;             /* NULL: free slot */
     int line;
+    uint64_t text_hash;           /* the message without its "request ID: " prefix */
     enum log_level level;
     const char *fmt;              /* the template, named in the summary */
     int open;                     /* a window has started */

@@ -51,11 +51,12 @@ static void test_site_admit(void)
 }
 
 static void warn_from_one_site(int i) { log_warn("replica %d failed: connection refused", i); }
+static void request_fails(int i) { log_warn("request r%d: replica 3 failed: timeout", i); }
 
 static void test_one_site(void)
 {
     for (int i = 0; i < 10; i++)
-        warn_from_one_site(i);
+        warn_from_one_site(7);
     char *t = file_text();
     CHECK_INT(count_of(t, "failed: connection refused"), 1, "ten repeats in the window: one line");
     pause_ms(80);
@@ -67,10 +68,26 @@ static void test_one_site(void)
     CHECK(strstr(t, "WARN test_log.c:") != NULL, "the summary names the call site: %s", t);
 }
 
+/* Identical means the same text: other replicas' failures from the same line
+ * are news, the same failure of another request is a repeat. */
+static void test_identical_text(void)
+{
+    pause_ms(80);
+    log_flush_repeats(1);
+    for (int i = 0; i < 3; i++)
+        warn_from_one_site(100 + i);
+    char *t = file_text();
+    CHECK_INT(count_of(t, "replica 10"), 4, "three replicas' failures: three lines (and replica 10's)");
+    for (int i = 0; i < 5; i++)
+        request_fails(i);
+    t = file_text();
+    CHECK_INT(count_of(t, "replica 3 failed: timeout"), 1, "five requests failing alike: one line");
+}
+
 static void test_other_line_flushes(void)
 {
     for (int i = 0; i < 4; i++)
-        log_error("database locked (%d)", i);
+        log_error("database locked (%s)", "busy");
     log_info("something else happened inside the window");
     char *t = file_text();
     CHECK_INT(count_of(t, "database locked"), 1, "inside its window the site keeps counting");
@@ -129,6 +146,7 @@ int main(void)
     log_set_repeat_window_ms(50);
     test_one_site();
     test_other_line_flushes();
+    test_identical_text();
     test_flush();
     test_threads();
     unlink(path);
