@@ -34,6 +34,7 @@ static struct {
     int queued;                  /* spans in the list */
     int64_t oldest_ms;           /* mono_ms() when head was queued */
     int stopping;
+    int64_t stop_deadline_ms;    /* shutdown: what is still queued must be out by then */
     struct shm *shm;             /* for the drop counter; the process's one mapping */
     CURL *curl;
 } X = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -191,13 +192,15 @@ static void *otlp_main(void *arg)
         ts.tv_nsec = ns % 1000000000;
         pthread_cond_timedwait(&X.cv, &X.mu, &ts);
     }
-    /* Shutdown: what is queued goes out while otlp.timeout_ms lasts; the rest is counted. */
-    int64_t deadline = mono_ms() + X.timeout_ms;
+    /* Shutdown: what is queued goes out within otlp.timeout_ms of otlp_stop
+     * (each POST gets what is left of it); the rest is counted. */
     while (X.head) {
         int n = 0;
         struct item *batch = take_batch(&n);
+        int64_t left = X.stop_deadline_ms - mono_ms();
         pthread_mutex_unlock(&X.mu);
-        if (mono_ms() < deadline) {
+        if (left > 0) {
+            curl_easy_setopt(X.curl, CURLOPT_TIMEOUT_MS, (long)left);
             export_one(batch, n, &body);
         } else {
             count_dropped(X.shm, n);
@@ -253,6 +256,7 @@ void otlp_stop(void)
         return;
     pthread_mutex_lock(&X.mu);
     X.stopping = 1;
+    X.stop_deadline_ms = mono_ms() + X.timeout_ms;
     pthread_mutex_unlock(&X.mu);
     pthread_cond_signal(&X.cv);
     pthread_join(X.thread, NULL);
