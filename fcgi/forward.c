@@ -3,6 +3,7 @@
 #include "forward.h"
 
 #include "log.h"
+#include "spans.h"
 #include "traceparent.h"
 #include "upstream.h"
 #include "util.h"
@@ -155,11 +156,7 @@ static enum attempt_outcome forward_transfer(struct request *r, struct relay *x,
  * adapters never forward the caller's own traceparent/tracestate. */
 static struct curl_slist *trace_headers(struct request *r, struct curl_slist *h, char span_id[17])
 {
-    static const char hex[] = "0123456789abcdef";
-    uint64_t x = request_random(r);      /* xorshift64*: never 0, so never the invalid all-zero id */
-    for (int i = 0; i < 16; i++)
-        span_id[i] = hex[(x >> (60 - 4 * i)) & 15];
-    span_id[16] = '\0';
+    spans_new_span_id(r, span_id);
     char tp[56];
     traceparent_format(tp, r->obs.trace_id, span_id, r->obs.trace_flags);
     h = curl_slist_append(h, arena_printf(r->arena, "traceparent: %s", tp));

@@ -130,6 +130,11 @@ static void new_id(const struct request *r, char *out, int draws)
     out[draws * 16] = '\0';
 }
 
+void spans_new_span_id(struct request *r, char out[17])
+{
+    new_id(r, out, 1);
+}
+
 void spans_begin(struct request *r)
 {
     struct obs *o = &r->obs;
