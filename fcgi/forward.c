@@ -3,6 +3,8 @@
 #include "forward.h"
 
 #include "log.h"
+#include "spans.h"
+#include "traceparent.h"
 #include "upstream.h"
 #include "util.h"
 
@@ -149,6 +151,20 @@ static enum attempt_outcome forward_transfer(struct request *r, struct relay *x,
     return x->upstream_bytes && x->status ? ATTEMPT_BROKEN : ATTEMPT_CONNECT;
 }
 
+/* R-OBS-3: the upstream continues the request's trace under a span of this
+ * attempt (a fresh id each), and gets the caller's tracestate as it came. The
+ * adapters never forward the caller's own traceparent/tracestate. */
+static struct curl_slist *trace_headers(struct request *r, struct curl_slist *h, char span_id[17])
+{
+    spans_new_span_id(r, span_id);
+    char tp[56];
+    traceparent_format(tp, r->obs.trace_id, span_id, r->obs.trace_flags);
+    h = curl_slist_append(h, arena_printf(r->arena, "traceparent: %s", tp));
+    if (r->obs.tracestate)
+        h = curl_slist_append(h, arena_printf(r->arena, "tracestate: %s", r->obs.tracestate));
+    return h;
+}
+
 void forward_attempt(struct request *r, struct attempt *a)
 {
     memset(a, 0, sizeof *a);
@@ -160,6 +176,8 @@ void forward_attempt(struct request *r, struct attempt *a)
         a->outcome = ATTEMPT_REFUSED;
         return;
     }
+    char span_id[17];
+    pr.headers = trace_headers(r, pr.headers, span_id);
     a->relay.proto = a->proto;
     a->relay.proto_state = a->proto->stream_new ? a->proto->stream_new(r) : NULL;
     struct obs_attempt *oa = r->obs.n_attempts < OBS_MAX_ATTEMPTS ? &r->obs.attempts[r->obs.n_attempts++] : NULL;
@@ -169,6 +187,7 @@ void forward_attempt(struct request *r, struct attempt *a)
         oa->ep = r->ep;
         oa->replica = r->replica;
         oa->start_us = t0;
+        memcpy(oa->span_id, span_id, sizeof oa->span_id);
     }
     r->obs.attempt_start_us = t0;
     shm_active_add(r->shm, r->replica->slot, 1);

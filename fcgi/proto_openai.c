@@ -16,7 +16,9 @@ static int header_private(const char *env_name)
                                  "HTTP_TE", "HTTP_UPGRADE", "HTTP_X_API_KEY", "HTTP_X_REQUEST_ID",
                                  "HTTP_CONTENT_TYPE", "HTTP_ACCEPT_ENCODING", "HTTP_IDEMPOTENCY_KEY",
                                  /* which of the operator's upstream accounts pays is not the caller's choice */
-                                 "HTTP_OPENAI_ORGANIZATION", "HTTP_OPENAI_PROJECT", "HTTP_ORIGIN"};
+                                 "HTTP_OPENAI_ORGANIZATION", "HTTP_OPENAI_PROJECT", "HTTP_ORIGIN",
+                                 /* forward.c sends sluice's own, under the attempt's span (R-OBS-3) */
+                                 "HTTP_TRACEPARENT", "HTTP_TRACESTATE"};
     if (strncmp(env_name, "HTTP_PROXY", 10) == 0 || strncmp(env_name, "HTTP_X_SLUICE_", 14) == 0)
         return 1;
     for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)

@@ -3,6 +3,7 @@
 
 #include "cors.h"
 #include "errors.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +13,19 @@ static int reply_failed(struct request *r)
 {
     r->client_gone = 1;
     return -1;
+}
+
+/* R-OBS-5: "gw" is sluice's own time so far, "upstream" the time spent waiting
+ * on upstreams: finished attempts and the one in flight (a stream's head goes
+ * out at its first byte, so that is upstream time to the first byte). */
+static int server_timing(const struct request *r, char *out, size_t cap)
+{
+    int64_t now = mono_us();
+    int64_t up = r->obs.upstream_us + (r->obs.attempt_start_us ? now - r->obs.attempt_start_us : 0);
+    int64_t total = now - r->obs.start_us;
+    int64_t gw = total > up ? total - up : 0;
+    return snprintf(out, cap, "Server-Timing: gw;dur=%lld.%03lld, upstream;dur=%lld.%03lld\r\n",
+                    (long long)(gw / 1000), (long long)(gw % 1000), (long long)(up / 1000), (long long)(up % 1000));
 }
 
 int reply_head(struct request *r, int status, const char *content_type, const char *extra)
@@ -25,6 +39,9 @@ int reply_head(struct request *r, int status, const char *content_type, const ch
     if (n < 0 || (size_t)n >= sizeof head)
         return reply_failed(r);
     if (FCGX_PutStr(head, n, r->w->fcgi.out) < 0)
+        return reply_failed(r);
+    n = server_timing(r, head, sizeof head);
+    if (n > 0 && (size_t)n < sizeof head && FCGX_PutStr(head, n, r->w->fcgi.out) < 0)
         return reply_failed(r);
     if (content_type) {
         r->response_content_type = arena_strdup(r->arena, content_type);

@@ -310,7 +310,7 @@ static int plan_wake(struct request *r)
     return 0;
 }
 
-int route_plan(struct request *r)
+static int route_plan_stage(struct request *r)
 {
     if (r->response_ref && plan_pin(r) != 0)
         return -1;
@@ -356,6 +356,15 @@ int route_plan(struct request *r)
         reply_error(r, ERR_NO_BACKENDS_AVAILABLE,
                     arena_printf(r->arena, "No healthy backend is available for model `%s`.", r->model), NULL);
     return -1;
+}
+
+/* The route stage, timed for its span (R-OBS-3). */
+int route_plan(struct request *r)
+{
+    r->obs.route_start_us = mono_us();
+    int rc = route_plan_stage(r);
+    r->obs.route_end_us = mono_us();
+    return rc;
 }
 
 int route_model_speaks(struct request *r, enum upstream_protocol p)
