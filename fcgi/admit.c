@@ -538,7 +538,18 @@ static int trusted_proxy(const char *addr, size_t n)
 /* The client's address: REMOTE_ADDR, or when that is a trusted front, the
  * rightmost X-Forwarded-For hop that is not one (a client can prepend any
  * hops it likes, never append after the front's own). */
+static size_t client_address_of(struct request *r, const char **addr);
+
+/* ... and kept for the access log (R-OBS-2), which names the same client. */
 static size_t client_address(struct request *r, const char **addr)
+{
+    size_t n = client_address_of(r, addr);
+    if (!r->obs.client_addr)
+        r->obs.client_addr = arena_strndup(r->arena, *addr, n);
+    return n;
+}
+
+static size_t client_address_of(struct request *r, const char **addr)
 {
     const char *remote = request_param(r, "REMOTE_ADDR");
     *addr = remote ? remote : "";

@@ -140,10 +140,12 @@ void serving_report(struct request *r, const struct snap_replica *rep, int ok, c
         passive_on_failure(&ps, &pc, now_ms());
     passive_write(r->shm, rep->slot, &ps);
     shm_unlock(r->shm);
-    if (!ok)
-        log_warn("request %s: endpoint %s replica %lld (%s) failed: %s (%d in a row)%s", r->request_id,
+    if (!ok && ps.circuit != CIRCUIT_OPEN)
+        log_warn("request %s: endpoint %s replica %lld (%s) failed: %s (%d in a row)", r->request_id,
                  r->snap->endpoints[rep->endpoint].name, (long long)rep->id, rep->url, why ? why : "error",
-                 ps.failures, ps.circuit == CIRCUIT_OPEN
-                     ? "; circuit open: no request goes there until it passes a trial (check the replica's"
-                       " server and network)" : "");
+                 ps.failures);
+    else if (!ok)   /* no running count here: identical lines collapse into "repeated N times" */
+        log_warn("request %s: endpoint %s replica %lld (%s) failed: %s; circuit open: no request goes there"
+                 " until it passes a trial (check the replica's server and network)", r->request_id,
+                 r->snap->endpoints[rep->endpoint].name, (long long)rep->id, rep->url, why ? why : "error");
 }

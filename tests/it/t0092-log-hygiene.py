@@ -71,7 +71,9 @@ def test_identical_errors_collapsed(c):
     summaries = [int(m.group(1)) for m in re.finditer(r"serving\.c:\d+: last message repeated (\d+) times", text)]
     print("   %d failures: %d lines, summaries %r" % (n, len(written), summaries))
     assert summaries, "no 'last message repeated N times' line:\n%s" % text[-3000:]
-    assert len(written) <= 4, "identical errors must be collapsed to ~1 line/s, got %d:\n%s" % (
+    # The first failures differ (their count in a row), then the circuit opens and the
+    # lines are identical: about one a second from there.
+    assert len(written) <= 6, "identical errors must be collapsed to ~1 line/s, got %d:\n%s" % (
         len(written), "\n".join(written))
     assert len(written) + sum(summaries) == n, "every failure is a line or counted in a summary: %d + %r != %d" % (
         len(written), summaries, n)
