@@ -265,8 +265,8 @@ static struct json_object *row_json(const struct view_row *r, const char *label,
     json_object_object_add(o, "requests", json_object_new_int64((int64_t)r->requests));
     json_object_object_add(o, "errors", json_object_new_int64((int64_t)r->errors));
     if (window_s > 0) {
-        json_object_object_add(o, "request_rate", json_fixed((double)r->requests / window_s, 4));
-        json_object_object_add(o, "error_rate", json_fixed((double)r->errors / window_s, 4));
+        json_object_object_add(o, "request_rate", json_fixed((double)r->requests / window_s, 6));
+        json_object_object_add(o, "error_rate", json_fixed((double)r->errors / window_s, 6));
     }
     json_object_object_add(o, "latency_p50_ms", json_ms(r->lat, 0.5));
     json_object_object_add(o, "latency_p95_ms", json_ms(r->lat, 0.95));
