@@ -306,12 +306,14 @@ int round_run(struct round *rd)
         else
             record_rollback(rd->db);
     }
-    if (rc == 0)
+    if (rc == 0) {
         for (int i = 0; i < cfg.n_reps; i++)
             publish(rd, &cfg.reps[i], &out[i]);
-    else
+        atomic_store(&rd->shm->r->metrics.healthd_round_ms, now_ms());   /* R-OBS-1: a round finished */
+    } else {
         log_error("round %lld: the health record could not be written; the shared state is left as it was",
                   (long long)rd->seq);
+    }
     probe_free(jobs, nj);
     free(jobs);
     free(out);

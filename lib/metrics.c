@@ -175,6 +175,19 @@ void metrics_each_counter(const struct shm *s, enum metric_id m,
     }
 }
 
+static void hist_read(const struct shm_met_hist *e, struct metric_hist_read *h)
+{
+    h->sum_us = atomic_load_explicit(&e->sum_us, memory_order_relaxed);
+    uint64_t total = 0;
+    for (int b = 0; b <= MET_BUCKETS; b++) {
+        h->buckets[b] = atomic_load_explicit(&e->buckets[b], memory_order_relaxed);
+        total += h->buckets[b];
+    }
+    /* Prometheus requires +Inf == _count; read while observations go on,
+     * the buckets' total is the one consistent count. */
+    h->count = total;
+}
+
 void metrics_each_hist(const struct shm *s, enum metric_id m,
                        void (*fn)(void *ctx, const char *labels, const struct metric_hist_read *h), void *ctx)
 {
@@ -184,16 +197,61 @@ void metrics_each_hist(const struct shm *s, enum metric_id m,
         if (atomic_load_explicit(&e->h.key, memory_order_acquire) == 0 || e->h.metric != (int32_t)m)
             continue;
         struct metric_hist_read h;
-        h.sum_us = atomic_load_explicit(&e->sum_us, memory_order_relaxed);
-        uint64_t total = 0;
-        for (int b = 0; b <= MET_BUCKETS; b++) {
-            h.buckets[b] = atomic_load_explicit(&e->buckets[b], memory_order_relaxed);
-            total += h.buckets[b];
-        }
-        /* Prometheus requires +Inf == _count; read while observations go on,
-         * the buckets' total is the one consistent count. */
-        h.count = total;
+        hist_read(e, &h);
         fn(ctx, e->h.labels, &h);
+    }
+}
+
+/* Chains the used slots of a table by family: walked backwards so that each
+ * slot is put in front and the chains come out in table order. */
+static void index_table(const void *table, size_t stride, int n, int32_t *first, int32_t *next)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        const struct shm_met_head *e = (const struct shm_met_head *)((const char *)table + (size_t)i * stride);
+        next[i] = -1;
+        if (atomic_load_explicit(&e->key, memory_order_acquire) == 0)
+            continue;
+        if ((unsigned)e->metric >= MET__COUNT)
+            continue;
+        next[i] = first[e->metric];
+        first[e->metric] = i;
+    }
+}
+
+void metrics_index(const struct shm *s, struct metric_index *ix)
+{
+    const struct shm_metrics *t = &s->r->metrics;
+    int32_t first_hist[MET__COUNT];
+    for (int m = 0; m < MET__COUNT; m++)
+        ix->first[m] = first_hist[m] = -1;
+    index_table(t->counters, sizeof t->counters[0], SHM_MET_COUNTERS, ix->first, ix->next_counter);
+    index_table(t->hists, sizeof t->hists[0], SHM_MET_HISTS, first_hist, ix->next_hist);
+    /* A family is a counter or a histogram: its chain is in its own table. */
+    for (int m = 0; m < MET__COUNT; m++)
+        if (defs[m].type == HISTOGRAM)
+            ix->first[m] = first_hist[m];
+}
+
+void metrics_index_counters(const struct shm *s, const struct metric_index *ix, enum metric_id m,
+                            void (*fn)(void *ctx, const char *labels, uint64_t value), void *ctx)
+{
+    if ((unsigned)m >= MET__COUNT || defs[m].type == HISTOGRAM)
+        return;
+    const struct shm_metrics *t = &s->r->metrics;
+    for (int i = ix->first[m]; i >= 0; i = ix->next_counter[i])
+        fn(ctx, t->counters[i].h.labels, atomic_load_explicit(&t->counters[i].value, memory_order_relaxed));
+}
+
+void metrics_index_hists(const struct shm *s, const struct metric_index *ix, enum metric_id m,
+                         void (*fn)(void *ctx, const char *labels, const struct metric_hist_read *h), void *ctx)
+{
+    if ((unsigned)m >= MET__COUNT || defs[m].type != HISTOGRAM)
+        return;
+    const struct shm_metrics *t = &s->r->metrics;
+    for (int i = ix->first[m]; i >= 0; i = ix->next_hist[i]) {
+        struct metric_hist_read h;
+        hist_read(&t->hists[i], &h);
+        fn(ctx, t->hists[i].h.labels, &h);
     }
 }
 
@@ -249,4 +307,10 @@ int64_t metrics_quantile_us(const uint64_t buckets[MET_BUCKETS + 1], double q)
 uint64_t metrics_dropped(const struct shm *s)
 {
     return atomic_load_explicit(&s->r->metrics.dropped, memory_order_relaxed);
+}
+
+void metrics_drop(struct shm *s)
+{
+    if (s && s->r)
+        atomic_fetch_add_explicit(&s->r->metrics.dropped, 1, memory_order_relaxed);
 }

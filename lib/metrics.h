@@ -62,6 +62,21 @@ void metrics_each_counter(const struct shm *s, enum metric_id m,
 void metrics_each_hist(const struct shm *s, enum metric_id m,
                        void (*fn)(void *ctx, const char *labels, const struct metric_hist_read *h), void *ctx);
 
+/* A scrape reads every family: one pass over each table groups the used
+ * slots by family, where each_counter/each_hist would scan the whole table
+ * once per family (16 384 counter slots x 9 families). Slots of a family are
+ * chained in table order; -1 ends a chain. */
+struct metric_index {
+    int32_t first[MET__COUNT];
+    int32_t next_counter[SHM_MET_COUNTERS];
+    int32_t next_hist[SHM_MET_HISTS];
+};
+void metrics_index(const struct shm *s, struct metric_index *ix);
+void metrics_index_counters(const struct shm *s, const struct metric_index *ix, enum metric_id m,
+                            void (*fn)(void *ctx, const char *labels, uint64_t value), void *ctx);
+void metrics_index_hists(const struct shm *s, const struct metric_index *ix, enum metric_id m,
+                         void (*fn)(void *ctx, const char *labels, const struct metric_hist_read *h), void *ctx);
+
 /* The live view (R-OBS, Live tab): the sum over the series of family m whose
  * labels contain match ("" = all) of the last `minutes` whole and current
  * minutes (at most SHM_MET_MINUTES - 1). */
@@ -78,5 +93,7 @@ int64_t metrics_quantile_us(const uint64_t buckets[MET_BUCKETS + 1], double q);
 
 /* Series that could not be stored (table full, labels too long). */
 uint64_t metrics_dropped(const struct shm *s);
+/* Counts one such series: a caller whose label text did not fit its buffer. */
+void metrics_drop(struct shm *s);
 
 #endif
