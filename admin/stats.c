@@ -368,7 +368,8 @@ static void stats_add_views(struct json_object *out, sqlite3 *db, struct shm *sh
 }
 
 /* The live view of one row: the last minutes of the request and TTFT histograms whose
- * label text holds label="name" (requests; errors: the ring's, answers with status >= 500 as fcgi/metrics_record.c marks them; latency buckets). */
+ * label text holds label="name": requests, errors (the ring's: answers with status >= 500,
+ * as fcgi/metrics_record.c marks them) and latency buckets. */
 static void live_row(const struct shm *shm, struct view_row *row, const char *label, enum metric_id lat,
                      enum metric_id ttft, int minutes, int64_t now)
 {
