@@ -7,11 +7,14 @@ uses, unique panel ids, grid positions) and a panel for each subject the issue n
 series: every metric name in every `expr` (and the template variable's query), with
 _bucket/_sum/_count taken off where the family is a histogram of lib/metrics.def, must be a
 family of that file and appear in a real scrape of GET /metrics after traffic (plain,
-streamed, an upstream error, session affinity, model auto, sluice-healthd rounds)."""
+streamed, an upstream error, session affinity, model auto, sluice-healthd rounds); and
+promtool parses every query."""
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from harness import SRCDIR, Ctx, Fake, Gateway, Healthd, add_endpoint, run_tests, setup_with, setup_tenant, wait_for
@@ -173,6 +176,24 @@ def test_dashboard_covers_the_subjects(c):
     assert any("sluice_tokens_total" in e and "direction" in e for e in exprs), "tokens by direction"
     assert any("sluice_upstream_attempts_total" in e and "outcome" in e for e in exprs), "attempts by outcome"
     assert any("time()" in e and "sluice_healthd_last_round_timestamp_seconds" in e for e in exprs), "healthd age"
+
+
+def test_every_query_is_valid_promql(c):
+    """promtool parses every panel query (as a recording rule; Grafana's $__rate_interval and
+    $model filled in as Grafana would)."""
+    rules = []
+    for i, (where, expr) in enumerate(queries(load())):
+        if where.startswith("variable"):
+            continue                        # label_values() is Grafana's, not PromQL
+        e = expr.replace("$__rate_interval", "5m").replace("$model", ".*")
+        rules.append("      - record: sluice:dashboard_check_%d\n        expr: %s" % (i, json.dumps(e)))
+    with tempfile.NamedTemporaryFile("w", suffix=".yml", delete=False) as f:
+        f.write("groups:\n  - name: dashboard\n    rules:\n" + "\n".join(rules) + "\n")
+    try:
+        p = subprocess.run(["promtool", "check", "rules", f.name], capture_output=True, text=True, timeout=30)
+    finally:
+        os.unlink(f.name)
+    assert p.returncode == 0 and ("SUCCESS: %d rules" % len(rules)) in p.stdout, (p.stdout, p.stderr)
 
 
 def test_every_queried_metric_is_served(c):
