@@ -1,6 +1,7 @@
 /* router.c: the dispatch table of the management API, /api/v1/... (R-ADM-1, R-SEC-8). */
 #include "router.h"
 
+#include "api_live.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -87,6 +88,8 @@ static const struct router_route router_routes[] = {
     {"GET", "alerts", api_alerts_list, 0},
     {"GET", "alerts/{id}", api_alerts_get, 0},
     {"POST", "alerts/{id}/resolve", api_alerts_resolve, 0},
+
+    {"GET", "live", api_live, 0},
 };
 #define ROUTER_NROUTES (sizeof router_routes / sizeof router_routes[0])
 

@@ -1,4 +1,5 @@
-/* stats.h: the live pool-wide state (active requests, bans, circuits) as JSON. */
+/* stats.h: the live pool-wide state (active requests, bans, circuits, per-model and
+ * per-endpoint series) as JSON. */
 #ifndef SLUICE_STATS_H
 #define SLUICE_STATS_H
 
@@ -8,5 +9,11 @@
 /* Reads the shared state file at state_path; names replicas from db.
  * Returns a new object, or NULL when the file cannot be mapped. */
 struct json_object *stats_json(sqlite3 *db, const char *state_path);
+
+/* GET /api/v1/live: per model and per endpoint the requests, errors, their rates per
+ * second, p50/p95 latency and TTFT of the last `minutes` (1..15; the histograms' live
+ * ring) and per replica active / queue / KV cache / circuit now. tenant_id 0: the whole
+ * pool; else that tenant's endpoints and replicas and the models only its routes route. */
+struct json_object *stats_live_json(sqlite3 *db, const char *state_path, int64_t tenant_id, int minutes);
 
 #endif

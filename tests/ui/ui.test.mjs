@@ -161,7 +161,7 @@ test('R-ADM-3: sign in through the form; a wrong password is refused', { timeout
   assert.match(await page.textContent('#who-name'), /^oper · default$/);
   assert.equal(await page.textContent('#who-role'), 'operator');
   const tabs = await page.$$eval('#tabs a', (as) => as.map((a) => a.textContent));
-  assert.deepEqual(tabs, ['Endpoints', 'Routes', 'Keys', 'Usage', 'Alerts', 'Audit', 'Users']);
+  assert.deepEqual(tabs, ['Endpoints', 'Routes', 'Keys', 'Usage', 'Alerts', 'Audit', 'Users', 'Live']);
   // R-SEC-7: the password travelled in the body only.
   assert.ok(!page.url().includes(ENV.password) && !page.url().includes('password'), page.url());
   const cookies = await contexts[0].cookies(BASE);
@@ -363,6 +363,27 @@ test('R-ADM-3: usage charts by model and by key after the traffic', { timeout: 3
   await shoot('keys-1280');
 });
 
+test('issue 12: the Live tab shows the traffic per model and refreshes every 5 s', { timeout: 30000 }, async () => {
+  assert.ok(state.usage, 'the traffic test ran');
+  const labels = await page.$$eval('#tabs a', (as) => as.map((a) => a.textContent));
+  assert.ok(labels.includes('Live'), `tabs: ${labels.join(', ')}`);
+  await tab('live');
+  // The 30 requests of the traffic test, from the same shared state the API reads.
+  const live = await apiGet('live');
+  const m = live.models.find((r) => r.model === 'm');
+  assert.ok(m && m.requests >= 30, JSON.stringify(live.models));
+  const row = page.locator('#live-models tr.live-model').filter({ has: page.locator('td:first-child code', { hasText: /^m$/ }) });
+  await row.waitFor();
+  const cells = await row.locator('td').allTextContents();
+  assert.equal(Number(cells[1].replace(/,/g, '')), m.requests, cells.join(' | '));
+  assert.match(cells[6], /ms$/, `p50 latency shown: ${cells.join(' | ')}`);
+  assert.ok(await page.locator('#live-replicas tbody tr').count() >= 2, 'a row per replica');
+  // The view asks again every 5 s without a click.
+  const before = await page.$eval('#live-out', (e) => Number(e.dataset.refreshes));
+  await page.waitForFunction((n) => Number(document.querySelector('#live-out').dataset.refreshes) > n, before, { timeout: 8000 });
+  await shoot('live-1280');
+});
+
 test('R-ADM-3: alerts and audit tables', { timeout: T }, async () => {
   assert.ok(state.epDown, 'the health test ran');
   await tab('alerts');
@@ -387,7 +408,7 @@ test('R-ADM-3: alerts and audit tables', { timeout: T }, async () => {
 
 test('R-ADM-3: phone width (390x844): every section fits, tables scroll in their box', { timeout: 40000 }, async () => {
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const id of ['endpoints', 'routes', 'keys', 'usage', 'alerts', 'audit', 'people']) {
+  for (const id of ['endpoints', 'routes', 'keys', 'usage', 'alerts', 'audit', 'people', 'live']) {
     await page.evaluate((v) => { location.hash = v; }, id);
     await page.waitForSelector(`.view-body[data-view="${id}"][data-ready]`);
     if (id === 'usage') await page.waitForSelector('#usage-requests svg.chart');

@@ -11,6 +11,7 @@ import * as usage from './js/views/usage.js';
 import * as alerts from './js/views/alerts.js';
 import * as audit from './js/views/audit.js';
 import * as people from './js/views/people.js';
+import * as live from './js/views/live.js';
 
 // Section table: id (the hash), label, the roles that see it, the module (render(root, ctx)).
 const VIEWS = [
@@ -21,6 +22,8 @@ const VIEWS = [
   { id: 'alerts', label: 'Alerts', roles: ['operator', 'admin'], mod: alerts },
   { id: 'audit', label: 'Audit', roles: ['operator', 'admin'], mod: audit },
   { id: 'people', label: 'Users', roles: ['operator', 'admin'], mod: people },
+  // GET /api/v1/live: the series /metrics shows; members are refused it (no per-user series).
+  { id: 'live', label: 'Live', roles: ['operator', 'admin'], mod: live },
 ];
 
 const $ = (id) => document.getElementById(id);
