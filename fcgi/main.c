@@ -330,6 +330,16 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
+    /* Signals go to one thread (sigwait): blocked before any thread exists, so
+     * every thread (writers, exporter, curl's resolver) inherits the mask and a
+     * SIGHUP during start-up or the drain is held for main, never fatal. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
     const char *conf_path = getenv("SLUICE_CONF");
     int opt;
     while ((opt = getopt(argc, argv, "c:h")) != -1) {
@@ -382,15 +392,8 @@ int main(int argc, char **argv)
         log_error("FCGX_Init failed");
         return 1;
     }
-    /* Signals go to one thread (sigwait); libfcgi's own handlers are overridden. */
+    /* libfcgi's own handlers are overridden: signals go to sigwait below. */
     signal(SIGPIPE, SIG_IGN);
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGHUP);
-    sigaddset(&set, SIGUSR1);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
 
     struct worker *ws = workers_new(conf.pool_threads);
     start_threads(conf.pool_threads, worker_main, ws);

@@ -86,7 +86,7 @@ void otlp_enqueue(struct shm *s, const char *spans, size_t len, int n)
     }
     X.tail = it;
     X.queued += n;
-    int wake = X.queued >= X.batch_max;
+    int wake = X.queued >= X.batch_max || X.head == it;   /* a first span starts its flush_ms wait now */
     pthread_mutex_unlock(&X.mu);
     if (wake)
         pthread_cond_signal(&X.cv);

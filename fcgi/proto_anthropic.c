@@ -36,8 +36,9 @@ static int anthropic_build(struct request *r, struct proto_request *out, struct 
     /* R-ANT-4: the endpoint's own credential, never the caller's. */
     if (r->ep->upstream_auth && *r->ep->upstream_auth)
         h = curl_slist_append(h, arena_printf(r->arena, "x-api-key: %s", r->ep->upstream_auth));
-    /* The caller's beta flags and trace context travel; nothing else of its headers does. */
-    static const char *const pass[] = {"anthropic-beta", "traceparent", "tracestate"};
+    /* The caller's beta flags travel; nothing else of its headers does (the
+     * trace context is forward.c's: one traceparent per attempt). */
+    static const char *const pass[] = {"anthropic-beta"};
     for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) {
         const char *v = request_header(r, pass[i]);
         if (v && pathcheck_header_ok(v, 1024))

@@ -34,7 +34,7 @@ static int native_build(struct request *r, struct proto_request *out, struct pro
     if (r->ep->upstream_auth && *r->ep->upstream_auth)
         h = curl_slist_append(h, arena_printf(r->arena, "x-api-key: %s", r->ep->upstream_auth));
     /* Beta flags unchanged (unknown ones included) and trace context. */
-    static const char *const pass[] = {"anthropic-beta", "traceparent", "tracestate"};
+    static const char *const pass[] = {"anthropic-beta"};   /* trace context: forward.c's */
     for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) {
         const char *v = request_header(r, pass[i]);
         if (v && pathcheck_header_ok(v, 4096))
@@ -77,13 +77,7 @@ static int openai_build(struct request *r, struct proto_request *out, struct pro
     h = curl_slist_append(h, "Expect:");
     if (r->ep->upstream_auth && *r->ep->upstream_auth)
         h = curl_slist_append(h, arena_printf(r->arena, "Authorization: Bearer %s", r->ep->upstream_auth));
-    static const char *const pass[] = {"traceparent", "tracestate"};
-    for (size_t i = 0; i < sizeof pass / sizeof pass[0]; i++) {
-        const char *v = request_header(r, pass[i]);
-        if (v && pathcheck_header_ok(v, 1024))
-            h = curl_slist_append(h, arena_printf(r->arena, "%s: %s", pass[i], v));
-    }
-    out->headers = h;
+    out->headers = h;   /* the trace context is forward.c's (one traceparent per attempt) */
     return 0;
 }
 

@@ -99,9 +99,10 @@ void spans_reopen(void)
     int fd = open_log(T.path);
     if (fd < 0)
         return;                  /* keep writing to the old file rather than nowhere */
-    /* dup2 swaps the file under the same descriptor atomically: a request
+    /* dup3 swaps the file under the same descriptor atomically: a request
      * thread writing at this moment writes to one file or the other, whole. */
-    dup2(fd, T.fd);
+    if (dup3(fd, T.fd, O_CLOEXEC) < 0)
+        log_warn("trace log: cannot reopen: %s", strerror(errno));
     close(fd);
 }
 

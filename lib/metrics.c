@@ -38,6 +38,11 @@ static int series_is(const struct shm_met_head *e, uint64_t cur, uint64_t key, e
     return cur == key && e->metric == (int32_t)m && strcmp(e->labels, labels) == 0;
 }
 
+/* Slots a lookup looks at from its hash: a crowded or full table costs a
+ * request at most this many probes (and one lock for a series that finds no
+ * room, then dropped and counted), never a scan of the whole table. */
+#define MET_PROBE 128
+
 /* The slot of a series in a table of n entries (each starting with a
  * shm_met_head, stride bytes apart), claimed when absent; -1: no room. An
  * existing series is found without a lock; a claim takes the pool lock so
@@ -48,7 +53,8 @@ static int series_slot(struct shm *s, void *table, size_t stride, int n, enum me
         return -1;
     uint64_t key = series_key(m, labels);
     int start = (int)(key % (uint64_t)n);
-    for (int k = 0; k < n; k++) {
+    int probe = n < MET_PROBE ? n : MET_PROBE;
+    for (int k = 0; k < probe; k++) {
         struct shm_met_head *e = HEAD_AT(table, stride, (start + k) % n);
         uint64_t cur = atomic_load_explicit(&e->key, memory_order_acquire);
         if (cur == 0)
@@ -59,7 +65,7 @@ static int series_slot(struct shm *s, void *table, size_t stride, int n, enum me
     if (shm_lock(s) != 0)
         return -1;
     int found = -1;
-    for (int k = 0; k < n && found < 0; k++) {
+    for (int k = 0; k < probe && found < 0; k++) {
         struct shm_met_head *e = HEAD_AT(table, stride, (start + k) % n);
         uint64_t cur = atomic_load_explicit(&e->key, memory_order_acquire);
         if (cur == 0) {

@@ -115,6 +115,9 @@ def build(c):
     c.key = setup_tenant(c.gw, "acme", "alice")
     add_endpoint(c.gw, "ep", "acme", [c.fake])
     c.gw.ctl("route", "add", "m", "ep", "--tenant", "acme", "--target-model", "m-real")
+    c.gw.ctl_secret("t93-upstream-key", "endpoint", "add", "ant", "--tenant", "acme", "--protocol", "anthropic")
+    c.gw.ctl("replica", "add", "ant", c.fake.url)
+    c.gw.ctl("route", "add", "ma", "ant", "--tenant", "acme")
     add_endpoint(c.gw, "sticky", "acme", [c.fake], affinity="on")
     c.gw.ctl("route", "add", "s", "sticky", "--tenant", "acme")
     for name, fake, flags in (("chat-small", c.small, ["--quality", 60, "--price-in", 0.5, "--price-out", 1.5]),
@@ -242,6 +245,22 @@ def test_passthrough_replaces_caller_traceparent(c):
     m = TP_RE.match(h.get("traceparent", ""))
     assert m and m.group(1) == TID and m.group(2) != SID, h
     assert h.get("tracestate") == "vendor=pass", h
+
+
+def test_anthropic_adapters_send_one_traceparent(c):
+    """Every adapter (here the Anthropic ones: native Messages, Messages to OpenAI, chat to
+    Anthropic) sends exactly sluice's traceparent, never the caller's as well."""
+    msg = {"model": "ma", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    cases = (("/v1/messages", msg, {"anthropic-version": "2023-06-01"}),
+             ("/v1/messages", dict(msg, model="m"), {"anthropic-version": "2023-06-01"}),
+             ("/v1/chat/completions", {"model": "ma", "messages": [{"role": "user", "content": "hi"}]}, {}))
+    for path, body, extra in cases:
+        r = c.gw.request("POST", path, body, key=c.key, headers=dict(extra, traceparent=TP, tracestate="vendor=ant"))
+        assert r.status == 200, (path, body["model"], r)
+        h = upstream_headers(c.fake)
+        m = TP_RE.match(h.get("traceparent", ""))      # two headers would be joined with ", "
+        assert m and m.group(1) == TID and m.group(2) != SID, (path, body["model"], h)
+        assert h.get("tracestate") == "vendor=ant", (path, body["model"], h)
 
 
 def test_new_span_per_attempt_and_fallback_headers_R_OBS_4(c):
