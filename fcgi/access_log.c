@@ -195,26 +195,6 @@ static void put_time(struct line *l, int64_t ms)
 
 /* ---- what a request's line says ---- */
 
-/* The status the usage record has (account.c): 499 when the client left, 503
- * for a stream the shutdown ended under a 200 head. */
-static int logged_status(const struct request *r)
-{
-    if (r->client_gone)
-        return 499;
-    if (r->error_code && strcmp(r->error_code, errors_get(ERR_SHUTTING_DOWN)->code) == 0)
-        return 503;
-    return r->status;
-}
-
-/* The tokens the usage record bills (account.c's rules, R-USE-4). */
-static void logged_tokens(const struct request *r, int status, int64_t *prompt, int64_t *completion)
-{
-    account_billable_tokens(r, prompt, completion);
-    if (!req_kind_spends_tokens(r->kind) || (status >= 400 && !r->client_gone && !r->data_sent) ||
-        *prompt < 0 || *completion < 0)
-        *prompt = *completion = 0;
-}
-
 static const char *tenant_name(const struct request *r)
 {
     const struct snap_tenant *t = r->caller.tenant_id && r->snap ? snapshot_tenant(r->snap, r->caller.tenant_id) : NULL;
@@ -228,9 +208,9 @@ static const char *client_of(const struct request *r)
 
 static void format_line(const struct request *r, struct line *l)
 {
-    int status = logged_status(r);
+    int status = account_status(r);
     int64_t prompt, completion;
-    logged_tokens(r, status, &prompt, &completion);
+    account_charged_tokens(r, status, &prompt, &completion);
     int64_t ttft_us = r->obs.ttft_us > 0 ? r->obs.ttft_us : r->ttft_ms * 1000;
     l->len = 0;
     l->fields = 0;

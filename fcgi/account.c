@@ -36,6 +36,23 @@ int64_t account_billable_tokens(const struct request *r, int64_t *prompt, int64_
     return ok ? -1 : 0;
 }
 
+int account_status(const struct request *r)
+{
+    if (r->client_gone)
+        return 499;
+    if (r->error_code && strcmp(r->error_code, errors_get(ERR_SHUTTING_DOWN)->code) == 0)
+        return 503;
+    return r->status;
+}
+
+void account_charged_tokens(const struct request *r, int status, int64_t *prompt, int64_t *completion)
+{
+    account_billable_tokens(r, prompt, completion);
+    if (!req_kind_spends_tokens(r->kind) || (status >= 400 && !r->client_gone && !r->data_sent) ||
+        *prompt < 0 || *completion < 0)
+        *prompt = *completion = 0;
+}
+
 void account_record(struct request *r)
 {
     /* Requests that never authenticated belong to nobody and are not billed. */
@@ -78,10 +95,7 @@ void account_record(struct request *r)
             u->reasoning_tokens = 0;
     u->latency_ms = mono_ms() - r->start_mono;
     u->ttft_ms = r->ttft_ms;
-    u->status = r->client_gone ? 499 : r->status;
-    /* R-DEP-6: a stream ended by the shutdown is a 503 even though its head said 200. */
-    if (!r->client_gone && r->error_code && strcmp(r->error_code, errors_get(ERR_SHUTTING_DOWN)->code) == 0)
-        u->status = 503;
+    u->status = account_status(r);   /* R-DEP-6: a stream the shutdown ended is a 503 */
     u->retries = r->retries;
     u->stream = r->stream;
     snprintf(u->error_code, sizeof u->error_code, "%s", r->error_code ? r->error_code : "");

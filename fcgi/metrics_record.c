@@ -109,28 +109,17 @@ static const char *attempt_outcome(const char *next)
     return "other";
 }
 
-/* The status the usage record carries (account.c): 499 for a client that
- * left, 503 for a stream the shutdown ended. */
-static int final_status(const struct request *r)
-{
-    if (r->client_gone)
-        return 499;
-    if (r->error_code && strcmp(r->error_code, errors_get(ERR_SHUTTING_DOWN)->code) == 0)
-        return 503;
-    return r->status;
-}
-
 /* Tokens billed, as account.c bills them: nothing for a request that never
  * authenticated, a replay, a kind that spends no tokens, or a failure that
  * produced nothing. */
 static void record_tokens(struct request *r, const struct lbl *base, int status)
 {
-    if (r->caller.tenant_id == 0 || r->replayed || !req_kind_spends_tokens(r->kind))
-        return;
-    if (status >= 400 && !r->client_gone && !r->data_sent)
+    if (r->caller.tenant_id == 0 || r->replayed)
         return;
     int64_t prompt, completion;
-    account_billable_tokens(r, &prompt, &completion);
+    account_charged_tokens(r, status, &prompt, &completion);
+    if (prompt == 0 && completion == 0)
+        return;                     /* nothing billed, so nothing of it was cached either */
     int64_t cached = r->usage.found ? r->usage.cache_read_tokens : 0;
     const char *dir[] = {"prompt", "completion", "cached"};
     int64_t n[] = {prompt, completion, cached};
@@ -164,7 +153,7 @@ void metrics_record(struct request *r)
         return;
     int64_t now = now_ms();
     int64_t dur_us = mono_us() - r->obs.start_us;
-    int status = final_status(r);
+    int status = account_status(r);
     int error = status >= 500;              /* the live view's error rate: the service's failures */
     char status_text[12];
     snprintf(status_text, sizeof status_text, "%d", status);

@@ -149,7 +149,9 @@ def test_upstream_request_line_and_headers_R_ANT_4(c):
     assert "authorization" not in h, "an Authorization header went upstream: %r" % h
     assert h.get("anthropic-version") == "2023-06-01", h
     assert h.get("x-request-id") == "t50-hdr-1" and h.get("content-type") == "application/json", h
-    assert h.get("traceparent") == tp and h.get("anthropic-beta") == "tools-2024-04-04", h
+    # R-OBS-3: the caller's trace goes on, under sluice's own span id (one traceparent only)
+    assert h.get("traceparent", "")[:36] == tp[:36] and h.get("traceparent") != tp, h
+    assert len(h["traceparent"]) == 55 and h.get("anthropic-beta") == "tools-2024-04-04", h
     for k in ("x-fake-behavior", "x-custom", "cookie"):
         assert k not in h, "caller header %s forwarded: %r" % (k, h)
     blob = json.dumps(last)

@@ -203,7 +203,9 @@ def test_native_request_unchanged_but_model_R_ANT_6(c):
     h = up["headers"]
     assert h.get("anthropic-version") == "2023-01-01", "the caller's anthropic-version: %r" % h
     assert h.get("anthropic-beta") == "prompt-caching-2024-07-31,tools-x", h
-    assert h.get("traceparent") == tp and h.get("x-api-key") == SECRET, h
+    # R-OBS-3: the caller's trace goes on, under sluice's own span id (one traceparent only)
+    assert h.get("traceparent", "")[:36] == tp[:36] and h.get("traceparent") != tp, h
+    assert len(h["traceparent"]) == 55 and h.get("x-api-key") == SECRET, h
     for k in ("x-fake-behavior", "x-custom", "authorization"):
         assert k not in h, "client header %s forwarded: %r" % (k, h)
     want = ordered(json.dumps(dict(b, model="claude-real")))
