@@ -1,51 +1,21 @@
-/* access_log.c: the access log writer (access_log.h).
+/* access_log.c: the access log (access_log.h).
  *
- * The request thread formats its line once, on its stack, copies it into one
- * heap record and links it to a bounded queue (a pointer swap under a mutex
- * nobody holds for long); the writer thread takes the whole queue and appends
- * it with writev. A full queue drops the line and counts it: a slow disk
- * must never slow the answers down. */
+ * The request thread formats its line once, on its stack, and hands it to
+ * the file's writer thread (linelog.c): no I/O on the response path. */
 #include "access_log.h"
 
 #include "account.h"
 #include "errors.h"
-#include "log.h"
+#include "linelog.h"
 #include "metrics.h"
 #include "util.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
 #include <time.h>
-#include <unistd.h>
 
 #define AL_LINE_MAX 8192          /* every field's cap below sums to less */
-#define AL_QUEUE_MAX 16384        /* lines waiting; past this they are dropped */
-#define AL_WAKE_AT 1024           /* a burst wakes the writer before its pause ends */
-#define AL_PAUSE_MS 100           /* otherwise it writes what came every 100 ms */
-#define AL_IOV 256
-
-struct al_line {
-    struct al_line *next;
-    size_t len;
-    char text[];
-};
-
-static pthread_mutex_t q_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t q_cond = PTHREAD_COND_INITIALIZER;
-static struct al_line *q_head, *q_tail;
-static int q_len, q_stop;
-static atomic_uint_fast64_t q_dropped;   /* since the writer last said so */
-static pthread_t al_thread;
-static int al_on;                        /* an access_log file is configured and open */
-static int al_fd = -1;
-static char al_path[512];
 
 /* ---- formatting: a bounded line builder ---- */
 
@@ -243,159 +213,24 @@ static void format_line(const struct request *r, struct line *l)
     put_raw(l, "}\n", 2);
 }
 
-/* ---- the queue ---- */
+/* ---- the file ---- */
 
-static void enqueue(struct shm *shm, struct al_line *line)
-{
-    pthread_mutex_lock(&q_lock);
-    if (q_len >= AL_QUEUE_MAX || q_stop) {
-        pthread_mutex_unlock(&q_lock);
-        free(line);
-        atomic_fetch_add(&q_dropped, 1);
-        metrics_add(shm, MET_ACCESS_LOG_DROPPED, "", 1);
-        return;
-    }
-    if (q_tail)
-        q_tail->next = line;
-    else
-        q_head = line;
-    q_tail = line;
-    if (++q_len == AL_WAKE_AT)
-        pthread_cond_signal(&q_cond);
-    pthread_mutex_unlock(&q_lock);
-}
+static struct linelog al;
 
 void access_log_write(const struct request *r)
 {
-    if (!al_on)
+    if (!linelog_on(&al))
         return;
     struct line l;
     format_line(r, &l);
-    struct al_line *line = malloc(sizeof *line + l.len);
-    if (!line) {
-        metrics_add(r->shm, MET_ACCESS_LOG_DROPPED, "", 1);
-        return;
-    }
-    line->next = NULL;
-    line->len = l.len;
-    memcpy(line->text, l.buf, l.len);
-    enqueue(r->shm, line);
-}
-
-/* ---- the writer thread ---- */
-
-/* Appends the lines with as few writes as there are AL_IOV-line groups; with
- * O_APPEND each write lands whole, after the other responders' lines. */
-static void write_lines(struct al_line *list)
-{
-    struct iovec iov[AL_IOV];
-    while (list) {
-        int n = 0;
-        for (; list && n < AL_IOV; list = list->next, n++) {
-            iov[n].iov_base = list->text;
-            iov[n].iov_len = list->len;
-        }
-        if (writev(al_fd, iov, n) < 0)
-            log_warn("access log %s: %s; %d lines lost (is the disk full?)", al_path, strerror(errno), n);
-    }
-}
-
-static void free_lines(struct al_line *l)
-{
-    while (l) {
-        struct al_line *next = l->next;
-        free(l);
-        l = next;
-    }
-}
-
-static void say_dropped(void)
-{
-    uint64_t n = atomic_exchange(&q_dropped, 0);
-    if (n)
-        log_warn("access log: %llu lines dropped, the writer's queue (%d lines) was full; %s is on a slow"
-                 " disk? (counted in sluice_access_log_dropped_total)", (unsigned long long)n, AL_QUEUE_MAX, al_path);
-}
-
-static void *writer_main(void *arg)
-{
-    (void)arg;
-    /* Signals are main's (sigwait): this thread must never take a SIGHUP. */
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-    for (;;) {
-        pthread_mutex_lock(&q_lock);
-        if (!q_head && !q_stop) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            int64_t ns = ts.tv_nsec + (int64_t)AL_PAUSE_MS * 1000000;
-            ts.tv_sec += ns / 1000000000;
-            ts.tv_nsec = ns % 1000000000;
-            pthread_cond_timedwait(&q_cond, &q_lock, &ts);
-        }
-        struct al_line *list = q_head;
-        q_head = q_tail = NULL;
-        q_len = 0;
-        int stop = q_stop;
-        pthread_mutex_unlock(&q_lock);
-        write_lines(list);
-        free_lines(list);
-        say_dropped();
-        if (stop && !list)
-            break;
-    }
-    return NULL;
-}
-
-static int open_file(const char *path)
-{
-    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    linelog_put(&al, r->shm, l.buf, l.len);
 }
 
 int access_log_start(const struct conf *c)
 {
-    if (!c->access_log[0])
-        return 0;
-    snprintf(al_path, sizeof al_path, "%s", c->access_log);
-    al_fd = open_file(al_path);
-    if (al_fd < 0) {
-        log_error("cannot open the access log %s: %s (set access_log = \"\" in sluice.conf to turn it off)",
-                  al_path, strerror(errno));
-        return -1;
-    }
-    if (pthread_create(&al_thread, NULL, writer_main, NULL) != 0) {
-        log_error("access log: cannot start its writer thread: %s", strerror(errno));
-        return -1;
-    }
-    al_on = 1;
-    return 0;
+    return linelog_open(&al, "access log", c->access_log, MET_ACCESS_LOG_DROPPED);
 }
 
-void access_log_reopen(void)
-{
-    if (!al_on)
-        return;
-    int fd = open_file(al_path);
-    if (fd < 0) {
-        log_error("SIGHUP: cannot reopen the access log %s: %s; still writing to the old file", al_path,
-                  strerror(errno));
-        return;
-    }
-    /* As log_reopen: the writer's descriptor now names the new file, and a
-     * writev in flight finishes in the old one. */
-    dup3(fd, al_fd, O_CLOEXEC);
-    close(fd);
-}
+void access_log_reopen(void) { linelog_reopen(&al); }
 
-void access_log_stop(void)
-{
-    if (!al_on)
-        return;
-    pthread_mutex_lock(&q_lock);
-    q_stop = 1;
-    pthread_cond_broadcast(&q_cond);
-    pthread_mutex_unlock(&q_lock);
-    pthread_join(al_thread, NULL);
-    al_on = 0;
-}
+void access_log_stop(void) { linelog_close(&al); }

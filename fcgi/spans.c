@@ -24,6 +24,7 @@
 #include "spans.h"
 
 #include "buf.h"
+#include "linelog.h"
 #include "log.h"
 #include "otlp.h"
 #include "pathcheck.h"
@@ -61,54 +62,28 @@ struct span {
     int n_attrs;
 };
 
-static struct {
-    char path[512];
-    int fd;                      /* trace_log, or -1 */
-} T = {.fd = -1};
+static struct linelog T;          /* trace_log, written by its own thread (linelog.c) */
 
 /* Per worker thread: the spans and text of the request it is ending. */
 static __thread struct span spans[SPAN_MAX];
 static __thread struct buf lines, otlp_text;
 static __thread int64_t wall_offset_ns;    /* CLOCK_REALTIME ns - mono_us() * 1000, at spans_begin */
 
-static int spans_on(void) { return T.fd >= 0 || otlp_enabled(); }
-
-static int open_log(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (fd < 0)
-        log_error("trace_log %s: %s", path, strerror(errno));
-    return fd;
-}
+static int spans_on(void) { return linelog_on(&T) || otlp_enabled(); }
 
 int spans_start(const struct conf *c)
 {
-    if (c->trace_log[0]) {
-        snprintf(T.path, sizeof T.path, "%s", c->trace_log);
-        T.fd = open_log(T.path);
-        if (T.fd < 0)
-            return -1;
-    }
+    if (linelog_open(&T, "trace log", c->trace_log, MET_SPANS_DROPPED) != 0)
+        return -1;
     return otlp_start(c);
 }
 
-void spans_reopen(void)
-{
-    if (T.fd < 0)
-        return;
-    int fd = open_log(T.path);
-    if (fd < 0)
-        return;                  /* keep writing to the old file rather than nowhere */
-    /* dup3 swaps the file under the same descriptor atomically: a request
-     * thread writing at this moment writes to one file or the other, whole. */
-    if (dup3(fd, T.fd, O_CLOEXEC) < 0)
-        log_warn("trace log: cannot reopen: %s", strerror(errno));
-    close(fd);
-}
+void spans_reopen(void) { linelog_reopen(&T); }
 
 void spans_stop(void)
 {
     otlp_stop();
+    linelog_close(&T);
 }
 
 /* ---- trace context ---- */
@@ -445,13 +420,11 @@ void spans_end(const struct request *r)
     if (!spans_on())
         return;
     int n = collect(r, mono_us());
-    if (T.fd >= 0) {
+    if (linelog_on(&T)) {
         buf_reset(&lines);
         for (int i = 0; i < n; i++)
             line_of(r, &spans[i], &lines);
-        /* One write per request: O_APPEND keeps the lines of many responders whole. */
-        if (lines.len && write(T.fd, lines.data, lines.len) < 0)
-            log_debug("trace_log write: %s", strerror(errno));
+        linelog_put(&T, r->shm, lines.data, lines.len);   /* the request's lines stay together */
     }
     if (otlp_enabled()) {
         buf_reset(&otlp_text);
