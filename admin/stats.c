@@ -311,7 +311,8 @@ static void pool_model_rows(const struct shm *shm, struct view_rows *rows)
     fold(shm, rows, "model", MET_REQUESTS, FOLD_REQUESTS);
     fold(shm, rows, "model", MET_REQUEST_DURATION, FOLD_LATENCY);
     fold(shm, rows, "model", MET_TTFT, FOLD_TTFT);
-    qsort(rows->v, (size_t)rows->n, sizeof *rows->v, row_cmp);
+    if (rows->n > 1)                /* qsort(NULL, 0) is undefined: no series yet */
+        qsort(rows->v, (size_t)rows->n, sizeof *rows->v, row_cmp);
 }
 
 /* An endpoint's replicas now: requests in flight (every live responder) and the engine
