@@ -465,9 +465,9 @@ def test_collector_down_never_delays(c):
     # The stuck POST times out after 2 s: its spans are dropped, counted and warned about once.
     wait_for(lambda: "spans dropped" in c.gw2.log_text(), 6, what="the drop warning")
     r = c.gw2.request("GET", "/metrics")
-    if r.status == 200:         # the /metrics renderer is another change; until then, timing only
-        m = re.search(rb"^sluice_trace_spans_dropped_total(?:\{\})? (\d+)", r.body, re.M)
-        assert m and int(m.group(1)) > 0, r.body[:2000]
+    assert r.status == 200, r
+    m = re.search(rb"^sluice_trace_spans_dropped_total(?:\{\})? (\d+)", r.body, re.M)
+    assert m and int(m.group(1)) > 0, r.body[:2000]
 
 
 if __name__ == "__main__":
