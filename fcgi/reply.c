@@ -162,8 +162,17 @@ void reply_limit(struct request *r, const struct limit_info *li)
     struct buf *b = &r->w->out;
     buf_reset(b);
     const char *reset_at = rfc3339(r->arena, li->reset_s);
+    const char *scope = li->scope ? li->scope : "per_api_key";
+    static const struct { const char *scope, *whose; } whose[] = {
+        {"per_api_key", "this API key"}, {"per_tenant", "this tenant"}, {"per_user", "this user"},
+        {"per_endpoint", "this endpoint"}, {"per_model", "this model"},
+    };
+    const char *who = "this API key";
+    for (size_t i = 0; i < sizeof whose / sizeof whose[0]; i++)
+        if (strcmp(whose[i].scope, scope) == 0)
+            who = whose[i].whose;
     const char *msg = li->message ? li->message
-                      : arena_printf(r->arena, "Rate limit reached for this API key: %s (limit %lld, current %lld).",
+                      : arena_printf(r->arena, "Rate limit reached for %s: %s (limit %lld, current %lld).", who,
                                      e->code, (long long)li->limit, (long long)li->current);
     if (r->ingress == INGRESS_ANTHROPIC) {
         errors_body_anthropic(b, "rate_limit_error", msg);      /* the numbers are in the headers */
@@ -171,8 +180,8 @@ void reply_limit(struct request *r, const struct limit_info *li)
         buf_puts(b, "{\"error\":{\"message\":");
         buf_json_str(b, msg, strlen(msg));
         buf_printf(b, ",\"type\":\"rate_limit_error\",\"param\":null,\"code\":\"%s\",\"limit\":%lld,"
-                   "\"current\":%lld,\"remaining\":%lld,\"scope\":\"per_api_key\",\"reset_at\":\"%s\"}}",
-                   e->code, (long long)li->limit, (long long)li->current, (long long)li->remaining, reset_at);
+                   "\"current\":%lld,\"remaining\":%lld,\"scope\":\"%s\",\"reset_at\":\"%s\"}}",
+                   e->code, (long long)li->limit, (long long)li->current, (long long)li->remaining, scope, reset_at);
     }
     struct buf h;
     buf_init(&h, 1024);

@@ -27,6 +27,7 @@ struct limit_info {
     int64_t quota_reset_s;          /* day/month boundary for quotas, else 0 */
     int no_retry;
     const char *message;            /* NULL: the standard rate-limit sentence */
+    const char *scope;              /* R-KEY-6 layer: "per_tenant", ...; NULL = "per_api_key" */
 };
 void reply_limit(struct request *r, const struct limit_info *li);
 

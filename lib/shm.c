@@ -55,6 +55,9 @@ static int shm_init_region(struct shm_region *r)
     int rc = pthread_mutex_init(&r->lock, &a);
     if (rc == 0)
         rc = pthread_mutex_init(&r->affinity.lock, &a);
+    if (rc == 0)
+        rc = pthread_mutex_init(&r->gate.lock, &a);
+    r->gate.initialised = 1;
     pthread_mutexattr_destroy(&a);
     if (rc != 0)
         return -1;
@@ -158,6 +161,12 @@ static void shm_clear_row(struct shm_proc *p)
     for (int i = 0; i < SHM_MAX_KEYS; i++)
         atomic_store(&p->key_active[i], 0);
     atomic_store(&p->usage_backlog, 0);
+    for (int i = 0; i < SHM_MAX_REPLICAS; i++)
+        atomic_store(&p->rep_held[i], 0);
+    for (int i = 0; i < SHM_MAX_ENDPOINTS; i++)
+        atomic_store(&p->ep_held[i], 0);
+    for (int i = 0; i < SHM_MAX_QUOTAS; i++)
+        atomic_store(&p->quota_active[i], 0);
     atomic_store(&p->start_time, 0);
     atomic_store(&p->pid, 0);
 }
@@ -266,6 +275,52 @@ int shm_key_slot(struct shm *s, int64_t key_id)
         shm_unlock(s);
     }
     return slot;
+}
+
+int shm_quota_slot(struct shm *s, int64_t quota_id)
+{
+    int slot = slot_for(&s->r->quotas[0].id, sizeof(struct shm_quota), SHM_MAX_QUOTAS, quota_id);
+    if (slot < 0)
+        return -1;
+    struct shm_quota *q = &s->r->quotas[slot];
+    if (!__atomic_load_n(&q->initialised, __ATOMIC_ACQUIRE) && shm_lock(s) == 0) {
+        if (!q->initialised) {
+            pthread_mutexattr_t a;
+            pthread_mutexattr_init(&a);
+            pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+            pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+            pthread_mutex_init(&q->lock, &a);
+            pthread_mutexattr_destroy(&a);
+            __atomic_store_n(&q->initialised, 1, __ATOMIC_RELEASE);
+        }
+        shm_unlock(s);
+    }
+    return slot;
+}
+
+int shm_robust_lock(pthread_mutex_t *m, int *owner_died)
+{
+    int rc = pthread_mutex_lock(m);
+    if (owner_died)
+        *owner_died = rc == EOWNERDEAD;
+    if (rc == EOWNERDEAD) {
+        pthread_mutex_consistent(m);
+        rc = 0;
+    }
+    return rc == 0 ? 0 : -1;
+}
+
+int shm_row_sum(const struct shm *s, size_t off, int i)
+{
+    int sum = 0, hi = atomic_load_explicit(&s->r->rows_hi, memory_order_acquire);
+    for (int r = 0; r < hi && r < SHM_MAX_PROCS; r++) {
+        const struct shm_proc *p = &s->r->procs[r];
+        if (atomic_load_explicit(&p->pid, memory_order_acquire) == 0)
+            continue;
+        const _Atomic int32_t *a = (const _Atomic int32_t *)((const char *)p + off);
+        sum += atomic_load_explicit(&a[i], memory_order_acquire);
+    }
+    return sum;
 }
 
 void shm_active_add(struct shm *s, int slot, int delta)

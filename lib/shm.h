@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x534c434553544154ULL /* "SLCESTAT" */
-#define SHM_VERSION 5
+#define SHM_VERSION 6
 #define SHM_MAX_PROCS 128
 #define SHM_MAX_REPLICAS 4096
 #define SHM_MAX_ENDPOINTS 1024
@@ -23,6 +23,11 @@
 #define SHM_MAX_KEYS 4096
 #define SHM_QPS_RING 256              /* exact sliding window up to this qps_limit */
 #define SHM_MAX_CLIENTS 1024          /* client addresses tracked for auth failures */
+#define SHM_MAX_QUOTAS 1024           /* R-KEY-6 quota layer rows */
+#define SHM_RPM_RING 256              /* exact sliding minute up to this rpm */
+#define SHM_MAX_WAITERS 1024          /* R-PRIO-1 queued requests, pool-wide */
+#define SHM_FAIR_SLOTS 2048           /* R-PRIO-2 fairness tags (endpoint x tenant, endpoint x user) */
+#define SHM_EP_REPLICAS 64            /* replicas of an endpoint the queue can hand out */
 
 enum circuit_state { CIRCUIT_CLOSED, CIRCUIT_OPEN, CIRCUIT_HALF_OPEN };
 
@@ -56,6 +61,8 @@ struct shm_replica {
     /* R-WAKE-1: 1 once the data plane woke this sleeping replica and saw it
      * ready; sluice-healthd then records state=running and clears it. */
     _Atomic int32_t awake;
+    _Atomic int32_t cap;              /* R-PRIO-1: max_concurrency from the snapshot, 0 = none */
+    int32_t pad_;
 };
 
 struct shm_endpoint {
@@ -63,7 +70,13 @@ struct shm_endpoint {
     _Atomic uint64_t rr;              /* round-robin position, pool-wide */
     _Atomic int64_t wake_started_ms;  /* R-WAKE-3: one wake for many requests; 0 = none */
     _Atomic int wake_state;           /* enum shm_wake */
-    int pad_;
+    /* R-PRIO-1, written from the snapshot by whoever loads it: the cap, and the
+     * replica slots (with their caps) the queue may hand a waiter. */
+    _Atomic int32_t cap;              /* max_concurrency, 0 = none */
+    _Atomic int32_t n_reps;
+    _Atomic int32_t rep_slots[SHM_EP_REPLICAS];
+    _Atomic int32_t waiting;          /* requests in its queue (gauge) */
+    int32_t pad_;
 };
 
 /* R-HC-7: GPU temperature per node, written by sluice-healthd or the admin API. */
@@ -92,6 +105,54 @@ struct shm_key {
      * here, written back by every responder's usage writer. "" = not loaded. */
     char day[16], month[16];          /* "d:YYYY-MM-DD", "m:YYYY-MM" */
     int64_t day_calls, month_calls, month_tokens;
+};
+
+/* R-KEY-6: one quota layer's pool-wide counters (a row of quotas). The
+ * robust lock guards the minute window and the token periods; concurrency is
+ * counted in the process rows (quota_active), like a key's. */
+struct shm_quota {
+    _Atomic int64_t id;               /* quotas.id, 0 = free */
+    pthread_mutex_t lock;
+    int32_t initialised;
+    _Atomic int32_t cap;              /* concurrency from the snapshot, 0 = none */
+    _Atomic int32_t queue_max;        /* model layer: its waiters at most, -1 = the endpoint's */
+    _Atomic int32_t waiting;          /* model layer: its waiters now */
+    int64_t rpm_ring[SHM_RPM_RING];   /* admission times (ms) of the last requests */
+    int32_t rpm_head;
+    int32_t pad_;
+    char day[16], month[16];          /* periods the tokens are of ("" = not loaded) */
+    int64_t day_tokens, month_tokens; /* reserved + settled in those periods */
+};
+
+/* R-PRIO-1: one queued request. state is the futex word its owner sleeps on. */
+enum shm_wait_state { WAIT_FREE = 0, WAIT_WAITING = 1, WAIT_GRANTED = 2 };
+struct shm_waiter {
+    _Atomic uint32_t state;           /* enum shm_wait_state */
+    int32_t row, pid;                 /* the owner process's row and pid */
+    int32_t ep_slot;                  /* the endpoint whose queue it is in */
+    int32_t quota_slot;               /* model layer it also needs a place in, -1 = none */
+    int32_t priority;                 /* 0 highest */
+    int32_t weight;                   /* its tenant's */
+    int32_t granted_rep;              /* replica slot handed over with WAIT_GRANTED */
+    int64_t tenant_id, user_id;
+    int64_t seq;                      /* arrival order */
+};
+
+/* R-PRIO-2: a fairness tag (virtual finish time) of a tenant or user on an endpoint. */
+struct shm_fair {
+    uint64_t key;                     /* hash of (endpoint slot, kind, id); 0 = free */
+    int64_t finish;                   /* virtual time, in thousandths of a request */
+    int64_t used_ms;                  /* last use (an idle tag may be reused) */
+};
+
+struct shm_gate {
+    pthread_mutex_t lock;             /* robust; guards waiters, tags and every take */
+    int32_t initialised;
+    int32_t hi;                       /* waiters [0, hi) may be in use */
+    int64_t seq;
+    struct shm_waiter waiters[SHM_MAX_WAITERS];
+    int64_t vnow[SHM_MAX_ENDPOINTS];  /* each queue's virtual time */
+    struct shm_fair fair[SHM_FAIR_SLOTS];
 };
 
 /* R-AFF-4: one mapping of the pool-wide affinity table (SHA-256 of the scoped
@@ -181,6 +242,11 @@ struct shm_proc {
     _Atomic int32_t key_active[SHM_MAX_KEYS];   /* R-KEY-3 concurrency, by key slot */
     _Atomic int32_t usage_backlog;    /* R-OBS-1: records queued in its usage writer */
     int32_t pad_;
+    /* R-PRIO-1 / R-KEY-6: capacity held under a cap (taken and handed over
+     * under the gate lock; a reaped row gives its places back) */
+    _Atomic int32_t rep_held[SHM_MAX_REPLICAS];
+    _Atomic int32_t ep_held[SHM_MAX_ENDPOINTS];
+    _Atomic int32_t quota_active[SHM_MAX_QUOTAS];
 };
 
 struct shm_region {
@@ -197,6 +263,8 @@ struct shm_region {
     struct shm_affinity affinity;
     struct shm_routing routing;
     struct shm_metrics metrics;
+    struct shm_quota quotas[SHM_MAX_QUOTAS];
+    struct shm_gate gate;
     struct shm_proc procs[SHM_MAX_PROCS];
 };
 
@@ -218,6 +286,14 @@ int shm_replica_slot(struct shm *s, int64_t replica_id);
 int shm_endpoint_slot(struct shm *s, int64_t endpoint_id);
 int shm_node_slot(struct shm *s, int64_t node_id);
 int shm_key_slot(struct shm *s, int64_t key_id);   /* initialises the key's mutex */
+int shm_quota_slot(struct shm *s, int64_t quota_id); /* initialises the quota's mutex */
+
+/* Locks a robust process-shared mutex; a holder that died leaves the guarded
+ * plain counters valid, so the mutex is made consistent. 0, -1; *owner_died
+ * (may be NULL) says the previous holder died. */
+int shm_robust_lock(pthread_mutex_t *m, int *owner_died);
+/* Sum of a per-process counter (rows' arrays at byte offset off, index i) over live rows. */
+int shm_row_sum(const struct shm *s, size_t off, int i);
 
 void shm_active_add(struct shm *s, int slot, int delta);
 int shm_active_sum(const struct shm *s, int slot);   /* over live rows */

@@ -87,6 +87,7 @@ static void tenant_row(struct snapshot *s, sqlite3_stmt *st, int i)
 {
     s->tenants[i].id = sqlite3_column_int64(st, 0);
     s->tenants[i].name = col_str(&s->mem, st, 1);
+    s->tenants[i].weight = sqlite3_column_int(st, 2) > 0 ? sqlite3_column_int(st, 2) : 1;
     if (strcmp(s->tenants[i].name, "default") == 0)
         s->default_tenant_id = s->tenants[i].id;
 }
@@ -138,6 +139,9 @@ static void endpoint_row(struct snapshot *s, sqlite3_stmt *st, int i)
     e->default_max_tokens = sqlite3_column_int64(st, 16);
     if (e->default_max_tokens <= 0)
         e->default_max_tokens = 4096;
+    e->max_concurrency = sqlite3_column_int(st, 17);
+    e->queue_max = sqlite3_column_int(st, 18);
+    e->queue_timeout_ms = sqlite3_column_int(st, 19);
 }
 
 static int node_index(const struct snapshot *s, int64_t id)
@@ -238,6 +242,9 @@ static void key_row(struct snapshot *s, sqlite3_stmt *st, int i)
     k->auto_enabled = sqlite3_column_type(st, 13) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 13) != 0;
     const char *strategy = col_str(&s->mem, st, 14);
     k->auto_strategy = strategy && *strategy ? strategy : NULL;
+    k->priority = sqlite3_column_int(st, 15);
+    /* R-PRIO-2: without a maximum a key may only ask for less than its own tier. */
+    k->max_priority = sqlite3_column_type(st, 16) == SQLITE_NULL ? k->priority : sqlite3_column_int(st, 16);
 }
 
 /* A user's key ceiling as the limits of its login sessions (R-SEC-5). */
@@ -260,6 +267,7 @@ static void session_limits_row(struct snapshot *s, sqlite3_stmt *st, int i)
     k->has_limits = 1;
     k->slot = -1;
     k->auto_enabled = -1;
+    k->priority = k->max_priority = 5;
 }
 
 const struct snap_key *snapshot_session_limits(const struct snapshot *s, int64_t user_id)
@@ -295,6 +303,61 @@ static void policy_row(struct snapshot *s, sqlite3_stmt *st, int i)
     p->supports_vision = sqlite3_column_int(st, 7);
     p->max_context = sqlite3_column_int64(st, 8);
     p->max_output = sqlite3_column_int64(st, 9);
+    p->shrink_max_tokens = sqlite3_column_int(st, 10);
+}
+
+static void quota_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_quota *q = &s->quotas[i];
+    q->id = sqlite3_column_int64(st, 0);
+    const char *scope = (const char *)sqlite3_column_text(st, 1);
+    q->scope = !scope ? QSCOPE_MODEL
+               : strcmp(scope, "tenant") == 0   ? QSCOPE_TENANT
+               : strcmp(scope, "user") == 0     ? QSCOPE_USER
+               : strcmp(scope, "endpoint") == 0 ? QSCOPE_ENDPOINT
+                                                : QSCOPE_MODEL;
+    q->target_id = sqlite3_column_int64(st, 2);
+    q->model = col_str(&s->mem, st, 3);
+    if (!q->model)
+        q->model = "";
+    q->concurrency = sqlite3_column_int64(st, 4);
+    q->rpm = sqlite3_column_int64(st, 5);
+    q->daily_tokens = sqlite3_column_int64(st, 6);
+    q->monthly_tokens = sqlite3_column_int64(st, 7);
+    q->queue_max = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 8);
+    q->slot = -1;
+}
+
+static int quota_cmp_key(enum quota_scope scope, int64_t id, const char *model, const struct snap_quota *q)
+{
+    if (scope != q->scope)
+        return scope < q->scope ? -1 : 1;
+    if (id != q->target_id)
+        return id < q->target_id ? -1 : 1;
+    return strcmp(model ? model : "", q->model);
+}
+
+static int quota_cmp(const void *a, const void *b)
+{
+    const struct snap_quota *x = a;
+    return quota_cmp_key(x->scope, x->target_id, x->model, b);
+}
+
+const struct snap_quota *snapshot_quota(const struct snapshot *s, enum quota_scope scope, int64_t id,
+                                        const char *model)
+{
+    int lo = 0, hi = s->n_quotas - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = quota_cmp_key(scope, id, model, &s->quotas[mid]);
+        if (c == 0)
+            return &s->quotas[mid];
+        if (c < 0)
+            hi = mid - 1;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
 }
 
 static int policy_cmp(const void *a, const void *b)
@@ -361,6 +424,29 @@ static void setting_row(struct snapshot *s, sqlite3_stmt *st, int i)
     setting_apply(s, d, &v);
 }
 
+/* R-PRIO-1: the caps the queue hands out places under, in the shared state so
+ * a releasing process can grant a waiter of another process without its snapshot. */
+static void snapshot_publish_caps(const struct snapshot *s, struct shm *shm)
+{
+    for (int i = 0; i < s->n_replicas; i++)
+        if (s->replicas[i].slot >= 0)
+            atomic_store(&shm->r->replicas[s->replicas[i].slot].cap, s->replicas[i].max_concurrency);
+    for (int i = 0; i < s->n_endpoints; i++) {
+        const struct snap_endpoint *e = &s->endpoints[i];
+        if (e->slot < 0)
+            continue;
+        struct shm_endpoint *se = &shm->r->endpoints[e->slot];
+        int n = 0;
+        for (int k = 0; k < e->n_replicas && n < SHM_EP_REPLICAS; k++) {
+            const struct snap_replica *r = &s->replicas[e->first_replica + k];
+            if (r->slot >= 0 && r->state == REPLICA_RUNNING)
+                atomic_store(&se->rep_slots[n++], r->slot);
+        }
+        atomic_store(&se->n_reps, n);
+        atomic_store(&se->cap, e->max_concurrency);
+    }
+}
+
 struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
 {
     struct snapshot *s = xcalloc(1, sizeof *s);
@@ -383,9 +469,10 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     int64_t nn = count(db, "SELECT count(*) FROM nodes");
     int64_t np = count(db, "SELECT count(*) FROM model_policies");
     int64_t nsl = count(db, "SELECT count(*) FROM key_ceilings");
+    int64_t nq = count(db, "SELECT count(*) FROM quotas");
     int64_t nk = count(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL") +
                  count(db, "SELECT count(*) FROM endpoints WHERE key_hash IS NOT NULL");
-    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0 || nsl < 0) {
+    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0 || nsl < 0 || nq < 0) {
         log_error("snapshot: cannot count the configuration: %s", sqlite3_errmsg(db));
         goto fail_read;
     }
@@ -397,7 +484,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     s->nodes = arena_alloc(&s->mem, sizeof *s->nodes * (size_t)(nn + 1));
     s->policies = arena_alloc(&s->mem, sizeof *s->policies * (size_t)(np + 1));
     s->session_limits = arena_alloc(&s->mem, sizeof *s->session_limits * (size_t)(nsl + 1));
-    if (each_row(db, "SELECT id, name FROM tenants ORDER BY id", tenant_row, s, &s->n_tenants) ||
+    s->quotas = arena_alloc(&s->mem, sizeof *s->quotas * (size_t)(nq + 1));
+    if (each_row(db, "SELECT id, name, weight FROM tenants ORDER BY id", tenant_row, s, &s->n_tenants) ||
         each_row(db,
                  "SELECT id, tenant_id, name, algorithm, protocol, affinity, connect_timeout_ms,"
                  " first_byte_timeout_ms, idle_timeout_ms, stream_guard, upstream_auth,"
@@ -405,7 +493,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
                  /* R-ANT-4: an operator's credential never goes to a URL a tenant admin set */
                  " CASE WHEN wake_url_approved = 0 AND upstream_auth IS NOT NULL"
                  "   AND upstream_auth_by IS NOT 'tenant' THEN NULL ELSE wake_url END,"
-                 " anthropic_version, default_max_tokens"
+                 " anthropic_version, default_max_tokens, max_concurrency, queue_max, queue_timeout_ms"
                  " FROM endpoints ORDER BY id", endpoint_row, s, &s->n_endpoints) ||
         each_row(db, "SELECT id, name, status FROM nodes ORDER BY id", node_row, s, &s->n_nodes) ||
         each_row(db,
@@ -420,14 +508,14 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
         each_row(db,
                  "SELECT k.key_hash, k.id, k.user_id, k.tenant_id, NULL, u.role, u.name,"
                  " k.qps_limit, k.concurrency_limit, k.daily_limit, k.monthly_quota, k.tpm_limit,"
-                 " k.monthly_token_quota, p.auto_routing_enabled, p.auto_routing_strategy"
+                 " k.monthly_token_quota, p.auto_routing_enabled, p.auto_routing_strategy, k.priority, k.max_priority"
                  " FROM api_keys k JOIN users u ON u.id = k.user_id"
                  " LEFT JOIN key_routing_policies p ON p.key_id = k.id WHERE k.revoked_at IS NULL"
-                 " UNION ALL SELECT key_hash, 0, 0, tenant_id, id, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL"
+                 " UNION ALL SELECT key_hash, 0, 0, tenant_id, id, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, 5, 5"
                  " FROM endpoints WHERE key_hash IS NOT NULL", key_row, s, &s->n_keys) ||
         each_row(db,
                  "SELECT model, purpose, routing_enabled, quality_score, price_input_per_1k,"
-                 " price_output_per_1k, supports_tools, supports_vision, max_context, max_output"
+                 " price_output_per_1k, supports_tools, supports_vision, max_context, max_output, shrink_max_tokens"
                  " FROM model_policies ORDER BY model", policy_row, s, &s->n_policies) ||
         each_row(db,
                  "SELECT c.user_id, u.tenant_id, u.role, u.name, c.qps_limit, c.concurrency_limit,"
@@ -435,6 +523,9 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
                  " FROM key_ceilings c JOIN users u ON u.id = c.user_id"
                  " WHERE c.qps_limit + c.concurrency_limit + c.daily_limit + c.monthly_quota + c.tpm_limit"
                  " + c.monthly_token_quota > 0 ORDER BY c.user_id", session_limits_row, s, &s->n_session_limits) ||
+        each_row(db,
+                 "SELECT id, scope, COALESCE(tenant_id, user_id, endpoint_id, 0), model, concurrency, rpm,"
+                 " daily_tokens, monthly_tokens, queue_max FROM quotas", quota_row, s, &s->n_quotas) ||
         each_row(db, "SELECT key, value FROM settings", setting_row, s, &n))
         goto fail_read;
     db_end_read(db);
@@ -452,11 +543,22 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     }
     for (int i = 0; shm && i < s->n_endpoints; i++)
         s->endpoints[i].slot = shm_endpoint_slot(shm, s->endpoints[i].id);
+    if (shm)
+        snapshot_publish_caps(s, shm);
     for (int i = 0; shm && i < s->n_nodes; i++)
         s->nodes[i].slot = shm_node_slot(shm, s->nodes[i].id);
     qsort(s->keys, (size_t)s->n_keys, sizeof *s->keys, key_cmp);
     /* ORDER BY uses SQLite's collation; bsearch needs strcmp order. */
     qsort(s->policies, (size_t)s->n_policies, sizeof *s->policies, policy_cmp);
+    qsort(s->quotas, (size_t)s->n_quotas, sizeof *s->quotas, quota_cmp);
+    for (int i = 0; shm && i < s->n_quotas; i++) {
+        struct snap_quota *q = &s->quotas[i];
+        q->slot = shm_quota_slot(shm, q->id);
+        if (q->slot >= 0) {
+            atomic_store(&shm->r->quotas[q->slot].cap, (int32_t)(q->concurrency > INT32_MAX ? INT32_MAX : q->concurrency));
+            atomic_store(&shm->r->quotas[q->slot].queue_max, q->queue_max);
+        }
+    }
     for (int i = 0; shm && i < s->n_keys; i++)
         if (s->keys[i].has_limits)
             s->keys[i].slot = shm_key_slot(shm, s->keys[i].id);

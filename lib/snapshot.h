@@ -23,6 +23,19 @@ enum node_status { NODE_ONLINE, NODE_OFFLINE, NODE_BORROWED };
 struct snap_tenant {
     int64_t id;
     const char *name;
+    int weight;                   /* R-PRIO-2: share of a contended queue (1) */
+};
+
+/* R-KEY-6: one quota layer (a row of quotas); 0 = no limit of that kind. */
+enum quota_scope { QSCOPE_TENANT, QSCOPE_USER, QSCOPE_ENDPOINT, QSCOPE_MODEL };
+struct snap_quota {
+    int64_t id;
+    enum quota_scope scope;
+    int64_t target_id;            /* tenant, user or endpoint id; 0 for a model */
+    const char *model;            /* QSCOPE_MODEL: the public model name; else "" */
+    int64_t concurrency, rpm, daily_tokens, monthly_tokens;
+    int queue_max;                /* QSCOPE_MODEL: waiters at most; -1 = the endpoint's */
+    int slot;                     /* shared-state quota slot, -1 if none */
 };
 
 /* A GPU host (R-HC-7, R-WAKE-2); its live temperature is in the shared state. */
@@ -61,6 +74,8 @@ struct snap_endpoint {
     const char *wake_url;         /* R-WAKE-1: POSTed instead of each replica's /wake_up; NULL = none */
     const char *anthropic_version;/* R-ANT: the anthropic-version header sent (2023-06-01) */
     int64_t default_max_tokens;   /* R-ANT-3: max_tokens when the caller gives none (4096) */
+    /* R-PRIO-1: a cap over all replicas (0 = none) and the queue's bounds */
+    int max_concurrency, queue_max, queue_timeout_ms;
 };
 
 struct snap_route {
@@ -85,6 +100,7 @@ struct snap_key {
     int slot;                     /* shared-state key slot when has_limits, else -1 */
     int auto_enabled;             /* R-AUTO-1 key policy: -1 inherit, 0 off, 1 on */
     const char *auto_strategy;    /* NULL: inherit */
+    int priority, max_priority;   /* R-PRIO-2: 0 highest; X-Priority may ask up to max_priority */
 };
 
 /* SPEC §0 model policy of one public model name (R-AUTO-2..4). */
@@ -96,6 +112,7 @@ struct snap_policy {
     double price_in, price_out;   /* per 1k tokens, < 0: unknown */
     int supports_tools, supports_vision;
     int64_t max_context, max_output;   /* 0: unknown */
+    int shrink_max_tokens;        /* R-KEY-6: a token-layer refusal may shrink max_tokens instead */
 };
 
 struct snapshot {
@@ -114,6 +131,7 @@ struct snapshot {
     int rewrite_response_model;                        /* settings.response_model: client|upstream */
     const char *cors_origins;                          /* settings.cors_allowed_origins ("" = off) */
     struct snap_policy *policies; int n_policies;      /* by model name */
+    struct snap_quota *quotas; int n_quotas;           /* by (scope, target_id, model) */
     int auto_enabled;                                  /* settings.auto_routing_enabled */
     const char *auto_strategy;                         /* settings.auto_routing_strategy */
     int auto_w_quality, auto_w_price, auto_w_latency;  /* settings.auto_routing_weight_* (50/30/20) */
@@ -144,5 +162,8 @@ int snapshot_routes(const struct snapshot *s, int64_t tenant_id, const char *mod
 const struct snap_endpoint *snapshot_endpoint_by_name(const struct snapshot *s, const char *name);
 const struct snap_tenant *snapshot_tenant(const struct snapshot *s, int64_t id);
 const struct snap_tenant *snapshot_tenant_by_name(const struct snapshot *s, const char *name);
+/* R-KEY-6: the quota layer of (scope, id) or of a model (id 0); NULL = none. */
+const struct snap_quota *snapshot_quota(const struct snapshot *s, enum quota_scope scope, int64_t id,
+                                        const char *model);
 
 #endif
