@@ -203,6 +203,14 @@ static void format_line(const struct request *r, struct line *l)
     put_ms(l, "ttft_ms", ttft_us, ttft_us > 0);
     put_ms(l, "latency_ms", mono_us() - r->obs.start_us, 1);
     put_int(l, "retries", r->retries);
+    if (r->queue_outcome) {
+        put_int(l, "queue_ms", r->queue_ms);
+        put_str(l, "queue", r->queue_outcome, 16);
+    }
+    if (r->degrade_level > 0) {
+        put_int(l, "degradation_level", r->degrade_level);
+        put_str(l, "degraded_from", r->degraded_from, 512);
+    }
     put_str(l, "affinity", r->affinity_header[0] ? r->affinity_header : NULL, 128);
     put_str(l, "cache", r->obs.cache, 64);
     put_int(l, "bytes_out", (int64_t)r->obs.bytes_out);

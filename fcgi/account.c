@@ -97,6 +97,7 @@ void account_record(struct request *r)
     u->ttft_ms = r->ttft_ms;
     u->status = account_status(r);   /* R-DEP-6: a stream the shutdown ended is a 503 */
     u->retries = r->retries;
+    u->queue_ms = r->queue_ms;
     u->stream = r->stream;
     snprintf(u->error_code, sizeof u->error_code, "%s", r->error_code ? r->error_code : "");
     snprintf(u->finish_reason, sizeof u->finish_reason, "%s", r->finish_reason);

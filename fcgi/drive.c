@@ -3,7 +3,9 @@
 #include "drive.h"
 
 #include "forward.h"
+#include "gate.h"
 #include "log.h"
+#include "queue.h"
 #include "reply.h"
 #include "retry.h"
 #include "route.h"
@@ -77,13 +79,31 @@ static void drive_finish(struct request *r, struct attempt *a, const struct retr
     }
 }
 
+/* R-PRIO-1: every candidate was full: the attempt comes from the queue's
+ * grant. 0, or -1 after replying (or with the client gone). */
+static int drive_wait(struct request *r)
+{
+    for (int tries = 0; tries <= SHM_WAIT_EXCLUDED; tries++) {
+        if (queue_wait(r) != 0)
+            return -1;
+        if (route_granted(r) == 0)
+            return 0;
+        queue_turn_down(r);         /* it went down meanwhile: wait on, without it */
+    }
+    reply_error(r, ERR_NO_BACKENDS_AVAILABLE, NULL, NULL);
+    return -1;
+}
+
 void drive_run(struct request *r)
 {
     for (;;) {
         struct attempt a;
+        if (!r->replica && drive_wait(r) != 0)
+            return;
         const struct snap_replica *rep = r->replica;
         const struct snap_endpoint *ep = r->ep;
         forward_attempt(r, &a);
+        gate_release(r->shm, &r->hold);     /* the place goes to the next waiter before any retry */
         struct retry_facts f = {
             .outcome = a.outcome, .status = a.status, .sse = a.sse, .data_sent = r->data_sent,
             .headers_sent = r->headers_sent, .replica_retries = r->candidate_retries, .is_auto = r->auto_plan != NULL,

@@ -3,6 +3,7 @@
 #include "forward.h"
 
 #include "log.h"
+#include "reply.h"
 #include "spans.h"
 #include "traceparent.h"
 #include "upstream.h"
@@ -68,14 +69,6 @@ static void forward_setup(struct request *r, struct relay *x, const struct proto
     }
 }
 
-/* R-SSE-6: the front server closing the FastCGI connection means the client left. */
-static int fcgi_closed(struct request *r)
-{
-    char c;
-    ssize_t n = recv(r->w->fcgi.ipcFd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0;
-}
-
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 /* Drives one transfer to its end from this thread's loop (curl multi), with
@@ -122,7 +115,7 @@ static enum attempt_outcome forward_transfer(struct request *r, struct relay *x,
         struct curl_waitfd wfd = {.fd = r->w->fcgi.ipcFd, .events = CURL_WAIT_POLLIN, .revents = 0};
         curl_multi_poll(m, watch_fcgi ? &wfd : NULL, watch_fcgi ? 1 : 0, (int)(wait > 0 ? wait : 1), NULL);
         if (watch_fcgi && wfd.revents) {
-            if (fcgi_closed(r)) {
+            if (reply_client_closed(r)) {
                 r->client_gone = 1;
                 out = ATTEMPT_CLIENT_GONE;
                 break;

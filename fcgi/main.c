@@ -10,6 +10,7 @@
 #include "count.h"
 #include "db.h"
 #include "drive.h"
+#include "gate.h"
 #include "forward.h"
 #include "guard.h"
 #include "log.h"
@@ -178,6 +179,8 @@ static int handle(struct worker *w)
     r.start_mono = mono_ms();
     r.caller.endpoint = -1;
     r.plan.pinned = -1;
+    r.wait_ep = -1;
+    r.wait_only_rep = -1;
     r.obs.start_us = mono_us();
     r.snap = snapshot_acquire();
     int read_ok = request_read(&r) == 0;
@@ -191,6 +194,7 @@ static int handle(struct worker *w)
     } else {
         auth_identify(&r);      /* a 413 is recorded for its key (R-USE-4) */
     }
+    gate_release(&shm, &r.hold);    /* a place taken for a request that never forwarded (a local count) */
     admit_finish(&r);
     auto_finish(&r);
     if (r.kind != REQ_MODELS && !r.replayed)

@@ -198,6 +198,14 @@ void metrics_record(struct request *r)
         if (r->obs.ttft_us > 0)
             observe(s, MET_ENDPOINT_TTFT, &l, r->obs.ttft_us, error, now);
     }
+    if (r->queue_outcome && r->ep) {
+        /* R-PRIO-1: the endpoint it queued on (the last attempt's, or the one it waited for). */
+        lbl_init(&l);
+        lbl_add(&l, "endpoint", r->ep->name);
+        observe(s, MET_QUEUE_WAIT, &l, r->queue_ms * 1000, 0, now);
+        lbl_add(&l, "outcome", r->queue_outcome);
+        add(s, MET_QUEUE_REQUESTS, &l, 1);
+    }
     record_attempts(r);
     record_tokens(r, &base, status);
 }

@@ -8,6 +8,7 @@
  * scrape of 50 models x 20 endpoints stays well under 5 ms. */
 #include "metrics_render.h"
 
+#include "gate.h"
 #include "metrics.h"
 #include "reply.h"
 #include "serving.h"
@@ -212,6 +213,15 @@ static void render_active(struct out *o, const struct request *r)
     }
 }
 
+static void render_queue_length(struct out *o, const struct request *r)
+{
+    const struct snapshot *sn = r->snap;
+    char l[SHM_MET_LABELS * 2];
+    for (int i = 0; i < sn->n_endpoints; i++)
+        if (ep_labels(l, sizeof l, &sn->endpoints[i], NULL) >= 0)
+            sample_u64(o, l, (uint64_t)gate_queue_length(r->shm, sn->endpoints[i].slot));
+}
+
 /* One line per replica of the snapshot: up, circuit, or the engine's gauges
  * (only while sluice-healthd's scrape is fresh: a stale one is no value). */
 static void render_replicas(struct out *o, const struct request *r, enum metric_id m, int64_t now)
@@ -289,6 +299,9 @@ static void render_derived(struct out *o, const struct request *r, enum metric_i
     switch (m) {
     case MET_ACTIVE_REQUESTS:
         render_active(o, r);
+        break;
+    case MET_QUEUE_LENGTH:
+        render_queue_length(o, r);
         break;
     case MET_REPLICA_UP:
     case MET_REPLICA_CIRCUIT_OPEN:

@@ -137,6 +137,8 @@ static const char *relay_extra_headers(struct relay *x, int stream)
     const char *fallback = !ap ? "" : arena_printf(r->arena, "%s%s",
         r->plan.pos > 0 ? arena_printf(r->arena, "X-Fallback: true\r\nX-Degradation-Level: %d\r\n", r->plan.pos) : "",
         ap->purpose_fallback ? "X-Routing-Purpose-Fallback: unlabeled\r\n" : "");
+    if (!ap && r->degrade_level > 0)       /* R-KEY-6: the step the model layer's degrade order took */
+        fallback = arena_printf(r->arena, "X-Degradation-Level: %d\r\n", r->degrade_level);
     const char *session = r->affinity_header[0]
         ? arena_printf(r->arena, "X-Session-Id: %s\r\nX-Session-Affinity: %s\r\n", r->session_id, r->affinity_header)
         : "";

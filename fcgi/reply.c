@@ -6,6 +6,7 @@
 #include "util.h"
 
 #include <stdio.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <time.h>
 
@@ -211,4 +212,11 @@ void reply_limit(struct request *r, const struct limit_info *li)
     buf_free(&h);
     if (reply_head(r, 429, "application/json", extra) == 0)
         reply_body(r, b->data, b->len, 0);
+}
+
+int reply_client_closed(struct request *r)
+{
+    char c;
+    ssize_t n = recv(r->w->fcgi.ipcFd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0;
 }

@@ -9,6 +9,8 @@
 int reply_head(struct request *r, int status, const char *content_type, const char *extra);
 /* Body bytes; flush pushes them through lighttpd at once (SSE). 0 or -1 (client gone). */
 int reply_body(struct request *r, const char *data, size_t len, int flush);
+/* R-SSE-6: has the front server closed the FastCGI connection (the client left)? */
+int reply_client_closed(struct request *r);
 /* An error from sluice itself (R-API-2). Before the head: a JSON error reply;
  * after a stream began: a data: {"error":...} event (R-SSE-4). */
 void reply_error(struct request *r, enum error_code code, const char *message, const char *param);

@@ -6,6 +6,7 @@
 #include "arena.h"
 #include "buf.h"
 #include "conf.h"
+#include "gate.h"
 #include "shm.h"
 #include "snapshot.h"
 #include "usage.h"
@@ -54,6 +55,11 @@ struct plan {
     int excluded_ep[PLAN_MAX_EXCLUDED];           /* endpoints whose adapter refused the request */
     int n_excluded_ep;
     int pinned;                                   /* R-API-8: replica index that holds the response, -1 */
+    /* R-PRIO-1 / R-KEY-6: why the last choice found nothing free */
+    int layer_full;                               /* LAYER_MODEL / LAYER_ENDPOINT bits (route.c) */
+    int layer_ep;                                 /* the endpoint whose concurrency layer is full */
+    int wait_pos;                                 /* the model position wait_ep belongs to */
+    int take_misses;                              /* places lost to other requests since the choice */
 };
 
 /* R-OBS-3: one upstream attempt, as spans and the attempts counter see it. */
@@ -177,6 +183,24 @@ struct request {
     const struct snap_replica *replica;
     const char *upstream_path;    /* path + query appended to the replica URL */
     const char *routed_model;     /* the model name the backend knows */
+
+    /* route / queue / drive: capacity under caps (R-PRIO-1, R-KEY-6 model and endpoint layers) */
+    struct gate_hold hold;        /* the place the current attempt holds; released after it */
+    int wait_ep;                  /* every candidate full: the endpoint (index) to queue on, -1 = none */
+    int wait_model_layer;         /* ... and it is the model layer that is full (the 429 names it) */
+    int wait_only_rep;            /* ... and only this replica slot can serve it (R-API-8), -1 = any */
+    struct gate_ask wait_ask;     /* ... and what its place asks (route fills it with wait_ep) */
+    int64_t queue_seq;            /* its turn, kept when it turns a granted replica down */
+    int queue_excluded[SHM_WAIT_EXCLUDED];   /* replica slots it turned down */
+    int n_queue_excluded;
+    int priority;                 /* R-PRIO-2: the effective priority, 0 highest */
+    int64_t queue_ms;             /* time spent queued, all waits together */
+    int64_t queue_start_us, queue_end_us;  /* the (last) wait, for its span */
+    const char *queue_outcome;    /* "granted", "full", "timeout", "gone"; NULL = never queued */
+    /* R-KEY-6 degrade order: the furthest step taken (1 cheaper model, 2 queued for
+     * the model, 3 max_tokens shrunk), sent as X-Degradation-Level */
+    int degrade_level;
+    const char *degraded_from;    /* the model asked for, when a cheaper one serves */
 
     /* forward / reply */
     int status;                   /* status sent to the client */

@@ -2,6 +2,7 @@
 #include "route.h"
 
 #include "auto.h"
+#include "gate.h"
 #include "serving.h"
 #include "balance.h"
 #include "sticky.h"
@@ -12,6 +13,7 @@
 #include "util.h"
 #include "wake.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_CANDIDATES PLAN_MAX_ROUTES
@@ -30,16 +32,74 @@ static void exclude(struct request *r, int replica_index)
         r->plan.excluded[r->plan.n_excluded++] = replica_index;
 }
 
+/* R-PRIO-1 / R-KEY-6: what a place on endpoint e asks of the gate; 0 when no
+ * cap and no concurrency layer applies (no gate work at all). */
+static int ask_for(const struct request *r, const struct snap_endpoint *e, struct gate_ask *a)
+{
+    const struct snap_quota *mq = r->snap->n_quotas ? snapshot_quota(r->snap, QSCOPE_MODEL, 0, r->model) : NULL;
+    const struct snap_quota *eq = r->snap->n_quotas ? snapshot_quota(r->snap, QSCOPE_ENDPOINT, e->id, NULL) : NULL;
+    int model_layer = mq && mq->concurrency > 0 && mq->slot >= 0;
+    int ep_layer = eq && eq->concurrency > 0 && eq->slot >= 0;
+    if (!e->capped && !model_layer && !ep_layer)
+        return 0;
+    const struct snap_tenant *t = snapshot_tenant(r->snap, r->caller.tenant_id);
+    a->ep_slot = e->slot;
+    a->quota_slot[0] = model_layer ? mq->slot : -1;
+    a->quota_slot[1] = ep_layer ? eq->slot : -1;
+    a->queue_quota = a->quota_slot[0];
+    a->only_rep = -1;
+    a->priority = r->priority;
+    a->weight = t ? t->weight : 1;
+    a->tenant_id = r->caller.tenant_id;
+    /* An endpoint key is one user of its own (R-PRIO-2). */
+    a->user_id = r->caller.user_id ? r->caller.user_id
+                 : r->caller.endpoint >= 0 ? -r->snap->endpoints[r->caller.endpoint].id : 0;
+    return e->slot >= 0;
+}
+
+#define LAYER_MODEL 1
+#define LAYER_ENDPOINT 2
+
+/* Has the replica a free place? When not, remember why: a queue to wait in
+ * (the first full endpoint in route order), or a refusing layer. */
+static int replica_has_room(struct request *r, int idx)
+{
+    const struct snap_replica *rep = &r->snap->replicas[idx];
+    const struct snap_endpoint *e = &r->snap->endpoints[rep->endpoint];
+    struct gate_ask a;
+    if (rep->slot < 0 || !ask_for(r, e, &a))
+        return 1;
+    int part = gate_full_part(r->shm, &a, rep->slot);
+    if (part == 0)
+        return 1;
+    if (part == 2) {
+        if (!(r->plan.layer_full & LAYER_ENDPOINT))
+            r->plan.layer_ep = rep->endpoint;
+        r->plan.layer_full |= LAYER_ENDPOINT;
+        return 0;
+    }
+    if (part == 1)
+        r->plan.layer_full |= LAYER_MODEL;
+    if (r->wait_ep < 0) {
+        r->wait_ep = rep->endpoint;
+        r->wait_model_layer = part == 1;
+        r->plan.wait_pos = r->plan.pos;
+    }
+    return 0;
+}
+
 /* May this replica take the request? strict also honours bans and circuits. */
-static int replica_usable(const struct request *r, int idx, int strict, int64_t now)
+static int replica_usable(struct request *r, int idx, int strict, int64_t now)
 {
     const struct snap_replica *rep = &r->snap->replicas[idx];
     if (excluded(r, idx) || !serving_replica_up(r, rep, now))
         return 0;
-    return !strict || serving_replica_open(r, rep, now);
+    if (strict && !serving_replica_open(r, rep, now))
+        return 0;
+    return replica_has_room(r, idx);
 }
 
-static int endpoint_usable(const struct request *r, const struct snap_endpoint *e, int strict, int64_t now)
+static int endpoint_usable(struct request *r, const struct snap_endpoint *e, int strict, int64_t now)
 {
     for (int i = 0; i < r->plan.n_excluded_ep; i++)
         if (&r->snap->endpoints[r->plan.excluded_ep[i]] == e)
@@ -113,13 +173,26 @@ static int scoped_routes(const struct request *r, const struct snap_route **firs
 }
 
 /* Takes the replica; -1 when its circuit's last half-open trial went to
- * another request since the choice was made (choose again without it). */
+ * another request since the choice was made (choose again without it); -2
+ * when its last free place went to another request (choose again: it counts
+ * as full now). */
 static int hand_out(struct request *r, int replica_index, int strict)
 {
     const struct snap_replica *rep = &r->snap->replicas[replica_index];
+    const struct snap_endpoint *e = &r->snap->endpoints[rep->endpoint];
+    struct gate_ask a;
     r->replica = rep;
+    if (rep->slot >= 0 && ask_for(r, e, &a) && !gate_take(r->shm, &a, rep->slot, &r->hold)) {
+        r->replica = NULL;
+        if (++r->plan.take_misses > 8 && r->wait_ep < 0) {
+            r->wait_ep = rep->endpoint;       /* the hint keeps saying room: wait for it instead */
+            r->plan.wait_pos = r->plan.pos;
+        }
+        return -2;
+    }
     if (serving_take(r, rep) == 0)
         return 0;
+    gate_release(r->shm, &r->hold);
     if (strict && r->plan.n_excluded < PLAN_MAX_EXCLUDED) {
         exclude(r, replica_index);
         return -1;
@@ -211,10 +284,14 @@ static int choose_proxy(struct request *r)
         idx = r->plan.pinned;
         if (idx < 0 || excluded(r, idx) || !serving_replica_up(r, &r->snap->replicas[idx], now))
             return -1;
-        hand_out(r, idx, 0);
+        if (!replica_has_room(r, idx) || hand_out(r, idx, 0) == -2) {
+            r->wait_only_rep = r->snap->replicas[idx].slot;   /* only that replica holds the response */
+            return -1;
+        }
         r->ep = e;
         return 0;
     }
+    int rc = 0;
     do {
         strict = 1;
         idx = choose_replica(r, e, 1, now);
@@ -222,8 +299,8 @@ static int choose_proxy(struct request *r)
             strict = 0;
             idx = choose_replica(r, e, 0, now);
         }
-    } while (idx >= 0 && hand_out(r, idx, strict) != 0);
-    if (idx < 0)
+    } while (idx >= 0 && (rc = hand_out(r, idx, strict)) != 0 && (rc != -2 || r->plan.take_misses <= 8));
+    if (idx < 0 || (rc == -2))
         return -1;
     r->ep = e;
     if (r->sticky)
@@ -248,9 +325,12 @@ static int choose_routed(struct request *r)
         const struct snap_endpoint *e = &r->snap->endpoints[cands[i]->endpoint];
         if (pin < e->first_replica || pin >= e->first_replica + e->n_replicas)
             continue;
-        if (excluded(r, pin) || !replica_usable(r, pin, 0, now))
+        if (excluded(r, pin) || !serving_replica_up(r, &r->snap->replicas[pin], now))
             return -1;
-        hand_out(r, pin, 0);
+        if (!replica_has_room(r, pin) || hand_out(r, pin, 0) == -2) {
+            r->wait_only_rep = r->snap->replicas[pin].slot;   /* only that replica holds the response */
+            return -1;
+        }
         r->route = cands[i];
         r->ep = e;
         r->routed_model = cands[i]->target_model ? cands[i]->target_model : r->model;
@@ -272,8 +352,11 @@ static int choose_routed(struct request *r)
         int idx = choose_replica(r, e, strict, now);
         if (idx < 0)
             continue;
-        if (hand_out(r, idx, strict) != 0) {
-            strict++;           /* the same pass again, without that replica */
+        int rc = hand_out(r, idx, strict);
+        if (rc == -2 && r->plan.take_misses > 8)
+            return -1;
+        if (rc != 0) {
+            strict++;           /* the same pass again, without that replica (or with it full) */
             continue;
         }
         if (!strict)
@@ -310,8 +393,135 @@ static int plan_wake(struct request *r)
     return 0;
 }
 
+/* A new choice: nothing found full yet. */
+static void wait_reset(struct request *r)
+{
+    r->wait_ep = -1;
+    r->wait_model_layer = 0;
+    r->wait_only_rep = -1;
+    r->plan.layer_full = 0;
+    r->plan.take_misses = 0;
+}
+
+/* The route of the current model that leads to endpoint index ep. */
+static const struct snap_route *route_to(const struct request *r, int ep)
+{
+    for (int i = 0; i < r->plan.n_routes; i++)
+        if (r->plan.routes[i]->endpoint == ep)
+            return r->plan.routes[i];
+    return NULL;
+}
+
+/* R-PRIO-1: every candidate is full: the request waits in the queue of the
+ * first full endpoint (route order) and the driver takes the attempt from
+ * the grant. 0 (r->replica NULL, r->ep that endpoint), or -1 when nothing was full. */
+static int plan_wait(struct request *r)
+{
+    if (r->wait_ep < 0)
+        return -1;
+    if (!r->plan.proxy && r->plan.pos != r->plan.wait_pos) {
+        r->plan.pos = r->plan.wait_pos;
+        plan_routes(r);
+    }
+    r->replica = NULL;
+    r->ep = &r->snap->endpoints[r->wait_ep];
+    if (!r->plan.proxy) {
+        r->route = route_to(r, r->wait_ep);
+        r->routed_model = r->route && r->route->target_model ? r->route->target_model : r->model;
+        r->upstream_path = r->path;
+    }
+    if (!ask_for(r, r->ep, &r->wait_ask))
+        return -1;
+    r->wait_ask.only_rep = r->wait_only_rep;
+    if (r->wait_model_layer && r->degrade_level < 2)
+        r->degrade_level = 2;       /* R-KEY-6: queued for the model */
+    return 0;
+}
+
+/* R-KEY-6 step 1: the model layer is full: a cheaper model of the same group
+ * (the model policies' purpose, priced there) that the caller has routes
+ * for, before waiting. The dearest of the cheaper ones goes first: the least
+ * loss. 0 (the attempt chosen), or -1. */
+static int plan_cheaper(struct request *r)
+{
+    if (!(r->plan.layer_full & LAYER_MODEL) || r->plan.proxy || r->auto_plan || r->plan.n_models != 1)
+        return -1;
+    const char *asked = r->plan.models[0];
+    const struct snap_policy *p = snapshot_policy(r->snap, asked);
+    if (!p || !p->purpose || p->price_in < 0 || p->price_out < 0)
+        return -1;
+    double price = p->price_in + p->price_out, last = price;
+    while (r->plan.n_models < PLAN_MAX_MODELS) {
+        const struct snap_policy *next = NULL;
+        for (int i = 0; i < r->snap->n_policies; i++) {
+            const struct snap_policy *q = &r->snap->policies[i];
+            double qp = q->price_in + q->price_out;
+            if (q == p || !q->purpose || strcmp(q->purpose, p->purpose) != 0 || !q->routing_enabled ||
+                q->price_in < 0 || q->price_out < 0 || qp >= last || (next && qp <= next->price_in + next->price_out))
+                continue;
+            next = q;
+        }
+        if (!next)
+            break;
+        r->plan.models[r->plan.n_models++] = next->model;
+        last = next->price_in + next->price_out;
+    }
+    if (r->plan.n_models == 1)
+        return -1;
+    int pos = r->plan.pos;
+    if (route_next_model(r) != 0) {
+        r->plan.n_models = 1;       /* none was free: wait for the model asked for */
+        r->plan.pos = pos;
+        plan_routes(r);
+        return -1;
+    }
+    r->degrade_level = 1;
+    r->degraded_from = asked;
+    log_info("request %s: model %s is at its concurrency limit; served by the cheaper %s", r->request_id, asked,
+             r->model);
+    return 0;
+}
+
+/* R-KEY-6: an endpoint's concurrency layer refuses (it never queues). */
+static void refuse_endpoint_layer(struct request *r)
+{
+    const struct snap_endpoint *e = &r->snap->endpoints[r->plan.layer_ep];
+    const struct snap_quota *q = snapshot_quota(r->snap, QSCOPE_ENDPOINT, e->id, NULL);
+    struct limit_info li = {0};
+    li.code = ERR_ENDPOINT_CONCURRENCY_EXCEEDED;
+    li.scope = "per_endpoint";
+    li.limit = q ? q->concurrency : 0;
+    li.current = q ? gate_quota_held(r->shm, q->slot) : 0;
+    li.remaining = li.limit > li.current ? li.limit - li.current : 0;
+    li.retry_after_s = 1;
+    li.reset_s = now_ms() / 1000 + 1;
+    reply_limit(r, &li);
+}
+
+/* R-PRIO-2: the key's tier, or the one X-Priority asks for, never better
+ * (lower) than the key's maximum. 0, or -1 after a 400. */
+static int plan_priority(struct request *r)
+{
+    const struct snap_key *k = r->caller.key;
+    int p = k ? k->priority : 5, best = k ? k->max_priority : 5;
+    const char *h = request_header(r, "X-Priority");
+    if (h) {
+        char *end;
+        long v = strtol(h, &end, 10);
+        if (end == h || *end || v < 0 || v > 9) {
+            reply_error(r, ERR_INVALID_HEADER, "X-Priority must be an integer from 0 (highest) to 9.", NULL);
+            return -1;
+        }
+        p = (int)v;
+    }
+    r->priority = p < best ? best : p;
+    return 0;
+}
+
 static int route_plan_stage(struct request *r)
 {
+    if (plan_priority(r) != 0)
+        return -1;
     if (r->response_ref && plan_pin(r) != 0)
         return -1;
     if (r->kind == REQ_RESPONSE_OP) {
@@ -339,8 +549,13 @@ static int route_plan_stage(struct request *r)
             return -1;
         }
     }
-    if (choose(r) == 0 || route_next_model(r) == 0)
+    wait_reset(r);
+    if (choose(r) == 0 || route_next_model(r) == 0 || plan_cheaper(r) == 0 || plan_wait(r) == 0)
         return 0;
+    if (r->plan.layer_full & LAYER_ENDPOINT) {
+        refuse_endpoint_layer(r);
+        return -1;
+    }
     if (!r->plan.proxy && r->plan.pos != 0) {
         r->plan.pos = 0;            /* a wake is for the first candidate */
         plan_routes(r);
@@ -391,12 +606,15 @@ int route_model_speaks(struct request *r, enum upstream_protocol p)
 int route_next_replica(struct request *r)
 {
     const struct snap_replica *keep = r->replica;
+    const struct snap_endpoint *keep_ep = r->ep;
     if (r->plan.n_excluded >= PLAN_MAX_EXCLUDED)
         return -1;
     exclude(r, (int)(r->replica - r->snap->replicas));
-    if (choose(r) == 0)
+    wait_reset(r);
+    if (choose(r) == 0 || plan_wait(r) == 0)
         return 0;
     r->replica = keep;
+    r->ep = keep_ep;
     return -1;
 }
 
@@ -405,9 +623,30 @@ int route_skip_endpoint(struct request *r)
     if (r->plan.proxy || r->plan.n_excluded_ep >= PLAN_MAX_EXCLUDED)
         return -1;
     r->plan.excluded_ep[r->plan.n_excluded_ep++] = (int)(r->ep - r->snap->endpoints);
-    if (choose(r) == 0)
+    wait_reset(r);
+    if (choose(r) == 0 || route_next_model(r) == 0 || plan_wait(r) == 0)
         return 0;
-    return route_next_model(r);
+    return -1;
+}
+
+int route_granted(struct request *r)
+{
+    const struct snap_endpoint *e = r->ep;
+    int idx = -1;
+    for (int i = 0; i < e->n_replicas && idx < 0; i++)
+        if (r->snap->replicas[e->first_replica + i].slot == r->hold.rep_slot)
+            idx = e->first_replica + i;
+    int64_t now = now_ms();
+    if (idx < 0 || excluded(r, idx) || !serving_replica_up(r, &r->snap->replicas[idx], now) ||
+        !serving_replica_open(r, &r->snap->replicas[idx], now))
+        return -1;
+    const struct snap_replica *rep = &r->snap->replicas[idx];
+    if (serving_take(r, rep) != 0)
+        return -1;
+    r->replica = rep;
+    if (r->sticky && sticky_applies(r, e))
+        sticky_commit(r, e, idx, r->sticky);
+    return 0;
 }
 
 int route_next_model(struct request *r)

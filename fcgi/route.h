@@ -7,18 +7,26 @@
 
 /* Builds r->plan (the model's routes, auto's candidate chain, or the
  * pass-through's endpoint) and chooses the first attempt: r->route, r->ep,
- * r->replica, r->routed_model, r->upstream_path. A sleeping endpoint is woken
- * here, once for the pool. Returns 0; or -1 after replying 404/503. */
+ * r->replica, r->routed_model, r->upstream_path, and the place it holds
+ * under caps (r->hold). When every candidate is full, r->replica is NULL and
+ * r->ep the endpoint to queue on (the driver waits). A sleeping endpoint is
+ * woken here, once for the pool. Returns 0; or -1 after replying 400/404/429/503. */
 int route_plan(struct request *r);
 
 /* After a failed attempt: another replica of the current model, the failed
- * one excluded. 0, or -1 when none is left (nothing is replied). */
+ * one excluded (or a wait, as route_plan). 0, or -1 when none is left
+ * (nothing is replied). */
 int route_next_replica(struct request *r);
 
 /* After the endpoint's adapter refused the request (R-ANT-2/3): another
  * endpoint of the current model, then of the plan's next models; that endpoint
  * stays out for the rest of the plan. 0, or -1 when none is left. */
 int route_skip_endpoint(struct request *r);
+
+/* R-PRIO-1: the driver's attempt after a grant of the queue: the replica of
+ * r->hold on the endpoint waited for. 0, or -1 when that replica cannot serve
+ * now (the place goes back and the request waits again). */
+int route_granted(struct request *r);
 
 /* R-AUTO-5: the next candidate model of the plan and its first attempt.
  * 0, or -1 when the plan is exhausted (nothing is replied). */

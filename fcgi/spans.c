@@ -11,8 +11,8 @@
  *               first upstream byte (the upstream's queue and prefill)
  *   stream      INTERNAL, child of its upstream: first byte to the attempt's
  *               end, for a streamed 2xx
- *   queue       not emitted: sluice does not queue requests yet; a zero-length
- *               span in every trace would only say nothing
+ *   queue       INTERNAL, child of request: the (last) wait in the pool-wide
+ *               queue when every candidate was full (R-PRIO-1); only when it waited
  * Child spans (rather than span events) so that a JSON line reader and every
  * trace viewer show connect and first byte as bars of their own.
  *
@@ -285,6 +285,11 @@ static int collect(const struct request *r, int64_t end)
     const struct obs *o = &r->obs;
     if (o->route_start_us > 0 && o->route_end_us >= o->route_start_us) {
         struct span *s = span_add(&n, "route", KIND_INTERNAL, o->span_id, o->route_start_us, o->route_end_us);
+        if (s)
+            new_id(r, s->id, 1);
+    }
+    if (r->queue_start_us > 0 && r->queue_end_us >= r->queue_start_us) {
+        struct span *s = span_add(&n, "queue", KIND_INTERNAL, o->span_id, r->queue_start_us, r->queue_end_us);
         if (s)
             new_id(r, s->id, 1);
     }

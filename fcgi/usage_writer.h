@@ -16,6 +16,7 @@ struct usage_record {
     char model[160], routed_model[160], path[96];
     int64_t prompt_tokens, completion_tokens, latency_ms, ttft_ms;
     int64_t cache_read_tokens, cache_creation_tokens, reasoning_tokens;   /* parts of the two above */
+    int64_t queue_ms;             /* R-PRIO-1: time it waited in the queue */
     int status, retries, stream;
     int usage_estimated;          /* R-USE-1: tokens counted by sluice, not reported upstream */
     char error_code[48], finish_reason[32];

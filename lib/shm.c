@@ -183,7 +183,13 @@ int shm_reap(struct shm *s)
             if (shm_lock(s) != 0)
                 continue;
             if (atomic_load(&p->pid) == pid) {
+                /* Under the gate's lock too: it hands places to rows (lib/gate.c). */
+                int died = 0, gated = shm_robust_lock(&s->r->gate.lock, &died) == 0;
+                if (died)
+                    s->r->gate.recount = 1;
                 shm_clear_row(p);
+                if (gated)
+                    pthread_mutex_unlock(&s->r->gate.lock);
                 reaped++;
                 log_info("reaped shared-state row %d of dead process %d", i, pid);
             }
@@ -203,7 +209,12 @@ int shm_register(struct shm *s)
         struct shm_proc *p = &s->r->procs[i];
         if (atomic_load(&p->pid) != 0)
             continue;
+        int died = 0, gated = shm_robust_lock(&s->r->gate.lock, &died) == 0;
+        if (died)
+            s->r->gate.recount = 1;
         shm_clear_row(p);
+        if (gated)
+            pthread_mutex_unlock(&s->r->gate.lock);
         atomic_store(&p->start_time, shm_proc_start_time(me));
         atomic_store(&p->pid, me);
         s->row = i;

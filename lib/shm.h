@@ -126,14 +126,19 @@ struct shm_quota {
 
 /* R-PRIO-1: one queued request. state is the futex word its owner sleeps on. */
 enum shm_wait_state { WAIT_FREE = 0, WAIT_WAITING = 1, WAIT_GRANTED = 2 };
+#define SHM_WAIT_QUOTAS 2             /* quota layers a place is also counted in (model, endpoint) */
+#define SHM_WAIT_EXCLUDED 4           /* replicas the waiter turned down */
 struct shm_waiter {
     _Atomic uint32_t state;           /* enum shm_wait_state */
     int32_t row, pid;                 /* the owner process's row and pid */
     int32_t ep_slot;                  /* the endpoint whose queue it is in */
-    int32_t quota_slot;               /* model layer it also needs a place in, -1 = none */
+    int32_t quota_slot[SHM_WAIT_QUOTAS]; /* quota layers it also needs a place in, -1 = none */
+    int32_t queue_quota;              /* the model layer whose queue length it counts in, -1 = none */
     int32_t priority;                 /* 0 highest */
     int32_t weight;                   /* its tenant's */
     int32_t granted_rep;              /* replica slot handed over with WAIT_GRANTED */
+    int32_t excluded[SHM_WAIT_EXCLUDED];  /* replica slots not to hand it, -1 = none */
+    int32_t only_rep;                 /* the one replica it can use (a stored response's), -1 = any */
     int64_t tenant_id, user_id;
     int64_t seq;                      /* arrival order */
 };
@@ -149,6 +154,8 @@ struct shm_gate {
     pthread_mutex_t lock;             /* robust; guards waiters, tags and every take */
     int32_t initialised;
     int32_t hi;                       /* waiters [0, hi) may be in use */
+    int32_t recount;                  /* a holder died inside the lock: recount queue lengths */
+    int32_t pad_;
     int64_t seq;
     struct shm_waiter waiters[SHM_MAX_WAITERS];
     int64_t vnow[SHM_MAX_ENDPOINTS];  /* each queue's virtual time */

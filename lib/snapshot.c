@@ -142,6 +142,7 @@ static void endpoint_row(struct snapshot *s, sqlite3_stmt *st, int i)
     e->max_concurrency = sqlite3_column_int(st, 17);
     e->queue_max = sqlite3_column_int(st, 18);
     e->queue_timeout_ms = sqlite3_column_int(st, 19);
+    e->capped = e->max_concurrency > 0;
 }
 
 static int node_index(const struct snapshot *s, int64_t id)
@@ -538,6 +539,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
         if (e->n_replicas == 0)
             e->first_replica = i;
         e->n_replicas++;
+        if (r->max_concurrency > 0)
+            e->capped = 1;
         if (shm)
             r->slot = shm_replica_slot(shm, r->id);
     }

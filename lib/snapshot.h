@@ -76,6 +76,7 @@ struct snap_endpoint {
     int64_t default_max_tokens;   /* R-ANT-3: max_tokens when the caller gives none (4096) */
     /* R-PRIO-1: a cap over all replicas (0 = none) and the queue's bounds */
     int max_concurrency, queue_max, queue_timeout_ms;
+    int capped;                   /* it or one of its replicas has a max_concurrency: places are counted */
 };
 
 struct snap_route {

@@ -1,0 +1,466 @@
+/* gate.c: places under a cap and the pool-wide wait queue; see gate.h. */
+#include "gate.h"
+
+#include "fairq.h"
+#include "util.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OFF_REP offsetof(struct shm_proc, rep_held)
+#define OFF_EP offsetof(struct shm_proc, ep_held)
+#define OFF_QUOTA offsetof(struct shm_proc, quota_active)
+#define TAG_PROBES 32
+#define TAG_TENANT 1
+#define TAG_USER 2
+
+/* ---- futex on a shared mapping: a sleeper of one process, a waker of another */
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t val, int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* ---- room ---------------------------------------------------------------- */
+
+static int quota_room(const struct shm *s, int q)
+{
+    if (q < 0)
+        return 1;
+    int cap = atomic_load(&s->r->quotas[q].cap);
+    return cap <= 0 || shm_row_sum(s, OFF_QUOTA, q) < cap;
+}
+
+static int ep_room(const struct shm *s, int ep)
+{
+    if (ep < 0)
+        return 1;
+    int cap = atomic_load(&s->r->endpoints[ep].cap);
+    return cap <= 0 || shm_row_sum(s, OFF_EP, ep) < cap;
+}
+
+/* Free places on a replica; INT_MAX when it has no cap. */
+static int rep_free(const struct shm *s, int rep)
+{
+    int cap = atomic_load(&s->r->replicas[rep].cap);
+    return cap <= 0 ? INT_MAX : cap - shm_row_sum(s, OFF_REP, rep);
+}
+
+static int queued_ahead(const struct shm *s, const struct gate_ask *a)
+{
+    if (a->ep_slot >= 0 && atomic_load(&s->r->endpoints[a->ep_slot].waiting) > 0)
+        return 1;
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        if (a->quota_slot[i] >= 0 && atomic_load(&s->r->quotas[a->quota_slot[i]].waiting) > 0)
+            return 1;
+    return 0;
+}
+
+int gate_full_part(const struct shm *s, const struct gate_ask *a, int rep_slot)
+{
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        if (!quota_room(s, a->quota_slot[i]))
+            return 1 + i;
+    if ((rep_slot >= 0 && rep_free(s, rep_slot) <= 0) || !ep_room(s, a->ep_slot) || queued_ahead(s, a))
+        return -1;
+    return 0;
+}
+
+int gate_room(const struct shm *s, const struct gate_ask *a, int rep_slot)
+{
+    return gate_full_part(s, a, rep_slot) == 0;
+}
+
+/* ---- fairness tags ------------------------------------------------------- */
+
+static uint64_t tag_key(int ep, int kind, int64_t id)
+{
+    uint64_t k = ((uint64_t)(uint32_t)ep << 40) ^ ((uint64_t)kind << 60) ^ (uint64_t)id * 0x9e3779b97f4a7c15ULL;
+    return k ? k : 1;
+}
+
+/* The finish tag of (ep, kind, id); 0 when it has none (it starts at vnow). */
+static int64_t tag_finish(const struct shm_gate *g, uint64_t key)
+{
+    for (int k = 0; k < TAG_PROBES; k++) {
+        const struct shm_fair *e = &g->fair[(key + (uint64_t)k) % SHM_FAIR_SLOTS];
+        if (e->key == key)
+            return e->finish;
+        if (e->key == 0)
+            return 0;
+    }
+    return 0;
+}
+
+/* Sets a finish tag, reusing the least recently used probed entry when the
+ * table is full around it (a forgotten tag only forgets credit, nothing held). */
+static void tag_set(struct shm_gate *g, uint64_t key, int64_t finish, int64_t now)
+{
+    struct shm_fair *victim = NULL;
+    for (int k = 0; k < TAG_PROBES; k++) {
+        struct shm_fair *e = &g->fair[(key + (uint64_t)k) % SHM_FAIR_SLOTS];
+        if (e->key == key || e->key == 0) {
+            victim = e;
+            break;
+        }
+        if (!victim || e->used_ms < victim->used_ms)
+            victim = e;
+    }
+    victim->key = key;
+    victim->finish = finish;
+    victim->used_ms = now;
+}
+
+struct tags {
+    uint64_t tenant_key, user_key;
+    int64_t tenant_start, user_start;
+};
+
+static void tags_of(const struct shm_gate *g, int ep, int64_t tenant, int64_t user, struct tags *t)
+{
+    int64_t vnow = ep >= 0 ? g->vnow[ep] : 0;
+    t->tenant_key = tag_key(ep, TAG_TENANT, tenant);
+    t->user_key = tag_key(ep, TAG_USER, user);
+    t->tenant_start = fairq_start(tag_finish(g, t->tenant_key), vnow);
+    t->user_start = fairq_start(tag_finish(g, t->user_key), vnow);
+}
+
+/* One request of (tenant, user) is served on ep: its tags move on. */
+static void tags_served(struct shm_gate *g, int ep, const struct tags *t, int weight, int64_t now)
+{
+    tag_set(g, t->tenant_key, fairq_finish(t->tenant_start, weight), now);
+    tag_set(g, t->user_key, fairq_finish(t->user_start, 1), now);
+    if (ep >= 0 && t->tenant_start > g->vnow[ep])
+        g->vnow[ep] = t->tenant_start;
+}
+
+/* ---- the lock and the counts --------------------------------------------- */
+
+static void waiting_add(struct shm *s, const struct shm_waiter *w, int d)
+{
+    if (w->ep_slot >= 0)
+        atomic_fetch_add(&s->r->endpoints[w->ep_slot].waiting, d);
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        if (w->quota_slot[i] >= 0)
+            atomic_fetch_add(&s->r->quotas[w->quota_slot[i]].waiting, d);
+}
+
+/* After a holder died inside the lock: the queue lengths are counted again
+ * from the entries (the places themselves are in the process rows). */
+static void recount(struct shm *s)
+{
+    for (int i = 0; i < SHM_MAX_ENDPOINTS; i++)
+        atomic_store(&s->r->endpoints[i].waiting, 0);
+    for (int i = 0; i < SHM_MAX_QUOTAS; i++)
+        atomic_store(&s->r->quotas[i].waiting, 0);
+    struct shm_gate *g = &s->r->gate;
+    for (int i = 0; i < g->hi; i++)
+        if (atomic_load(&g->waiters[i].state) == WAIT_WAITING)
+            waiting_add(s, &g->waiters[i], 1);
+}
+
+static int gate_lock(struct shm *s)
+{
+    int died = 0;
+    if (shm_robust_lock(&s->r->gate.lock, &died) != 0)
+        return -1;
+    if (died || s->r->gate.recount) {
+        recount(s);
+        s->r->gate.recount = 0;
+    }
+    return 0;
+}
+
+static void gate_unlock(struct shm *s) { pthread_mutex_unlock(&s->r->gate.lock); }
+
+static void held_add(struct shm *s, int row, int rep, int ep, const int32_t *quota, int d)
+{
+    struct shm_proc *p = &s->r->procs[row];
+    if (rep >= 0)
+        atomic_fetch_add(&p->rep_held[rep], d);
+    if (ep >= 0)
+        atomic_fetch_add(&p->ep_held[ep], d);
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        if (quota[i] >= 0)
+            atomic_fetch_add(&p->quota_active[quota[i]], d);
+}
+
+/* ---- taking a place ------------------------------------------------------ */
+
+int gate_take(struct shm *s, const struct gate_ask *a, int rep_slot, struct gate_hold *h)
+{
+    h->held = 0;
+    if (s->row < 0)
+        return 1;                   /* no row to count in: the cap cannot be kept (logged at start) */
+    if (gate_lock(s) != 0)
+        return 1;
+    int ok = !queued_ahead(s, a) && rep_free(s, rep_slot) > 0 && ep_room(s, a->ep_slot);
+    for (int i = 0; ok && i < SHM_WAIT_QUOTAS; i++)
+        ok = quota_room(s, a->quota_slot[i]);
+    if (ok) {
+        int32_t q[SHM_WAIT_QUOTAS];
+        for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+            q[i] = a->quota_slot[i];
+        held_add(s, s->row, rep_slot, a->ep_slot, q, 1);
+        struct tags t;
+        tags_of(&s->r->gate, a->ep_slot, a->tenant_id, a->user_id, &t);
+        tags_served(&s->r->gate, a->ep_slot, &t, a->weight, now_ms());
+        h->held = 1;
+        h->seq = 0;
+        h->rep_slot = rep_slot;
+        h->ep_slot = a->ep_slot;
+        for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+            h->quota_slot[i] = a->quota_slot[i];
+    }
+    gate_unlock(s);
+    return ok;
+}
+
+/* ---- handing places to waiters ------------------------------------------- */
+
+static int owner_alive(const struct shm *s, const struct shm_waiter *w)
+{
+    return w->row >= 0 && w->row < SHM_MAX_PROCS && atomic_load(&s->r->procs[w->row].pid) == w->pid;
+}
+
+static int excluded(const struct shm_waiter *w, int rep)
+{
+    for (int i = 0; i < SHM_WAIT_EXCLUDED; i++)
+        if (w->excluded[i] == rep)
+            return 1;
+    return 0;
+}
+
+/* Would the shared state hand this replica out: not removed by health checks,
+ * not banned, circuit closed (the waiter's own serving view has the last word). */
+static int rep_serving(const struct shm *s, int rep, int64_t now)
+{
+    const struct shm_replica *r = &s->r->replicas[rep];
+    return atomic_load(&r->removed) != SHM_RM_REMOVED && atomic_load(&r->circuit) == CIRCUIT_CLOSED &&
+           atomic_load(&r->ban_until_ms) <= now;
+}
+
+/* The replica with the most free places the waiter may have, or -1. */
+static int room_for(const struct shm *s, const struct shm_waiter *w, int64_t now)
+{
+    if (!ep_room(s, w->ep_slot))
+        return -1;
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        if (!quota_room(s, w->quota_slot[i]))
+            return -1;
+    const struct shm_endpoint *e = &s->r->endpoints[w->ep_slot];
+    int n = atomic_load(&e->n_reps), best = -1, best_free = 0;
+    for (int i = 0; i < n && i < SHM_EP_REPLICAS; i++) {
+        int rep = atomic_load(&e->rep_slots[i]);
+        if (rep < 0 || rep >= SHM_MAX_REPLICAS || excluded(w, rep) || !rep_serving(s, rep, now) ||
+            (w->only_rep >= 0 && rep != w->only_rep))
+            continue;
+        int f = rep_free(s, rep);
+        if (f > best_free) {
+            best = rep;
+            best_free = f;
+        }
+    }
+    return best;
+}
+
+static void entry_free(struct shm_gate *g, struct shm_waiter *w)
+{
+    atomic_store(&w->state, WAIT_FREE);
+    while (g->hi > 0 && atomic_load(&g->waiters[g->hi - 1].state) == WAIT_FREE)
+        g->hi--;
+}
+
+/* Under the lock: hands free places to the best waiters that can use them,
+ * one at a time, until none can; drops the entries of processes gone. */
+static void grant_pass(struct shm *s)
+{
+    struct shm_gate *g = &s->r->gate;
+    int64_t now = now_ms();
+    for (;;) {
+        int best = -1, best_rep = -1;
+        struct fairq_cand pair[2];
+        struct tags best_tags = {0};
+        for (int i = 0; i < g->hi; i++) {
+            struct shm_waiter *w = &g->waiters[i];
+            uint32_t st = atomic_load(&w->state);
+            if (st == WAIT_FREE)
+                continue;
+            if (!owner_alive(s, w)) {
+                if (st == WAIT_WAITING)
+                    waiting_add(s, w, -1);
+                entry_free(g, w);
+                continue;
+            }
+            if (st != WAIT_WAITING)
+                continue;
+            int rep = room_for(s, w, now);
+            if (rep < 0)
+                continue;
+            struct tags t;
+            tags_of(g, w->ep_slot, w->tenant_id, w->user_id, &t);
+            struct fairq_cand c = {w->priority, w->tenant_id, t.tenant_start, t.user_start, w->seq};
+            pair[1] = c;
+            if (best < 0 || fairq_pick(pair, 2) == 1) {
+                pair[0] = c;
+                best = i;
+                best_rep = rep;
+                best_tags = t;
+            }
+        }
+        if (best < 0)
+            return;
+        struct shm_waiter *w = &g->waiters[best];
+        held_add(s, w->row, best_rep, w->ep_slot, w->quota_slot, 1);
+        tags_served(g, w->ep_slot, &best_tags, w->weight, now);
+        waiting_add(s, w, -1);
+        w->granted_rep = best_rep;
+        atomic_store(&w->state, WAIT_GRANTED);
+        futex_wake(&w->state);
+    }
+}
+
+void gate_release(struct shm *s, struct gate_hold *h)
+{
+    if (!h->held)
+        return;
+    h->held = 0;
+    int32_t q[SHM_WAIT_QUOTAS];
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        q[i] = h->quota_slot[i];
+    /* Sequentially consistent with the waiter's count-then-check: either it
+     * sees this place free, or this sees it waiting and hands the place over. */
+    held_add(s, s->row, h->rep_slot, h->ep_slot, q, -1);
+    struct gate_ask a = {.ep_slot = h->ep_slot};
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        a.quota_slot[i] = h->quota_slot[i];
+    if (!queued_ahead(s, &a) || gate_lock(s) != 0)
+        return;
+    grant_pass(s);
+    gate_unlock(s);
+}
+
+void gate_poke(struct shm *s)
+{
+    if (gate_lock(s) != 0)
+        return;
+    grant_pass(s);
+    gate_unlock(s);
+}
+
+/* ---- the queue ----------------------------------------------------------- */
+
+enum gate_queued gate_enqueue(struct shm *s, const struct gate_ask *a, int queue_max, int64_t seq_keep,
+                              const int *excl, int n_excl, int *ticket)
+{
+    *ticket = -1;
+    if (s->row < 0 || a->ep_slot < 0)
+        return GATE_NO_ENTRY;
+    if (gate_lock(s) != 0)
+        return GATE_NO_ENTRY;
+    struct shm_gate *g = &s->r->gate;
+    enum gate_queued rc = GATE_QUEUED;
+    if (atomic_load(&s->r->endpoints[a->ep_slot].waiting) >= queue_max)
+        rc = GATE_QUEUE_FULL;
+    if (rc == GATE_QUEUED && a->queue_quota >= 0) {
+        const struct shm_quota *q = &s->r->quotas[a->queue_quota];
+        int qmax = atomic_load(&q->queue_max);
+        if (atomic_load(&q->waiting) >= (qmax >= 0 ? qmax : queue_max))
+            rc = GATE_QUOTA_QUEUE_FULL;
+    }
+    int i = 0;
+    while (rc == GATE_QUEUED && i < SHM_MAX_WAITERS && atomic_load(&g->waiters[i].state) != WAIT_FREE)
+        i++;
+    if (rc == GATE_QUEUED && i == SHM_MAX_WAITERS)
+        rc = GATE_NO_ENTRY;
+    if (rc == GATE_QUEUED) {
+        struct shm_waiter *w = &g->waiters[i];
+        w->row = s->row;
+        w->pid = atomic_load(&s->r->procs[s->row].pid);
+        w->ep_slot = a->ep_slot;
+        for (int k = 0; k < SHM_WAIT_QUOTAS; k++)
+            w->quota_slot[k] = a->quota_slot[k];
+        w->queue_quota = a->queue_quota;
+        w->priority = a->priority;
+        w->weight = a->weight;
+        w->tenant_id = a->tenant_id;
+        w->user_id = a->user_id;
+        w->granted_rep = -1;
+        w->only_rep = a->only_rep;
+        for (int k = 0; k < SHM_WAIT_EXCLUDED; k++)
+            w->excluded[k] = k < n_excl ? excl[k] : -1;
+        w->seq = seq_keep > 0 ? seq_keep : ++g->seq;
+        if (i >= g->hi)
+            g->hi = i + 1;
+        waiting_add(s, w, 1);
+        atomic_store(&w->state, WAIT_WAITING);
+        *ticket = i;
+        grant_pass(s);
+    }
+    gate_unlock(s);
+    return rc;
+}
+
+static void hold_of(const struct shm_waiter *w, struct gate_hold *h)
+{
+    h->held = 1;
+    h->seq = w->seq;
+    h->rep_slot = w->granted_rep;
+    h->ep_slot = w->ep_slot;
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        h->quota_slot[i] = w->quota_slot[i];
+}
+
+int gate_wait(struct shm *s, int ticket, int wait_ms, struct gate_hold *h)
+{
+    struct shm_waiter *w = &s->r->gate.waiters[ticket];
+    if (atomic_load(&w->state) == WAIT_WAITING && wait_ms > 0)
+        futex_wait(&w->state, WAIT_WAITING, wait_ms);
+    if (atomic_load(&w->state) != WAIT_GRANTED)
+        return 0;
+    if (gate_lock(s) != 0)
+        return 0;
+    hold_of(w, h);
+    entry_free(&s->r->gate, w);
+    gate_unlock(s);
+    return 1;
+}
+
+int gate_leave(struct shm *s, int ticket, struct gate_hold *h, int64_t *seq)
+{
+    h->held = 0;
+    if (gate_lock(s) != 0)
+        return 0;
+    struct shm_gate *g = &s->r->gate;
+    struct shm_waiter *w = &g->waiters[ticket];
+    int granted = atomic_load(&w->state) == WAIT_GRANTED;
+    if (seq)
+        *seq = w->seq;
+    if (granted)
+        hold_of(w, h);
+    else if (atomic_load(&w->state) == WAIT_WAITING)
+        waiting_add(s, w, -1);
+    entry_free(g, w);
+    gate_unlock(s);
+    return granted;
+}
+
+int gate_quota_held(const struct shm *s, int quota_slot)
+{
+    return quota_slot >= 0 ? shm_row_sum(s, OFF_QUOTA, quota_slot) : 0;
+}
+
+int gate_queue_length(const struct shm *s, int ep_slot)
+{
+    return ep_slot >= 0 ? atomic_load(&s->r->endpoints[ep_slot].waiting) : 0;
+}
