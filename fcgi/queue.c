@@ -18,6 +18,7 @@
 
 #define CLIENT_WATCH_MS 50
 #define POKE_MS 1000
+#define QUEUED_KEEPALIVE_MS 1000
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
@@ -84,7 +85,8 @@ int queue_wait(struct request *r)
         refuse_full(r, q);
         return -1;
     }
-    int64_t start = mono_ms(), deadline = start + e->queue_timeout_ms, last_poke = start, last_client = start;
+    int64_t start = mono_ms(), deadline = start + e->queue_timeout_ms, last_poke = start;
+    int64_t every = min64(r->conf->keepalive_ms, QUEUED_KEEPALIVE_MS), last_client = start - every;
     for (;;) {
         int64_t now = mono_ms();
         if (now >= deadline) {
@@ -105,7 +107,7 @@ int queue_wait(struct request *r)
             reply_error(r, ERR_SHUTTING_DOWN, NULL, NULL);
             return -1;
         }
-        if (r->stream && now - last_client >= r->conf->keepalive_ms) {
+        if (r->stream && now - last_client >= every) {
             if (keepalive(r) != 0)
                 r->client_gone = 1;
             last_client = now;

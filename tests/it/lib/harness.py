@@ -254,6 +254,15 @@ class Gateway:
         finally:
             con.close()
 
+    def sql_write(self, query, *params):
+        """A committed change (sql() only reads); responders see it within config.poll_ms."""
+        con = sqlite3.connect(self.db, timeout=10)
+        try:
+            with con:
+                return con.execute(query, params).rowcount
+        finally:
+            con.close()
+
     def upstream_auth(self, endpoint_id):
         """R-SEC-9: the endpoint's stored upstream_auth opened with the key file (open_sealed):
         the clear value, None for none, or an AssertionError if it is stored clear or does not open."""
