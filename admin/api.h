@@ -104,6 +104,7 @@ void api_me(struct api_ctx *c);
 void api_tenants_list(struct api_ctx *c);   /* api_tenants.c */
 void api_tenants_create(struct api_ctx *c);
 void api_tenants_get(struct api_ctx *c);
+void api_tenants_update(struct api_ctx *c);
 void api_tenants_delete(struct api_ctx *c);
 void api_users_list(struct api_ctx *c);     /* api_users.c */
 void api_users_create(struct api_ctx *c);
@@ -151,5 +152,10 @@ void api_audit_list(struct api_ctx *c);     /* api_audit.c: audit log and alerts
 void api_alerts_list(struct api_ctx *c);
 void api_alerts_get(struct api_ctx *c);
 void api_alerts_resolve(struct api_ctx *c);
+void api_quotas_list(struct api_ctx *c);    /* api_quotas.c */
+void api_quotas_create(struct api_ctx *c);
+void api_quotas_get(struct api_ctx *c);
+void api_quotas_update(struct api_ctx *c);
+void api_quotas_delete(struct api_ctx *c);
 
 #endif

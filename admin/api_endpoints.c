@@ -6,7 +6,8 @@
 
 #define ENDPOINT_FIELDS "algorithm protocol health_path affinity stream_guard connect_timeout_ms" \
     " first_byte_timeout_ms idle_timeout_ms upstream_auth wake_url health_check" \
-    " failure_threshold start_period_seconds business_probe_rounds anthropic_version default_max_tokens"
+    " failure_threshold start_period_seconds business_probe_rounds anthropic_version default_max_tokens" \
+    " max_concurrency queue_max queue_timeout_ms"
 #define REPLICA_FIELDS "engine state weight max_concurrency node"
 
 static int endpoint_opts(struct api_ctx *c, struct ops_endpoint_opts *o)
@@ -27,7 +28,10 @@ static int endpoint_opts(struct api_ctx *c, struct ops_endpoint_opts *o)
         api_body_int(c, "start_period_seconds", &o->start_period_seconds) != 0 ||
         api_body_int(c, "business_probe_rounds", &o->business_probe_rounds) != 0 ||
         api_body_str(c, "anthropic_version", &o->anthropic_version, 0) != 0 ||
-        api_body_int(c, "default_max_tokens", &o->default_max_tokens) != 0)
+        api_body_int(c, "default_max_tokens", &o->default_max_tokens) != 0 ||
+        api_body_int(c, "max_concurrency", &o->max_concurrency) != 0 ||
+        api_body_int(c, "queue_max", &o->queue_max) != 0 ||
+        api_body_int(c, "queue_timeout_ms", &o->queue_timeout_ms) != 0)
         return -1;
     return 0;
 }

@@ -5,7 +5,8 @@
 #include <string.h>
 
 #define POLICY_FIELDS "purpose routing_enabled quality_score price_input_per_1k" \
-    " price_output_per_1k supports_tools supports_vision max_context max_output description"
+    " price_output_per_1k supports_tools supports_vision max_context max_output description" \
+    " shrink_max_tokens"
 
 /* The model named by the path segment, ?name=, or (POST) the body's "model". NULL with
  * the answer set. */
@@ -103,7 +104,8 @@ void api_policies_set(struct api_ctx *c)
         api_body_bool(c, "supports_vision", &o.supports_vision) != 0 ||
         policy_int(c, "max_context", &o.max_context) != 0 ||
         policy_int(c, "max_output", &o.max_output) != 0 ||
-        policy_str(c, "description", &o.description) != 0)
+        policy_str(c, "description", &o.description) != 0 ||
+        api_body_bool(c, "shrink_max_tokens", &o.shrink_max_tokens) != 0)
         return;
     api_result(c, ops_policy_set(c->db, name, &o, &err), &err);
 }

@@ -49,11 +49,13 @@ static const struct {
     [AUTHZ_USAGE] = {{SCOPE_SELF, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}},
     [AUTHZ_AUDIT] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}},
     [AUTHZ_ALERT] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}},
+    /* R-KEY-6: which layers of its tenant an admin reaches: authz_quota_scopes */
+    [AUTHZ_QUOTA] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}},
 };
 
 static const char *const authz_res_names[AUTHZ_NRES] = {
     "tenants", "users", "endpoints", "routes", "keys", "model policies", "settings", "nodes",
-    "usage", "the audit log", "alerts"};
+    "usage", "the audit log", "alerts", "quotas"};
 static const char *const authz_op_names[AUTHZ_NOPS] = {"read", "create", "change", "delete"};
 
 static int deny(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -250,5 +252,59 @@ int authz_key_limits(const struct authz_actor *a, const struct authz_target *t,
                             authz_limit_names[i]);
         }
     }
+    return 0;
+}
+
+/* ---- quota layers and priorities (R-KEY-6, R-PRIO-2) -------------------------------- */
+
+const char *const authz_quota_scope_names[AUTHZ_NQSCOPES] = {"tenant", "user", "endpoint", "model"};
+
+int authz_quota_scope_parse(const char *s)
+{
+    for (int i = 0; s && i < AUTHZ_NQSCOPES; i++)
+        if (strcmp(s, authz_quota_scope_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+unsigned authz_quota_scopes(enum authz_role role)
+{
+    if (role == AUTHZ_OPERATOR)
+        return (1u << AUTHZ_NQSCOPES) - 1;
+    if (role == AUTHZ_ADMIN)
+        return 1u << AUTHZ_QSCOPE_USER | 1u << AUTHZ_QSCOPE_ENDPOINT;
+    return 0;
+}
+
+int authz_quota(const struct authz_actor *a, enum authz_op op, enum authz_quota_scope scope,
+                const struct authz_target *t, int loosens, char *why, size_t n)
+{
+    if (a->role == AUTHZ_OPERATOR)
+        return 0;
+    if ((int)scope < 0 || scope >= AUTHZ_NQSCOPES)
+        return deny(why, n, "unknown quota scope");
+    if (a->role == AUTHZ_ADMIN && !(authz_quota_scopes(a->role) & 1u << scope))
+        return deny(why, n, "%s quotas are the operator's", authz_quota_scope_names[scope]);
+    if (authz_check(a, AUTHZ_QUOTA, op, t, why, n) != 0)
+        return -1;
+    /* R-SEC-5: nobody raises its own quotas; lowering is fine. */
+    if (scope == AUTHZ_QSCOPE_USER && t->user_id == a->user_id && loosens && op != AUTHZ_READ)
+        return deny(why, n, "you may not raise or remove the quotas of your own user");
+    return 0;
+}
+
+int authz_key_priority(const struct authz_actor *a, const struct authz_target *t, int old_prio,
+                       int old_max, int want_prio, int want_max, char *why, size_t n)
+{
+    if (a->role == AUTHZ_OPERATOR || t->user_id != a->user_id)
+        return 0;
+    int prio = want_prio >= 0 ? want_prio : old_prio;
+    int max = want_max >= 0 ? want_max : want_max == -2 ? prio : old_max;
+    /* 0 is the highest: a lower number is more. What may be asked is the higher of the two. */
+    int had = old_max < old_prio ? old_max : old_prio, gets = max < prio ? max : prio;
+    if (prio < old_prio)
+        return deny(why, n, "you may not raise the priority of your own key");
+    if (gets < had)
+        return deny(why, n, "you may not raise the max_priority of your own key");
     return 0;
 }

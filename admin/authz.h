@@ -45,7 +45,7 @@ struct authz_actor {
 
 enum authz_res {
     AUTHZ_TENANT, AUTHZ_USER, AUTHZ_ENDPOINT, AUTHZ_ROUTE, AUTHZ_KEY, AUTHZ_POLICY,
-    AUTHZ_SETTINGS, AUTHZ_NODE, AUTHZ_USAGE, AUTHZ_AUDIT, AUTHZ_ALERT, AUTHZ_NRES
+    AUTHZ_SETTINGS, AUTHZ_NODE, AUTHZ_USAGE, AUTHZ_AUDIT, AUTHZ_ALERT, AUTHZ_QUOTA, AUTHZ_NRES
 };
 enum authz_op { AUTHZ_READ, AUTHZ_CREATE, AUTHZ_UPDATE, AUTHZ_DELETE, AUTHZ_NOPS };
 
@@ -116,6 +116,32 @@ enum authz_cred { AUTHZ_CRED_NONE = 0, AUTHZ_CRED_TENANT, AUTHZ_CRED_OPERATOR };
  * there) or -1 refused with the reason in why (403). */
 int authz_upstream_url(enum authz_role actor, enum authz_cred cred, int known_origin, char *why,
                        size_t n);
+
+/* R-KEY-6: the four kinds of quota layer, in the order of authz_quota_scope_names. */
+enum authz_quota_scope { AUTHZ_QSCOPE_TENANT, AUTHZ_QSCOPE_USER, AUTHZ_QSCOPE_ENDPOINT, AUTHZ_QSCOPE_MODEL,
+                         AUTHZ_NQSCOPES };
+extern const char *const authz_quota_scope_names[AUTHZ_NQSCOPES];   /* "tenant", "user", ... */
+/* "tenant" ... "model" -> the scope; -1 for anything else. */
+int authz_quota_scope_parse(const char *s);
+/* The layers a role may see and set, a bit (1u << scope) each: the operator every one; a
+ * tenant admin those of its own tenant's users and endpoints (a tenant's own layer and the
+ * models' are the operator's: they bound the tenant admin itself); members none. */
+unsigned authz_quota_scopes(enum authz_role role);
+
+/* R-KEY-6, R-SEC-5 on one quota layer: t is what the layer limits (its tenant; for a user
+ * layer the user and its role). The rights of AUTHZ_QUOTA and the scopes above, and nobody
+ * but the operator raises its own user's layer: loosens is 1 when the change raises or
+ * clears a limit of it (a delete, a limit made higher or 0). 0 allowed; -1 refused. */
+int authz_quota(const struct authz_actor *a, enum authz_op op, enum authz_quota_scope scope,
+                const struct authz_target *t, int loosens, char *why, size_t n);
+
+/* R-PRIO-2, R-SEC-5 on a key's priority (0 the highest): a non-operator does not raise its
+ * own key's priority or the most it may ask (max_priority) above what it has: old values
+ * (a new key: 5, and max_priority its priority), given ones (-1 unchanged; want_max -2
+ * clears it, back to the key's priority). 0 allowed; -1 refused. */
+#define AUTHZ_PRIORITY_DEFAULT 5
+int authz_key_priority(const struct authz_actor *a, const struct authz_target *t, int old_prio,
+                       int old_max, int want_prio, int want_max, char *why, size_t n);
 
 /* R-SEC-5 on key limits: a non-operator's new or changed key stays within the
  * caller's ceiling, and limits of the caller's own keys may only go down. old NULL

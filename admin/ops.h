@@ -67,6 +67,9 @@ struct ops_list {
     const char *model;       /* routes: exact public model name */
     const char *status;      /* alerts: ACTIVE | RECOVERED */
     const char *object_type; /* audit: tenant, user, endpoint, replica, route, key, ... */
+    const char *scope;       /* quotas: tenant | user | endpoint | model */
+    unsigned scopes;         /* quotas: only these scopes, a bit (1u << authz_quota_scope)
+                              * each (what the caller may see); 0 = every one */
     int64_t limit, offset;
 };
 #define OPS_LIST_LIMIT_MAX 1000
@@ -122,11 +125,15 @@ struct json_object *ops_settings_list(sqlite3 *db, struct ops_error *err);
 
 struct ops_key_limits;      /* the six R-KEY-1 limits, below with the member keys */
 
-/* Tenant: {"id","name","created_at"}. rm refuses "default" and tenants that
+/* Tenant: {"id","name","weight","created_at"}. rm refuses "default" and tenants that
  * still own users, endpoints, routes or keys. List filters: NULL = all; a named
  * filter that does not exist is NOT_FOUND (in every ops_*_list). */
 struct json_object *ops_tenant_add(sqlite3 *db, const char *name, struct ops_error *err);
 struct json_object *ops_tenant_rm(sqlite3 *db, const char *name, struct ops_error *err);
+/* R-PRIO-2: weight 1..1000, its share of a contended queue against the other tenants;
+ * unset keeps it. */
+struct json_object *ops_tenant_set(sqlite3 *db, const char *name, struct ops_i64 weight,
+                                   struct ops_error *err);
 struct json_object *ops_tenant_get(sqlite3 *db, int64_t id, struct ops_error *err);
 struct json_object *ops_tenant_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 
@@ -172,13 +179,17 @@ struct ops_endpoint_opts {
     struct ops_i64 business_probe_rounds; /* R-HC-1, 0 = off */
     const char *anthropic_version;        /* R-ANT: anthropic-version sent upstream */
     struct ops_i64 default_max_tokens;    /* R-ANT-3: max_tokens when the caller gives none */
+    struct ops_i64 max_concurrency;       /* R-PRIO-1: cap over all replicas, 0 = none */
+    struct ops_i64 queue_max;             /* R-PRIO-1: waiters at most when full (100) */
+    struct ops_i64 queue_timeout_ms;      /* R-PRIO-1: longest wait (10000) */
 };
 
 /* Endpoint: {"id","name","tenant","tenant_id","algorithm","protocol","affinity",
  * "stream_guard","health_path","connect_timeout_ms","first_byte_timeout_ms",
  * "idle_timeout_ms","key_prefix","upstream_auth_set","health_check","failure_threshold",
  * "start_period_seconds","business_probe_rounds","wake_url","anthropic_version",
- * "default_max_tokens","replicas","created_at","upstream_auth_by","wake_url_approved"};
+ * "default_max_tokens","max_concurrency","queue_max","queue_timeout_ms","replicas","created_at",
+ * "upstream_auth_by","wake_url_approved"};
  * add and rotate_key add "key" (sk- + 48 characters), shown this once.
  * R-ANT-4, R-SEC-9: upstream_auth_by is "operator" or "tenant" (who set the credential;
  * null: none). An operator's credential goes only to URLs an operator approved: a
@@ -257,15 +268,25 @@ struct ops_key_limits {
         tpm_limit, monthly_token_quota;
 };
 
+/* R-PRIO-2: a key's place in the wait queue, 0 the highest. priority 0..9 (5 when new);
+ * max_priority 0..9, the highest an X-Priority header may ask, v < 0 clears it (null: no
+ * higher than priority). Unset keeps. */
+struct ops_key_priority {
+    struct ops_i64 priority, max_priority;
+};
+
 /* Key: {"id","prefix","name","user","user_id","tenant","tenant_id","revoked",
  * "revoked_at","qps_limit","concurrency_limit","daily_limit","monthly_quota",
- * "tpm_limit","monthly_token_quota","created_at"}; add adds "key"
+ * "tpm_limit","monthly_token_quota","priority","max_priority","created_at"}; add adds "key"
  * (sk-tenant- + 40 characters), shown this once. Only its SHA-256 and its
- * first 12 characters are stored. name NULL or "" = no label (set: unchanged). */
+ * first 12 characters are stored. name NULL or "" = no label (set: unchanged).
+ * prio NULL: the default (add) or unchanged (set). */
 struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
-                                const struct ops_key_limits *lim, struct ops_error *err);
+                                const struct ops_key_limits *lim, const struct ops_key_priority *prio,
+                                struct ops_error *err);
 struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
-                                const struct ops_key_limits *lim, struct ops_error *err);
+                                const struct ops_key_limits *lim, const struct ops_key_priority *prio,
+                                struct ops_error *err);
 struct json_object *ops_key_revoke(sqlite3 *db, int64_t id, struct ops_error *err);
 struct json_object *ops_key_get(sqlite3 *db, int64_t id, struct ops_error *err);
 struct json_object *ops_key_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
@@ -293,15 +314,51 @@ struct ops_policy_opts {
     struct ops_i64 supports_tools, supports_vision;       /* 0 or 1 */
     struct ops_i64 max_context, max_output;
     const char *description;         /* R-SEM-2 */
+    struct ops_i64 shrink_max_tokens;/* R-KEY-6: 0 or 1 */
 };
 /* Policy: {"model","purpose","routing_enabled","quality_score","price_input_per_1k",
  * "price_output_per_1k","supports_tools","supports_vision","max_context","max_output",
- * "description","updated_at"}. set creates the policy when missing. */
+ * "description","shrink_max_tokens","updated_at"}. set creates the policy when missing. */
 struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct ops_policy_opts *o,
                                    struct ops_error *err);
 struct json_object *ops_policy_get(sqlite3 *db, const char *model, struct ops_error *err);
 struct json_object *ops_policy_rm(sqlite3 *db, const char *model, struct ops_error *err);
 struct json_object *ops_policy_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+
+/* ---- quota layers (ops_quota.c) ------------------------------------------------ */
+
+/* R-KEY-6: the limits of one layer; unset keeps (or 0, a new layer's). 0 = no limit.
+ * queue_max: the model's queue length, v < 0 clears it (null: the endpoint's). */
+struct ops_quota_opts {
+    struct ops_i64 concurrency, rpm, daily_tokens, monthly_tokens, queue_max;
+};
+
+/* Which limits a layer of each scope takes (R-KEY-6): tenant concurrency and
+ * monthly_tokens, user rpm and daily_tokens, endpoint concurrency, model concurrency and
+ * queue_max. 1 if scope takes field, 0 if not (also for an unknown scope or field). */
+int ops_quota_takes(const char *scope, const char *field);
+
+/* Quota: {"id","scope","tenant","tenant_id","user","user_id","endpoint","endpoint_id",
+ * "model","concurrency","rpm","daily_tokens","monthly_tokens","queue_max","updated_at"}:
+ * the target named by its scope (tenant, user, endpoint: names; model: a public model name),
+ * the others null but tenant, which for a user or endpoint layer is the one they belong
+ * to (null for a model). A limit the scope does not take is INVALID, also when 0.
+ * set: the layer of (scope, target), created when missing; only given limits change.
+ * update: the same by id. rm by (scope, target) or by id. */
+struct json_object *ops_quota_set(sqlite3 *db, const char *scope, const char *target,
+                                  const struct ops_quota_opts *o, struct ops_error *err);
+struct json_object *ops_quota_update(sqlite3 *db, int64_t id, const struct ops_quota_opts *o,
+                                     struct ops_error *err);
+struct json_object *ops_quota_rm(sqlite3 *db, const char *scope, const char *target,
+                                 struct ops_error *err);
+struct json_object *ops_quota_rm_id(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_quota_get(sqlite3 *db, int64_t id, struct ops_error *err);
+/* The layer of (scope, target), NOT_FOUND when there is none (or the target does not exist). */
+struct json_object *ops_quota_find(sqlite3 *db, const char *scope, const char *target,
+                                   struct ops_error *err);
+/* Filters: tenant (the layers of the tenant, its users and its endpoints), user, endpoint,
+ * model, scope, scopes. By scope, then target. */
+struct json_object *ops_quota_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- run-time settings with a schema (ops_config.c) --------------------------- */
 

@@ -32,7 +32,8 @@ static const char *const replica_states[] = {"running", "sleeping", "disabled", 
     " (SELECT COUNT(*) FROM replicas r WHERE r.endpoint_id = e.id), e.created_at," \
     " e.health_check, e.failure_threshold, e.start_period_seconds, e.business_probe_rounds," \
     " e.wake_url, e.anthropic_version, e.default_max_tokens," \
-    " CASE WHEN e.upstream_auth IS NOT NULL THEN e.upstream_auth_by END, e.wake_url_approved" \
+    " CASE WHEN e.upstream_auth IS NOT NULL THEN e.upstream_auth_by END, e.wake_url_approved," \
+    " e.max_concurrency, e.queue_max, e.queue_timeout_ms" \
     " FROM endpoints e JOIN tenants t ON t.id = e.tenant_id"
 
 static struct json_object *endpoint_row(sqlite3_stmt *st)
@@ -61,6 +62,9 @@ static struct json_object *endpoint_row(sqlite3_stmt *st)
     ops_json_int(o, "default_max_tokens", st, 22);
     ops_json_text(o, "upstream_auth_by", st, 23);         /* R-SEC-9: operator | tenant | null */
     ops_json_bool(o, "wake_url_approved", st, 24);
+    ops_json_int(o, "max_concurrency", st, 25);           /* R-PRIO-1 */
+    ops_json_int(o, "queue_max", st, 26);
+    ops_json_int(o, "queue_timeout_ms", st, 27);
     ops_json_int(o, "replicas", st, 14);
     ops_json_int(o, "created_at", st, 15);
     return o;
@@ -150,6 +154,11 @@ static int endpoint_check_opts(const struct ops_endpoint_opts *o, struct ops_err
         ops_check_range("connect_timeout_ms", o->connect_timeout_ms, 1, 600000, err) != 0 ||
         ops_check_range("first_byte_timeout_ms", o->first_byte_timeout_ms, 1, 3600000, err) != 0 ||
         ops_check_range("idle_timeout_ms", o->idle_timeout_ms, 1, 3600000, err) != 0)
+        return -1;
+    /* R-PRIO-1: 0 = no cap (max_concurrency), no waiting (queue_max, queue_timeout_ms). */
+    if (ops_check_range("max_concurrency", o->max_concurrency, 0, OPS_COUNT_MAX, err) != 0 ||
+        ops_check_range("queue_max", o->queue_max, 0, OPS_COUNT_MAX, err) != 0 ||
+        ops_check_range("queue_timeout_ms", o->queue_timeout_ms, 0, 3600000, err) != 0)
         return -1;
     return 0;
 }
@@ -278,10 +287,13 @@ static int endpoint_update(sqlite3 *db, int64_t id, const struct ops_endpoint_op
                    " affinity = COALESCE(?4, affinity), stream_guard = COALESCE(?5, stream_guard),"
                    " connect_timeout_ms = COALESCE(?6, connect_timeout_ms),"
                    " first_byte_timeout_ms = COALESCE(?7, first_byte_timeout_ms),"
-                   " idle_timeout_ms = COALESCE(?8, idle_timeout_ms) WHERE id = ?9",
-                   "tttoooooi", o->algorithm, o->protocol, o->health_path, o->affinity,
+                   " idle_timeout_ms = COALESCE(?8, idle_timeout_ms),"
+                   " max_concurrency = COALESCE(?10, max_concurrency),"
+                   " queue_max = COALESCE(?11, queue_max),"
+                   " queue_timeout_ms = COALESCE(?12, queue_timeout_ms) WHERE id = ?9",
+                   "tttoooooiooo", o->algorithm, o->protocol, o->health_path, o->affinity,
                    o->stream_guard, o->connect_timeout_ms, o->first_byte_timeout_ms,
-                   o->idle_timeout_ms, id);
+                   o->idle_timeout_ms, id, o->max_concurrency, o->queue_max, o->queue_timeout_ms);
 }
 
 /* ---- where the upstream credential may go (R-ANT-4, R-SEC-9) --------------------

@@ -15,7 +15,7 @@
 #define KEY_SELECT \
     "SELECT k.id, k.prefix, k.name, u.name, u.id, t.name, t.id, k.revoked_at IS NOT NULL," \
     " k.revoked_at, k.qps_limit, k.concurrency_limit, k.daily_limit, k.monthly_quota," \
-    " k.tpm_limit, k.monthly_token_quota, k.created_at FROM api_keys k" \
+    " k.tpm_limit, k.monthly_token_quota, k.created_at, k.priority, k.max_priority FROM api_keys k" \
     " JOIN users u ON u.id = k.user_id JOIN tenants t ON t.id = k.tenant_id"
 
 static struct json_object *key_row(sqlite3_stmt *st)
@@ -36,6 +36,8 @@ static struct json_object *key_row(sqlite3_stmt *st)
     ops_json_int(o, "monthly_quota", st, 12);
     ops_json_int(o, "tpm_limit", st, 13);
     ops_json_int(o, "monthly_token_quota", st, 14);
+    ops_json_int(o, "priority", st, 16);                  /* R-PRIO-2: 0 the highest */
+    ops_json_int(o, "max_priority", st, 17);              /* null: no higher than priority */
     ops_json_int(o, "created_at", st, 15);
     return o;
 }
@@ -61,11 +63,30 @@ int ops_key_check_limits(const struct ops_key_limits *l, struct ops_error *err)
     return 0;
 }
 
-static int key_check(const char *name, const struct ops_key_limits *l, struct ops_error *err)
+static int key_check(const char *name, const struct ops_key_limits *l, const struct ops_key_priority *p,
+                     struct ops_error *err)
 {
     if (name && *name && ops_check_name("name", name, err) != 0)
         return -1;
+    /* R-PRIO-2: 0 is the highest; a negative max_priority clears it. */
+    if (p && (ops_check_range("priority", p->priority, 0, 9, err) != 0 ||
+              (p->max_priority.set && p->max_priority.v >= 0 &&
+               ops_check_range("max_priority", p->max_priority, 0, 9, err) != 0)))
+        return -1;
     return ops_key_check_limits(l, err);
+}
+
+/* Given priorities only; max_priority < 0 clears it. */
+static int key_update_priority(sqlite3 *db, int64_t id, const struct ops_key_priority *p,
+                               struct ops_error *err)
+{
+    if (!p)
+        return 0;
+    return ops_run(db, err,
+                   "UPDATE api_keys SET priority = COALESCE(?1, priority),"
+                   " max_priority = CASE WHEN ?2 IS NULL THEN max_priority WHEN ?2 < 0 THEN NULL"
+                   "   ELSE ?2 END WHERE id = ?3",
+                   "ooi", p->priority, p->max_priority, id);
 }
 
 /* R-SEC-5, for everybody: a key never allows more than its owner's key ceiling.
@@ -122,11 +143,12 @@ static int key_update(sqlite3 *db, int64_t id, const char *name, const struct op
 }
 
 struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
-                                const struct ops_key_limits *lim, struct ops_error *err)
+                                const struct ops_key_limits *lim, const struct ops_key_priority *prio,
+                                struct ops_error *err)
 {
     int64_t uid, tid;
     char key[sizeof MEMBER_KEY_PREFIX + MEMBER_KEY_RANDOM], hash[65], prefix[KEY_PREFIX_LEN + 1];
-    if (ops_actor_check(err) != 0 || key_check(name, lim, err) != 0)
+    if (ops_actor_check(err) != 0 || key_check(name, lim, prio, err) != 0)
         return NULL;
     /* R-SEC-5: a non-operator's new key is within its own ceiling too (unset = unlimited). */
     const struct authz_limits *bound = ops_actor_bound();
@@ -154,7 +176,7 @@ struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
                 " VALUES (?1, ?2, ?3, ?4)", "iitt", uid, tid, hash, prefix) != 0)
         goto out;
     int64_t id = sqlite3_last_insert_rowid(db);
-    if (key_update(db, id, name, lim, err) != 0 ||
+    if (key_update(db, id, name, lim, err) != 0 || key_update_priority(db, id, prio, err) != 0 ||
         !(res = ops_audited(db, err, "create", "key", NULL, ops_key_get(db, id, err))))
         goto out;
     /* R-SEC-1: the clear key leaves only here, once (never in the audit record). */
@@ -165,14 +187,15 @@ out:
 }
 
 struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
-                                const struct ops_key_limits *lim, struct ops_error *err)
+                                const struct ops_key_limits *lim, const struct ops_key_priority *prio,
+                                struct ops_error *err)
 {
-    if (ops_actor_check(err) != 0 || key_check(name, lim, err) != 0 || ops_begin(db, err) != 0)
+    if (ops_actor_check(err) != 0 || key_check(name, lim, prio, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     struct json_object *before = ops_key_get(db, id, err), *res = NULL;
     if (before && key_check_ceiling(db, json_object_get_int64(json_object_object_get(before, "user_id")),
                                     id, lim, err) == 0 &&
-        key_update(db, id, name, lim, err) == 0)
+        key_update(db, id, name, lim, err) == 0 && key_update_priority(db, id, prio, err) == 0)
         res = ops_audited(db, err, "update", "key", before, ops_key_get(db, id, err));
     json_object_put(before);
     return ops_finish(db, res, err);

@@ -14,7 +14,7 @@ static const char *const strategies[] = {"balanced", "cost", "latency", "semanti
 #define POLICY_SELECT \
     "SELECT model, purpose, routing_enabled, quality_score, price_input_per_1k," \
     " price_output_per_1k, supports_tools, supports_vision, max_context, max_output," \
-    " description, updated_at FROM model_policies"
+    " description, updated_at, shrink_max_tokens FROM model_policies"
 
 static struct json_object *policy_row(sqlite3_stmt *st)
 {
@@ -30,6 +30,7 @@ static struct json_object *policy_row(sqlite3_stmt *st)
     ops_json_int(o, "max_context", st, 8);
     ops_json_int(o, "max_output", st, 9);
     ops_json_text(o, "description", st, 10);
+    ops_json_bool(o, "shrink_max_tokens", st, 12);        /* R-KEY-6 */
     ops_json_int(o, "updated_at", st, 11);
     return o;
 }
@@ -45,6 +46,7 @@ static int policy_check(const struct ops_policy_opts *o, struct ops_error *err)
     if (ops_check_range("routing_enabled", o->routing_enabled, 0, 1, err) != 0 ||
         ops_check_range("supports_tools", o->supports_tools, 0, 1, err) != 0 ||
         ops_check_range("supports_vision", o->supports_vision, 0, 1, err) != 0 ||
+        ops_check_range("shrink_max_tokens", o->shrink_max_tokens, 0, 1, err) != 0 ||
         ops_check_range("quality_score", o->quality_milli, -1, 100000, err) != 0 ||
         ops_check_range("price_input_per_1k", o->price_input_micro, -1, MICRO_MAX, err) != 0 ||
         ops_check_range("price_output_per_1k", o->price_output_micro, -1, MICRO_MAX, err) != 0 ||
@@ -95,10 +97,12 @@ struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct 
                 "   ELSE ?10 END,"
                 " description = CASE WHEN ?11 IS NULL THEN description WHEN ?11 = '' THEN NULL"
                 "   ELSE ?11 END,"
+                " shrink_max_tokens = COALESCE(?12, shrink_max_tokens),"
                 " updated_at = CAST(strftime('%s','now') AS INTEGER) WHERE model = ?1",
-                "ttoooooooot", model, o->purpose, o->routing_enabled,
+                "ttooooooooto", model, o->purpose, o->routing_enabled,
                 o->quality_milli, o->price_input_micro, o->price_output_micro, o->supports_tools,
-                o->supports_vision, o->max_context, o->max_output, o->description) != 0)
+                o->supports_vision, o->max_context, o->max_output, o->description,
+                o->shrink_max_tokens) != 0)
         goto out;
     res = ops_audited(db, err, before ? "update" : "create", "model_policy", before,
                          ops_policy_get(db, model, err));

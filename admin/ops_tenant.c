@@ -15,13 +15,14 @@ static const char *const user_roles[] = {"operator", "admin", "member", NULL};
 
 /* ---- tenants --------------------------------------------------------------- */
 
-#define TENANT_SELECT "SELECT id, name, created_at FROM tenants"
+#define TENANT_SELECT "SELECT id, name, created_at, weight FROM tenants"
 
 static struct json_object *tenant_row(sqlite3_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
     ops_json_text(o, "name", st, 1);
+    ops_json_int(o, "weight", st, 3);                     /* R-PRIO-2 */
     ops_json_int(o, "created_at", st, 2);
     return o;
 }
@@ -55,6 +56,21 @@ struct json_object *ops_tenant_get(sqlite3 *db, int64_t id, struct ops_error *er
     if (!res && err->kind == OPS_ERR_NOT_FOUND)
         ops_fail(err, OPS_ERR_NOT_FOUND, "id", "tenant not found: %lld", (long long)id);
     return res;
+}
+
+/* R-PRIO-2: a tenant's weight is its share of a contended queue (deficit round robin). */
+struct json_object *ops_tenant_set(sqlite3 *db, const char *name, struct ops_i64 weight,
+                                   struct ops_error *err)
+{
+    int64_t id;
+    if (ops_check_range("weight", weight, 1, 1000, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *before = NULL, *res = NULL;
+    if (ops_tenant_id(db, name, &id, err) == 0 && (before = ops_tenant_get(db, id, err)) &&
+        ops_run(db, err, "UPDATE tenants SET weight = COALESCE(?1, weight) WHERE id = ?2", "oi", weight, id) == 0)
+        res = ops_audited(db, err, "update", "tenant", before, ops_tenant_get(db, id, err));
+    json_object_put(before);
+    return ops_finish(db, res, err);
 }
 
 struct json_object *ops_tenant_rm(sqlite3 *db, const char *name, struct ops_error *err)

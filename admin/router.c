@@ -22,6 +22,8 @@ static const struct router_route router_routes[] = {
     {"GET", "tenants", api_tenants_list, 0},
     {"POST", "tenants", api_tenants_create, 0},
     {"GET", "tenants/{id}", api_tenants_get, 0},
+    {"PUT", "tenants/{id}", api_tenants_update, 0},
+    {"PATCH", "tenants/{id}", api_tenants_update, 0},
     {"DELETE", "tenants/{id}", api_tenants_delete, 0},
 
     {"GET", "users", api_users_list, 0},
@@ -83,6 +85,13 @@ static const struct router_route router_routes[] = {
     {"PATCH", "nodes/{id}", api_nodes_update, 0},
     {"DELETE", "nodes/{id}", api_nodes_delete, 0},
     {"POST", "nodes/{id}/temperature", api_nodes_temperature, 0},
+
+    {"GET", "quotas", api_quotas_list, 0},
+    {"POST", "quotas", api_quotas_create, 0},
+    {"GET", "quotas/{id}", api_quotas_get, 0},
+    {"PATCH", "quotas/{id}", api_quotas_update, 0},
+    {"PUT", "quotas/{id}", api_quotas_update, 0},
+    {"DELETE", "quotas/{id}", api_quotas_delete, 0},
 
     {"GET", "audit-log", api_audit_list, 0},
     {"GET", "alerts", api_alerts_list, 0},

@@ -140,6 +140,15 @@ static struct json_object *cmd_tenant_add(sqlite3 *db, const struct cli *c, stru
     return ops_tenant_add(db, c->pos[0], err);
 }
 
+/* tenant set NAME --weight N: its share of a contended queue (R-PRIO-2). */
+static struct json_object *cmd_tenant_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    struct ops_i64 weight;
+    if (cli_num(c, "weight", &weight, err) != 0)
+        return NULL;
+    return ops_tenant_set(db, c->pos[0], weight, err);
+}
+
 static struct json_object *cmd_tenant_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
     return ops_tenant_rm(db, c->pos[0], err);
@@ -185,7 +194,10 @@ static int cli_endpoint_opts(const struct cli *c, struct ops_endpoint_opts *o,
         cli_onoff(c, "stream-guard", &o->stream_guard, err) != 0 ||
         cli_num(c, "connect-timeout-ms", &o->connect_timeout_ms, err) != 0 ||
         cli_num(c, "first-byte-timeout-ms", &o->first_byte_timeout_ms, err) != 0 ||
-        cli_num(c, "idle-timeout-ms", &o->idle_timeout_ms, err) != 0)
+        cli_num(c, "idle-timeout-ms", &o->idle_timeout_ms, err) != 0 ||
+        cli_num(c, "max-concurrency", &o->max_concurrency, err) != 0 ||
+        cli_num(c, "queue-max", &o->queue_max, err) != 0 ||
+        cli_num(c, "queue-timeout-ms", &o->queue_timeout_ms, err) != 0)
         return -1;
     return 0;
 }
@@ -315,19 +327,45 @@ int cli_key_limits(const struct cli *c, struct ops_key_limits *l, struct ops_err
     return 0;
 }
 
+/* R-PRIO-2: --priority N and --max-priority N|none (none: no higher than --priority). */
+static int cli_key_priority(const struct cli *c, struct ops_key_priority *p, struct ops_error *err)
+{
+    const char *max = cli_opt(c, "max-priority");
+    p->max_priority.set = 0;
+    if (cli_num(c, "priority", &p->priority, err) != 0)
+        return -1;
+    if (max && strcmp(max, "none") == 0) {
+        p->max_priority.set = 1;
+        p->max_priority.v = -1;
+        return 0;
+    }
+    if (cli_num(c, "max-priority", &p->max_priority, err) != 0)
+        return -1;
+    if (p->max_priority.set && p->max_priority.v < 0) {
+        err->kind = OPS_ERR_INVALID;
+        snprintf(err->param, sizeof err->param, "max_priority");
+        snprintf(err->message, sizeof err->message, "--max-priority must be 0 to 9, or none");
+        return -1;
+    }
+    return 0;
+}
+
 static struct json_object *cmd_key_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_key_limits l;
-    if (cli_key_limits(c, &l, err) != 0)
+    struct ops_key_priority p;
+    if (cli_key_limits(c, &l, err) != 0 || cli_key_priority(c, &p, err) != 0)
         return NULL;
-    return ops_key_add(db, cli_opt(c, "user"), cli_opt(c, "name"), &l, err);
+    return ops_key_add(db, cli_opt(c, "user"), cli_opt(c, "name"), &l, &p, err);
 }
 
 static struct json_object *cmd_key_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_key_limits l;
+    struct ops_key_priority prio;
     int64_t id;
-    if (cli_id(c->pos[0], &id, err) != 0 || cli_key_limits(c, &l, err) != 0)
+    if (cli_id(c->pos[0], &id, err) != 0 || cli_key_limits(c, &l, err) != 0 ||
+        cli_key_priority(c, &prio, err) != 0)
         return NULL;
     /* R-AUTO-1: `key set ID --auto on|off --strategy S` is the key's routing policy. */
     const char *a = cli_opt(c, "auto"), *s = cli_opt(c, "strategy");
@@ -343,12 +381,13 @@ static struct json_object *cmd_key_set(sqlite3 *db, const struct cli *c, struct 
         if (!p)
             return NULL;
         int limits = l.qps_limit.set || l.concurrency_limit.set || l.daily_limit.set || l.monthly_quota.set ||
-                     l.tpm_limit.set || l.monthly_token_quota.set || cli_opt(c, "name");
+                     l.tpm_limit.set || l.monthly_token_quota.set || cli_opt(c, "name") ||
+                     prio.priority.set || prio.max_priority.set;
         if (!limits)
             return p;
         json_object_put(p);
     }
-    return ops_key_set(db, id, cli_opt(c, "name"), &l, err);
+    return ops_key_set(db, id, cli_opt(c, "name"), &l, &prio, err);
 }
 
 static struct json_object *cmd_key_revoke(sqlite3 *db, const struct cli *c, struct ops_error *err)
@@ -410,7 +449,8 @@ static struct json_object *cmd_stats(sqlite3 *db, const struct cli *c, struct op
 #define ENDPOINT_OPTS "algorithm= protocol= affinity= stream-guard= health-path=" \
     " connect-timeout-ms= first-byte-timeout-ms= idle-timeout-ms= upstream-auth-stdin" \
     " clear-upstream-auth wake-url= health-check= failure-threshold= start-period-seconds=" \
-    " business-probe-rounds= anthropic-version= default-max-tokens="
+    " business-probe-rounds= anthropic-version= default-max-tokens= max-concurrency= queue-max=" \
+    " queue-timeout-ms="
 #define KEY_LIMIT_OPTS "qps-limit= concurrency-limit= daily-limit= monthly-quota=" \
     " tpm-limit= monthly-token-quota= qps= concurrency= daily= monthly= tpm= monthly-tokens="
 
@@ -428,6 +468,7 @@ static const struct cli_cmd {
 } cli_cmds[] = {
     {"init", NULL, "", "", "", 1, cmd_init},
     {"tenant", "add", "NAME", "", "", 0, cmd_tenant_add},
+    {"tenant", "set", "NAME", "weight=", "", 0, cmd_tenant_set},
     {"tenant", "rm", "NAME", "", "", 0, cmd_tenant_rm},
     {"user", "add", "NAME", "tenant= role= password-stdin " KEY_LIMIT_OPTS, "tenant", 0, cmd_user_add},
     {"user", "set", "NAME", "role= password-stdin", "", 0, cmd_user_set},
@@ -446,8 +487,8 @@ static const struct cli_cmd {
     {"route", "set", "ID", "priority= weight= target-model= status= endpoint=", "", 0,
      cmd_route_set},
     {"route", "rm", "ID", "", "", 0, cmd_route_rm},
-    {"key", "add", "", "user= name= " KEY_LIMIT_OPTS, "user", 0, cmd_key_add},
-    {"key", "set", "ID", "name= auto= strategy= " KEY_LIMIT_OPTS, "", 0, cmd_key_set},
+    {"key", "add", "", "user= name= priority= max-priority= " KEY_LIMIT_OPTS, "user", 0, cmd_key_add},
+    {"key", "set", "ID", "name= auto= strategy= priority= max-priority= " KEY_LIMIT_OPTS, "", 0, cmd_key_set},
     {"key", "revoke", "ID", "", "", 0, cmd_key_revoke},
     {"list", "tenants", "", CLI_LIST_OPTS, "", 0, cmd_list_tenants},
     {"list", "users", "", CLI_LIST_OPTS, "", 0, cmd_list_users},
@@ -459,13 +500,17 @@ static const struct cli_cmd {
     {"list", "policies", "", CLI_LIST_OPTS, "", 0, cmd_list_policies},
     {"list", "audit", "", CLI_LIST_OPTS " type=", "", 0, cmd_list_audit},
     {"list", "alerts", "", CLI_LIST_OPTS " status=", "", 0, cmd_list_alerts},
+    {"list", "quotas", "", CLI_LIST_OPTS " model= scope=", "", 0, cmd_list_quotas},
     {"show", NULL, "KIND ID", "", "", 0, cmd_show},
     {"user", "ceiling", "NAME", KEY_LIMIT_OPTS, "", 0, cmd_user_ceiling},
     {"endpoint", "test", "NAME", "timeout-ms=", "", 0, cmd_endpoint_test},
     {"key", "policy", "ID", "auto-routing= strategy=", "", 0, cmd_key_policy},
     {"policy", "set", "MODEL", "purpose= routing= quality= price-input= price-output= price-in= price-out= tools="
-     " vision= max-context= max-output= description=", "", 0, cmd_policy_set},
+     " vision= max-context= max-output= description= shrink-max-tokens=", "", 0, cmd_policy_set},
     {"policy", "rm", "MODEL", "", "", 0, cmd_policy_rm},
+    {"quota", "set", "", QUOTA_TARGET_OPTS " concurrency= rpm= daily-tokens= monthly-tokens= queue-max=", "", 0,
+     cmd_quota_set},
+    {"quota", "rm", "", QUOTA_TARGET_OPTS, "", 0, cmd_quota_rm},
     {"config", "get", "", "", "", 0, cmd_config_get},
     {"config", "set", "NAME VALUE", "", "", 0, cmd_config_set},
     {"node", "add", "NAME", "status= metrics-url=", "", 0, cmd_node_add},

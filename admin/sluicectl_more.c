@@ -1,6 +1,6 @@
 /* sluicectl_more.c: sluicectl's listings and the commands that mirror the rest of the
- * management API (R-ADM-4): show, ceilings, endpoint test, policies, config, nodes,
- * audit, alerts, usage. Each calls one ops_* operation, as the admin CGI does. */
+ * management API (R-ADM-4): show, ceilings, endpoint test, policies, quota layers, config,
+ * nodes, audit, alerts, usage. Each calls one ops_* operation, as the admin CGI does. */
 #include "cli.h"
 
 #include "settings.h"
@@ -30,6 +30,7 @@ static int more_list(const struct cli *c, struct ops_list *l, struct ops_error *
     l->model = cli_opt(c, "model");
     l->status = cli_opt(c, "status");
     l->object_type = cli_opt(c, "type");
+    l->scope = cli_opt(c, "scope");
     if (cli_num(c, "limit", &limit, err) != 0 || cli_num(c, "offset", &offset, err) != 0)
         return -1;
     l->limit = limit.set ? limit.v : 0;
@@ -53,6 +54,7 @@ MORE_LIST(cmd_list_nodes, ops_node_list)
 MORE_LIST(cmd_list_policies, ops_policy_list)
 MORE_LIST(cmd_list_audit, ops_audit_list)
 MORE_LIST(cmd_list_alerts, ops_alert_list)
+MORE_LIST(cmd_list_quotas, ops_quota_list)
 
 struct json_object *cmd_usage(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
@@ -219,6 +221,7 @@ struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_
         more_scaled(c, "price-output", 6, &o.price_output_micro, err) != 0 ||
         (!o.price_input_micro.set && more_scaled(c, "price-in", 6, &o.price_input_micro, err) != 0) ||
         (!o.price_output_micro.set && more_scaled(c, "price-out", 6, &o.price_output_micro, err) != 0) ||
+        cli_onoff(c, "shrink-max-tokens", &o.shrink_max_tokens, err) != 0 ||
         cli_num(c, "max-context", &o.max_context, err) != 0 ||
         cli_num(c, "max-output", &o.max_output, err) != 0)
         return NULL;
@@ -228,6 +231,82 @@ struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_
 struct json_object *cmd_policy_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
     return ops_policy_rm(db, c->pos[0], err);
+}
+
+/* ---- quota layers (R-KEY-6) ------------------------------------------------------- */
+
+/* The one target of quota set|rm: its scope and name. NULL with err set unless exactly one. */
+static const char *more_quota_target(const struct cli *c, const char **name, struct ops_error *err)
+{
+    const char *scope = NULL;
+    *name = NULL;
+    for (int i = 0; i < AUTHZ_NQSCOPES; i++) {
+        const char *v = cli_opt(c, authz_quota_scope_names[i]);
+        if (!v)
+            continue;
+        if (scope) {
+            more_fail(err, authz_quota_scope_names[i],
+                      "give exactly one of --tenant, --user, --endpoint, --model");
+            return NULL;
+        }
+        scope = authz_quota_scope_names[i];
+        *name = v;
+    }
+    if (!scope)
+        more_fail(err, "scope", "name the layer: --tenant T, --user U, --endpoint E or --model M");
+    return scope;
+}
+
+/* quota set (--tenant T | --user U | --endpoint E | --model M) [--concurrency N] [--rpm N]
+ * [--daily-tokens N] [--monthly-tokens N] [--queue-max N|none]: only the flags given change. */
+struct json_object *cmd_quota_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    struct ops_quota_opts o;
+    const char *name, *scope = more_quota_target(c, &name, err);
+    if (!scope)
+        return NULL;
+    const struct { const char *flag, *field; struct ops_i64 *v; } f[] = {
+        {"concurrency", "concurrency", &o.concurrency}, {"rpm", "rpm", &o.rpm},
+        {"daily-tokens", "daily_tokens", &o.daily_tokens}, {"monthly-tokens", "monthly_tokens", &o.monthly_tokens},
+        {"queue-max", "queue_max", &o.queue_max},
+    };
+    memset(&o, 0, sizeof o);
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        const char *v = cli_opt(c, f[i].flag);
+        if (!v)
+            continue;
+        /* R-KEY-6: each scope takes its own limits; the message names the flags it takes. */
+        if (!ops_quota_takes(scope, f[i].field)) {
+            char takes[96] = "";
+            for (size_t j = 0; j < sizeof f / sizeof f[0]; j++)
+                if (ops_quota_takes(scope, f[j].field))
+                    snprintf(takes + strlen(takes), sizeof takes - strlen(takes), "%s--%s", takes[0] ? ", " : "",
+                             f[j].flag);
+            err->kind = OPS_ERR_INVALID;
+            snprintf(err->param, sizeof err->param, "%s", f[i].field);
+            snprintf(err->message, sizeof err->message, "--%s does not apply to a %s quota (it takes %s)",
+                     f[i].flag, scope, takes);
+            return NULL;
+        }
+        if (strcmp(f[i].flag, "queue-max") == 0 && strcmp(v, "none") == 0) {
+            o.queue_max.set = 1;        /* back to the endpoint's queue_max */
+            o.queue_max.v = -1;
+        } else if (cli_num(c, f[i].flag, f[i].v, err) != 0) {
+            return NULL;
+        } else if (f[i].v->v < 0) {
+            err->kind = OPS_ERR_INVALID;
+            snprintf(err->param, sizeof err->param, "%s", f[i].field);
+            snprintf(err->message, sizeof err->message, "--%s must be 0 (no limit) or more", f[i].flag);
+            return NULL;
+        }
+    }
+    return ops_quota_set(db, scope, name, &o, err);
+}
+
+struct json_object *cmd_quota_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    const char *name, *scope = more_quota_target(c, &name, err);
+    return scope ? ops_quota_rm(db, scope, name, err) : NULL;
 }
 
 struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_error *err)

@@ -161,7 +161,7 @@ test('R-ADM-3: sign in through the form; a wrong password is refused', { timeout
   assert.match(await page.textContent('#who-name'), /^oper · default$/);
   assert.equal(await page.textContent('#who-role'), 'operator');
   const tabs = await page.$$eval('#tabs a', (as) => as.map((a) => a.textContent));
-  assert.deepEqual(tabs, ['Endpoints', 'Routes', 'Keys', 'Usage', 'Alerts', 'Audit', 'Users', 'Live']);
+  assert.deepEqual(tabs, ['Endpoints', 'Routes', 'Keys', 'Quotas', 'Usage', 'Alerts', 'Audit', 'Users', 'Live']);
   // R-SEC-7: the password travelled in the body only.
   assert.ok(!page.url().includes(ENV.password) && !page.url().includes('password'), page.url());
   const cookies = await contexts[0].cookies(BASE);
@@ -276,6 +276,7 @@ test('R-ADM-3: a key with limits, shown once', { timeout: T }, async () => {
   const limits = { qps_limit: 50, concurrency_limit: 10, daily_limit: 1000, monthly_quota: 20000, tpm_limit: 100000, monthly_token_quota: 5000000 };
   await page.fill('#key-form [name="name"]', 'ui-key');
   for (const [k, v] of Object.entries(limits)) await page.fill(`#key-form [name="${k}"]`, String(v));
+  await page.fill('#key-form [name="priority"]', '3');   // R-PRIO-2
   await page.click('#key-form button[type="submit"]');
   state.key = await takeSecret();
   assert.match(state.key, /^sk-tenant-/);
@@ -283,11 +284,73 @@ test('R-ADM-3: a key with limits, shown once', { timeout: T }, async () => {
   const k = keys.find((x) => x.name === 'ui-key');
   assert.ok(k && state.key.startsWith(k.prefix), JSON.stringify(keys));
   for (const [name, v] of Object.entries(limits)) assert.equal(k[name], v, name);
+  assert.deepEqual([k.priority, k.max_priority], [3, null]);
   assert.equal(k.user, 'oper');
   const row = page.locator('#key-list tr', { hasText: 'ui-key' });
   assert.match(await row.textContent(), /0 \/ 1,000/);
   assert.ok(!(await page.content()).includes(state.key), 'the key is no longer in the page');
   state.keyId = k.id;
+});
+
+test('issue 14: the Quotas tab: create quota layers, see them listed, edit one, delete them', { timeout: 30000 }, async () => {
+  await tab('quotas');
+  const rowOf = (target) => page.locator('#quota-list tbody tr').filter({ has: page.locator('.quota-target-name', { hasText: new RegExp(`^${target}$`) }) });
+  // A user layer: the form shows only the limits a user layer takes (R-KEY-6).
+  await openPanel('new-quota');
+  await page.selectOption('#quota-form [name="scope"]', 'user');
+  await page.selectOption('#quota-form [name="target"]', 'mia');
+  assert.ok(await page.isHidden('#quota-form [data-limit="concurrency"]'), 'no concurrency for a user layer');
+  await page.fill('#quota-form [name="rpm"]', '120');
+  await page.fill('#quota-form [name="daily_tokens"]', '50000');
+  await page.click('#quota-form button[type="submit"]');
+  await rowOf('mia').waitFor();
+  assert.match(await rowOf('mia').textContent(), /120/);
+  // A model layer with its queue length.
+  await openPanel('new-quota');
+  await page.selectOption('#quota-form [name="scope"]', 'model');
+  await page.fill('#quota-form [name="target"]', 'ui-model');
+  await page.fill('#quota-form [name="concurrency"]', '3');
+  await page.fill('#quota-form [name="queue_max"]', '5');
+  await page.click('#quota-form button[type="submit"]');
+  await rowOf('ui-model').waitFor();
+  let qs = (await apiGet('quotas')).data;
+  const user = qs.find((q) => q.scope === 'user' && q.user === 'mia');
+  const model = qs.find((q) => q.scope === 'model' && q.model === 'ui-model');
+  assert.ok(user && model, JSON.stringify(qs));
+  assert.deepEqual([user.rpm, user.daily_tokens, user.tenant], [120, 50000, 'acme']);
+  assert.deepEqual([model.concurrency, model.queue_max], [3, 5]);
+  await shoot('quotas-1280');
+
+  // Edit the model layer in its dialog: what the server stored changes.
+  await rowOf('ui-model').locator('[data-action="edit"]').click();
+  await page.fill('dialog.dialog[open] [name="concurrency"]', '4');
+  await page.fill('dialog.dialog[open] [name="queue_max"]', '');
+  await page.click('dialog.dialog[open] button[type="submit"]');
+  await page.locator('dialog.dialog[open]').waitFor({ state: 'detached' });
+  await rowOf('ui-model').filter({ hasText: 'endpoint’s' }).waitFor();
+  const edited = await apiGet(`quotas/${model.id}`);
+  assert.deepEqual([edited.concurrency, edited.queue_max], [4, null]);
+
+  // Delete both, each after its confirmation.
+  for (const target of ['mia', 'ui-model']) {
+    await rowOf(target).locator('[data-action="delete"]').click();
+    await page.locator('dialog.dialog[open] button', { hasText: 'Delete' }).click();
+    await rowOf(target).waitFor({ state: 'detached' });
+  }
+  qs = (await apiGet('quotas')).data;
+  assert.ok(!qs.some((q) => q.id === user.id || q.id === model.id), JSON.stringify(qs));
+
+  // R-PRIO-1: an endpoint's queue from its card.
+  await tab('endpoints');
+  const card = page.locator('section.endpoint[data-endpoint="ep-b"]');
+  await card.locator('[data-action="queue"]').click();
+  await page.fill('dialog.dialog[open] [name="max_concurrency"]', '16');
+  await page.fill('dialog.dialog[open] [name="queue_max"]', '40');
+  await page.click('dialog.dialog[open] button[type="submit"]');
+  await page.locator('dialog.dialog[open]').waitFor({ state: 'detached' });
+  await card.locator('dd', { hasText: '40 · 10000 ms' }).waitFor();
+  const ep = (await apiGet('endpoints')).data.find((e) => e.name === 'ep-b');
+  assert.deepEqual([ep.max_concurrency, ep.queue_max, ep.queue_timeout_ms], [16, 40, 10000]);
 });
 
 test('traffic with the new key follows the route', { timeout: 30000 }, async () => {
@@ -408,7 +471,7 @@ test('R-ADM-3: alerts and audit tables', { timeout: T }, async () => {
 
 test('R-ADM-3: phone width (390x844): every section fits, tables scroll in their box', { timeout: 40000 }, async () => {
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const id of ['endpoints', 'routes', 'keys', 'usage', 'alerts', 'audit', 'people', 'live']) {
+  for (const id of ['endpoints', 'routes', 'keys', 'quotas', 'usage', 'alerts', 'audit', 'people', 'live']) {
     await page.evaluate((v) => { location.hash = v; }, id);
     await page.waitForSelector(`.view-body[data-view="${id}"][data-ready]`);
     if (id === 'usage') await page.waitForSelector('#usage-requests svg.chart');

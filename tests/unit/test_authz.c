@@ -300,6 +300,75 @@ static void test_upstream_url(void)
     }
 }
 
+/* R-KEY-6, R-SEC-5: quota layers — the operator all; an admin its tenant's user and endpoint
+ * layers (never tenant or model layers, never raising its own user's); members none. */
+static void test_quota(void)
+{
+    char why[256];
+    static const struct {
+        const char *what;
+        const struct authz_actor *who;
+        enum authz_op op;
+        enum authz_quota_scope scope;
+        struct authz_target t;
+        int loosens, allowed;
+    } rows[] = {
+        {"op sets a tenant layer", &OP, AUTHZ_CREATE, AUTHZ_QSCOPE_TENANT, {T_B, 0, 0}, 0, A},
+        {"op sets a model layer", &OP, AUTHZ_UPDATE, AUTHZ_QSCOPE_MODEL, {0, 0, 0}, 1, A},
+        {"op raises its own user's layer", &OP, AUTHZ_UPDATE, AUTHZ_QSCOPE_USER, {T_DEF, 10, AUTHZ_OPERATOR}, 1, A},
+        {"admin sets own tenant's user layer", &ADM, AUTHZ_CREATE, AUTHZ_QSCOPE_USER, {T_A, 22, AUTHZ_MEMBER}, 0, A},
+        {"admin raises own tenant's member layer", &ADM, AUTHZ_UPDATE, AUTHZ_QSCOPE_USER, {T_A, 22, AUTHZ_MEMBER}, 1, A},
+        {"admin deletes own tenant's endpoint layer", &ADM, AUTHZ_DELETE, AUTHZ_QSCOPE_ENDPOINT, {T_A, 0, 0}, 1, A},
+        {"admin reads own tenant's endpoint layer", &ADM, AUTHZ_READ, AUTHZ_QSCOPE_ENDPOINT, {T_A, 0, 0}, 0, A},
+        {"admin sets other tenant's user layer", &ADM, AUTHZ_CREATE, AUTHZ_QSCOPE_USER, {T_B, 30, AUTHZ_ADMIN}, 0, D},
+        {"admin reads other tenant's endpoint layer", &ADM, AUTHZ_READ, AUTHZ_QSCOPE_ENDPOINT, {T_B, 0, 0}, 0, D},
+        {"admin sets own tenant's layer", &ADM, AUTHZ_CREATE, AUTHZ_QSCOPE_TENANT, {T_A, 0, 0}, 0, D},
+        {"admin reads own tenant's layer", &ADM, AUTHZ_READ, AUTHZ_QSCOPE_TENANT, {T_A, 0, 0}, 0, D},
+        {"admin sets a model layer", &ADM, AUTHZ_CREATE, AUTHZ_QSCOPE_MODEL, {0, 0, 0}, 0, D},
+        {"admin lowers its own user's layer", &ADM, AUTHZ_UPDATE, AUTHZ_QSCOPE_USER, {T_A, 20, AUTHZ_ADMIN}, 0, A},
+        {"admin raises its own user's layer", &ADM, AUTHZ_UPDATE, AUTHZ_QSCOPE_USER, {T_A, 20, AUTHZ_ADMIN}, 1, D},
+        {"admin deletes its own user's layer", &ADM, AUTHZ_DELETE, AUTHZ_QSCOPE_USER, {T_A, 20, AUTHZ_ADMIN}, 1, D},
+        {"admin sets an operator's layer", &ADM, AUTHZ_CREATE, AUTHZ_QSCOPE_USER, {T_A, 11, AUTHZ_OPERATOR}, 0, D},
+        {"member reads its own user's layer", &MEM, AUTHZ_READ, AUTHZ_QSCOPE_USER, {T_A, 21, AUTHZ_MEMBER}, 0, D},
+        {"member sets an endpoint layer", &MEM, AUTHZ_CREATE, AUTHZ_QSCOPE_ENDPOINT, {T_A, 0, 0}, 0, D},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        why[0] = '\0';
+        int got = authz_quota(rows[r].who, rows[r].op, rows[r].scope, &rows[r].t, rows[r].loosens, why, sizeof why) == 0;
+        CHECK(got == rows[r].allowed, "%s: got %s (%s)", rows[r].what, got ? "allowed" : "denied", why);
+    }
+    CHECK(authz_quota_scopes(AUTHZ_MEMBER) == 0, "members see no layer");
+    CHECK(authz_quota_scope_parse("endpoint") == AUTHZ_QSCOPE_ENDPOINT && authz_quota_scope_parse("x") < 0,
+          "scope names");
+}
+
+/* R-PRIO-2, R-SEC-5: nobody but the operator raises its own key's priority (0 the highest). */
+static void test_key_priority(void)
+{
+    char why[256];
+    const struct authz_target own = {T_A, 21, AUTHZ_MEMBER}, other = {T_A, 22, AUTHZ_MEMBER};
+    static const struct {
+        const char *what;
+        int old, old_max, want, want_max, own, allowed;
+    } rows[] = {
+        {"lower own priority", 5, 5, 7, -1, 1, A},
+        {"raise own priority", 5, 5, 2, -1, 1, D},
+        {"raise own max_priority", 5, 5, -1, 3, 1, D},
+        {"lower own max_priority below priority", 5, 3, -1, 4, 1, A},
+        {"clear own max_priority", 5, 3, -1, -2, 1, A},
+        {"keep priority, clear max_priority: the same", 5, 5, -1, -2, 1, A},
+        {"admin raises another's key", 5, 5, 0, 0, 0, A},
+    };
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        const struct authz_actor *who = rows[r].own ? &MEM : &ADM;
+        int got = authz_key_priority(who, rows[r].own ? &own : &other, rows[r].old, rows[r].old_max, rows[r].want,
+                                     rows[r].want_max, why, sizeof why) == 0;
+        CHECK(got == rows[r].allowed, "%s: got %s", rows[r].what, got ? "allowed" : "denied");
+    }
+    CHECK(authz_key_priority(&OP, &(struct authz_target){T_DEF, 10, AUTHZ_OPERATOR}, 5, 5, 0, 0, why, sizeof why) == 0,
+          "the operator sets what it likes");
+}
+
 int main(void)
 {
     test_check();
@@ -309,5 +378,7 @@ int main(void)
     test_user();
     test_ceiling_after();
     test_upstream_url();
+    test_quota();
+    test_key_priority();
     return check_done();
 }

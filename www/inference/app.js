@@ -7,6 +7,7 @@ import { clear, h, notify, replace } from './js/dom.js';
 import * as endpoints from './js/views/endpoints.js';
 import * as routes from './js/views/routes.js';
 import * as keys from './js/views/keys.js';
+import * as quotas from './js/views/quotas.js';
 import * as usage from './js/views/usage.js';
 import * as alerts from './js/views/alerts.js';
 import * as audit from './js/views/audit.js';
@@ -18,6 +19,8 @@ const VIEWS = [
   { id: 'endpoints', label: 'Endpoints', roles: ['operator', 'admin'], mod: endpoints },
   { id: 'routes', label: 'Routes', roles: ['operator', 'admin', 'member'], mod: routes },
   { id: 'keys', label: 'Keys', roles: ['operator', 'admin', 'member'], mod: keys },
+  // R-KEY-6: quota layers; an admin sees (and the API lets it set) its tenant's user and endpoint ones.
+  { id: 'quotas', label: 'Quotas', roles: ['operator', 'admin'], mod: quotas },
   { id: 'usage', label: 'Usage', roles: ['operator', 'admin', 'member'], mod: usage },
   { id: 'alerts', label: 'Alerts', roles: ['operator', 'admin'], mod: alerts },
   { id: 'audit', label: 'Audit', roles: ['operator', 'admin'], mod: audit },

@@ -1,10 +1,11 @@
 // endpoints.js: the Endpoints section (R-ADM-3): each endpoint with its balancing
-// algorithm, affinity, protocol and its replicas' health; create endpoint, add replica,
-// rotate the endpoint key (shown once) and the one-click test (R-ANT-5).
+// algorithm, affinity, protocol, concurrency cap and wait queue (R-PRIO-1) and its replicas'
+// health; create endpoint, add replica, change the queue, rotate the endpoint key (shown
+// once) and the one-click test (R-ANT-5).
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
 import {
-  badge, confirmDialog, field, fmtTime, h, notify, onSubmit, replace, select, showSecret, table,
+  badge, confirmDialog, field, fmtLimit, fmtTime, formDialog, h, notify, onSubmit, replace, select, showSecret, table,
 } from '../dom.js';
 import { errorText, panel, refreshButton, tenantField, viewHeader } from './parts.js';
 
@@ -12,6 +13,24 @@ const ALGORITHMS = ['round_robin', 'least_connections', 'random', 'engine_aware'
 const PROTOCOLS = ['openai', 'anthropic'];
 const ENGINES = ['vllm', 'ollama', 'openai', 'anthropic', 'other'];
 const STATES = ['running', 'sleeping', 'disabled'];
+
+// R-PRIO-1: the endpoint's cap over all replicas and the bounds of its wait queue.
+function queue_fields(e = {}) {
+  const num = (name, value, min = 0) => h('input', { name, type: 'number', min, step: 1, value, inputmode: 'numeric' });
+  return [
+    field('Max concurrency', num('max_concurrency', e.max_concurrency ?? 0), 'over all replicas; 0 = no cap'),
+    field('Queue length', num('queue_max', e.queue_max ?? 100), 'requests waiting when full'),
+    field('Queue timeout (ms)', num('queue_timeout_ms', e.queue_timeout_ms ?? 10000), 'longest wait'),
+  ];
+}
+
+function queue_values(v) {
+  const out = {};
+  for (const name of ['max_concurrency', 'queue_max', 'queue_timeout_ms']) {
+    if (Number.isFinite(v[name])) out[name] = Math.trunc(v[name]);
+  }
+  return out;
+}
 
 export async function render(root, ctx) {
   const list = h('div', { class: 'stack', id: 'endpoint-list' });
@@ -41,11 +60,13 @@ async function endpoints_create_form(ctx, reload) {
     field('Health path', h('input', { name: 'health_path', value: '/health', maxlength: 256 })),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'affinity' }), 'Session affinity'),
     h('label', { class: 'check' }, h('input', { type: 'checkbox', name: 'health_check', checked: true }), 'Health checks'),
+    queue_fields(),
     h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn' }, 'Create endpoint')));
   return onSubmit(form, async (v) => {
     const ep = await api_post('endpoints', {
       name: v.name, tenant: v.tenant, algorithm: v.algorithm, protocol: v.protocol,
       health_path: v.health_path || '/health', affinity: v.affinity, health_check: v.health_check,
+      ...queue_values(v),
     });
     form.reset();
     form.closest('details').open = false;
@@ -80,6 +101,15 @@ function endpoint_card(e, reps, reload) {
       notify(errorText(err), 'error');
     }
   });
+  const queue = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'queue' }, 'Queue');
+  queue.addEventListener('click', async () => {
+    const done = await formDialog(`Queue of ${e.name}`, queue_fields(e), 'Save',
+      (v) => api_patch(`endpoints/${api_id(e.id)}`, queue_values(v)));
+    if (done) {
+      notify(`Queue of ${e.name} saved`);
+      await reload();
+    }
+  });
   const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm' }, 'Delete');
   del.addEventListener('click', async () => {
     if (!await confirmDialog('Delete endpoint', `Delete ${e.name}, its replicas and its routes?`, 'Delete', true)) return;
@@ -95,13 +125,15 @@ function endpoint_card(e, reps, reload) {
     meta_item('Algorithm', e.algorithm), meta_item('Protocol', e.protocol),
     meta_item('Affinity', e.affinity ? 'on' : 'off'),
     meta_item('Health check', e.health_check ? `${e.health_path}` : 'off'),
+    meta_item('Max concurrency', fmtLimit(e.max_concurrency)),
+    meta_item('Queue', `${e.queue_max} · ${e.queue_timeout_ms} ms`),
     meta_item('Key', e.key_prefix ? `${e.key_prefix}…` : '–'),
     meta_item('Created', fmtTime(e.created_at)));
   return h('section', { class: 'card endpoint', 'data-endpoint': e.name },
     h('div', { class: 'card-head' },
       h('div', { class: 'card-title' }, h('h2', { class: 'endpoint-name' }, e.name),
         h('span', { class: 'chip' }, e.tenant), endpoint_health(reps)),
-      h('div', { class: 'card-actions' }, test, rotate, del)),
+      h('div', { class: 'card-actions' }, test, queue, rotate, del)),
     meta, verdict, replicas_table(e, reps, reload), replica_form(e, reload));
 }
 

@@ -1,11 +1,29 @@
-// keys.js: the Keys section (R-ADM-3, R-KEY-1): member keys with their six limits and
-// what they used today and this month; create a key (shown once), change limits, revoke.
+// keys.js: the Keys section (R-ADM-3, R-KEY-1): member keys with their six limits, their
+// queue priority (R-PRIO-2) and what they used today and this month; create a key (shown
+// once), change limits and priority, revoke.
 
 import { api_delete, api_get, api_id, api_list_all, api_patch, api_post } from '../api.js';
 import {
   badge, confirmDialog, field, fmtLimit, fmtNum, formDialog, h, notify, onSubmit, replace, select, showSecret, table,
 } from '../dom.js';
 import { errorText, limitFields, limitValues, panel, refreshButton, utcDay, viewHeader } from './parts.js';
+
+// R-PRIO-2: 0 is the highest; max priority empty = no higher than the key's own.
+function priority_fields(k = {}) {
+  return [
+    field('Priority', h('input', { name: 'priority', type: 'number', min: 0, max: 9, step: 1, value: k.priority ?? 5 }),
+      'in the wait queue: 0 first, 9 last'),
+    field('Max priority', h('input', { name: 'max_priority', type: 'number', min: 0, max: 9, step: 1, value: k.max_priority ?? '', placeholder: 'its own' }),
+      'the highest X-Priority may ask; empty = its own'),
+  ];
+}
+
+function priority_values(v) {
+  const out = {};
+  if (Number.isFinite(v.priority)) out.priority = Math.trunc(v.priority);
+  out.max_priority = Number.isFinite(v.max_priority) ? Math.trunc(v.max_priority) : null;
+  return out;
+}
 
 export async function render(root, ctx) {
   const list = h('div', { id: 'key-list' });
@@ -26,10 +44,11 @@ async function keys_form(ctx, reload) {
   }
   const form = h('form', { class: 'form-grid', method: 'post', id: 'key-form' },
     owner, field('Name', h('input', { name: 'name', maxlength: 128, placeholder: 'e.g. batch-jobs' })),
-    limitFields(),
+    limitFields(), priority_fields(),
     h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn' }, 'Create key')));
   return onSubmit(form, async (v) => {
-    const body = { ...limitValues(v) };
+    const body = { ...limitValues(v), ...priority_values(v) };
+    if (body.max_priority === null) delete body.max_priority;
     if (v.user) body.user = v.user;
     if (v.name) body.name = v.name;
     const k = await api_post('tenant/api-keys', body);
@@ -77,6 +96,7 @@ async function keys_load(list, ctx, reload) {
     { label: 'Calls this month', cell: (k) => usage_cell(mon(k).requests || 0, k.monthly_quota) },
     { label: 'Tokens / min', cell: (k) => fmtLimit(k.tpm_limit), class: 'num' },
     { label: 'Tokens this month', cell: (k) => usage_cell(mon(k).total_tokens || 0, k.monthly_token_quota) },
+    { label: 'Priority', cell: (k) => (k.max_priority === null || k.max_priority === k.priority ? String(k.priority) : `${k.priority} (up to ${k.max_priority})`), class: 'num' },
     { label: '', class: 'actions', cell: (k) => (k.revoked ? '' : key_actions(k, reload)) },
   ];
   const sorted = [...keys].sort((a, b) => Number(a.revoked) - Number(b.revoked) || b.id - a.id);
@@ -86,8 +106,8 @@ async function keys_load(list, ctx, reload) {
 function key_actions(k, reload) {
   const edit = h('button', { type: 'button', class: 'btn btn-secondary btn-sm' }, 'Limits');
   edit.addEventListener('click', async () => {
-    const done = await formDialog(`Limits of ${k.name || k.prefix}`, limitFields(k), 'Save limits',
-      (v) => api_patch(`tenant/api-keys/${api_id(k.id)}`, limitValues(v)));
+    const done = await formDialog(`Limits of ${k.name || k.prefix}`, [limitFields(k), priority_fields(k)], 'Save limits',
+      (v) => api_patch(`tenant/api-keys/${api_id(k.id)}`, { ...limitValues(v), ...priority_values(v) }));
     if (done) {
       notify('Limits saved');
       await reload();

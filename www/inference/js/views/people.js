@@ -1,7 +1,8 @@
-// people.js: the Tenants & users section (R-ADM-1, R-ADM-2): the operator's tenants and
-// every manager's users with their roles; create and delete them.
+// people.js: the Tenants & users section (R-ADM-1, R-ADM-2): the operator's tenants with
+// their queue weights (R-PRIO-2) and every manager's users with their roles; create and
+// delete them.
 
-import { api_delete, api_id, api_list_all, api_post } from '../api.js';
+import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
 import { badge, confirmDialog, field, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
 import { errorText, panel, refreshButton, tenantField, viewHeader } from './parts.js';
 
@@ -38,9 +39,30 @@ async function tenants_load(box, reload) {
   const rows = await api_list_all('tenants');
   replace(box, table([
     { label: 'Tenant', cell: (t) => h('span', { class: 'tenant-name' }, t.name) },
+    { label: 'Weight', cell: (t) => weight_editor(t, reload), class: 'num' },
     { label: 'Created', cell: (t) => fmtTime(t.created_at) },
     { label: '', class: 'actions', cell: (t) => (t.name === 'default' ? '' : delete_button('tenant', t.name, `tenants/${api_id(t.id)}`, reload)) },
   ], rows));
+}
+
+// R-PRIO-2: a tenant's share of a contended queue against the others (1..1000).
+function weight_editor(t, reload) {
+  const input = h('input', { type: 'number', min: 1, max: 1000, step: 1, value: t.weight, class: 'input-narrow', 'aria-label': `Weight of ${t.name}`, 'data-tenant': t.id });
+  const save = h('button', { type: 'submit', class: 'btn btn-secondary btn-sm' }, 'Save');
+  const form = h('form', { class: 'weight-edit', method: 'post' }, input, save);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    save.disabled = true;
+    try {
+      await api_patch(`tenants/${api_id(t.id)}`, { weight: Number(input.value) });
+      notify(`Weight of ${t.name} is now ${input.value}`);
+      await reload();
+    } catch (err) {
+      notify(errorText(err), 'error');
+      save.disabled = false;
+    }
+  });
+  return form;
 }
 
 async function user_form(ctx, reload) {
