@@ -38,9 +38,12 @@ def teardown(c):
 
 
 def configure(c, replica_cap=0, endpoint_cap=0, queue_max=100, queue_timeout_ms=10000):
-    c.gw.sql_write("UPDATE replicas SET max_concurrency = ?", replica_cap)
-    c.gw.sql_write("UPDATE endpoints SET max_concurrency = ?, queue_max = ?, queue_timeout_ms = ?",
-                   endpoint_cap, queue_max, queue_timeout_ms)
+    c.gw.ctl("replica", "set", "ep", c.fake.url, "--max-concurrency", replica_cap)
+    c.gw.ctl("endpoint", "set", "ep", "--max-concurrency", endpoint_cap, "--queue-max", queue_max,
+             "--queue-timeout-ms", queue_timeout_ms)
+    shown = [e for e in c.gw.ctl("list", "endpoints")["endpoints"] if e["name"] == "ep"][0]
+    assert (shown["max_concurrency"], shown["queue_max"], shown["queue_timeout_ms"]) == \
+        (endpoint_cap, queue_max, queue_timeout_ms), shown
     time.sleep(0.8)                 # every responder polls the configuration (250 ms)
     c.fake.reset()
 
@@ -237,7 +240,7 @@ def test_kill_9_while_holding_places_and_waiters_leaks_nothing(c):
 
 def test_priority_0_arriving_last_is_served_first(c):
     configure(c, replica_cap=1)
-    c.gw.sql_write("UPDATE api_keys SET max_priority = 0 WHERE id = ?", c.vip["id"])
+    c.gw.ctl("key", "set", c.vip["id"], "--max-priority", 0)
     time.sleep(0.6)
     order = []
     lock = threading.Lock()
