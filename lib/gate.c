@@ -17,6 +17,7 @@
 #define TAG_PROBES 32
 #define TAG_TENANT 1
 #define TAG_USER 2
+#define TAG_TENANT_VNOW 3               /* a tenant's own virtual time, for its users' tags */
 
 /* ---- futex on a shared mapping: a sleeper of one process, a waker of another */
 
@@ -122,17 +123,23 @@ static void tag_set(struct shm_gate *g, uint64_t key, int64_t finish, int64_t no
 }
 
 struct tags {
-    uint64_t tenant_key, user_key;
-    int64_t tenant_start, user_start;
+    uint64_t tenant_key, user_key, user_vnow_key;
+    int64_t tenant_start, user_start, user_vnow;
 };
 
+/* Two levels of start-time fair queueing: tenants against the endpoint's
+ * virtual time, a tenant's users against that tenant's own (each level's
+ * virtual time is the start tag last served at that level, so a user's tag
+ * and its tenant's clock move at the same pace). */
 static void tags_of(const struct shm_gate *g, int ep, int64_t tenant, int64_t user, struct tags *t)
 {
     int64_t vnow = ep >= 0 ? g->vnow[ep] : 0;
     t->tenant_key = tag_key(ep, TAG_TENANT, tenant);
     t->user_key = tag_key(ep, TAG_USER, user);
+    t->user_vnow_key = tag_key(ep, TAG_TENANT_VNOW, tenant);
     t->tenant_start = fairq_start(tag_finish(g, t->tenant_key), vnow);
-    t->user_start = fairq_start(tag_finish(g, t->user_key), vnow);
+    t->user_vnow = tag_finish(g, t->user_vnow_key);
+    t->user_start = fairq_start(tag_finish(g, t->user_key), t->user_vnow);
 }
 
 /* One request of (tenant, user) is served on ep: its tags move on. */
@@ -140,6 +147,8 @@ static void tags_served(struct shm_gate *g, int ep, const struct tags *t, int we
 {
     tag_set(g, t->tenant_key, fairq_finish(t->tenant_start, weight), now);
     tag_set(g, t->user_key, fairq_finish(t->user_start, 1), now);
+    if (t->user_start > t->user_vnow)
+        tag_set(g, t->user_vnow_key, t->user_start, now);
     if (ep >= 0 && t->tenant_start > g->vnow[ep])
         g->vnow[ep] = t->tenant_start;
 }

@@ -191,6 +191,8 @@ struct conn {
     bool loop;                     /* served by an event loop: I/O must not block */
     bool served;                   /* handed over after answering: flush, then keep-alive or close */
     bool owed;                     /* that answer was a data request whose stats await the flush */
+    bool counted;                  /* a data request is in the in-flight count (stats_begin) */
+    bool settled;                  /* ... and left it before its last bytes (stats_settle) */
     bool keep_after;               /* that answer allowed keep-alive */
     struct buf pending;            /* bytes the loop could not send */
     char xhead[256];               /* extra response header lines for the next reply_head(), which empties it */
@@ -359,7 +361,11 @@ enum outcome vllm_dcgm(struct conn *c, const struct behavior *b);
 
 /* fake_control.c */
 void stats_begin(struct conn *c);
-void stats_end(enum outcome o);
+/* The answer's last bytes are about to go: the request leaves the in-flight count now,
+ * before the client can have them and send its next request (a gateway's cap measured
+ * here must never look exceeded by our own bookkeeping). */
+void stats_settle(struct conn *c);
+void stats_end(struct conn *c, enum outcome o);
 enum outcome ctl_behavior(struct conn *c, const struct behavior *b);
 enum outcome ctl_reset(struct conn *c, const struct behavior *b);
 enum outcome ctl_stats(struct conn *c, const struct behavior *b);

@@ -152,7 +152,7 @@ static int conn_resume(struct conn *c)
     c->pending.len = 0;
     buf_trim(&c->pending);
     if (c->owed)
-        stats_end(rc == 0 ? OUT_COMPLETE : OUT_ABORTED);
+        stats_end(c, rc == 0 ? OUT_COMPLETE : OUT_ABORTED);
     c->owed = false;
     if (rc == 0 && !c->keep_after)
         conn_linger(c);

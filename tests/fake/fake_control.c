@@ -166,6 +166,8 @@ enum outcome ctl_metrics(struct conn *c, const struct behavior *b)
 
 void stats_begin(struct conn *c)
 {
+    c->settled = false;
+    c->counted = true;
     atomic_fetch_add(&S.requests, 1);
     long now = atomic_fetch_add(&S.inflight, 1) + 1;
     long max = atomic_load(&S.max_inflight);
@@ -179,9 +181,20 @@ void stats_begin(struct conn *c)
     pthread_mutex_unlock(&G.mu);
 }
 
-void stats_end(enum outcome o)
+void stats_settle(struct conn *c)
 {
-    atomic_fetch_sub(&S.inflight, 1);
+    if (!c->settled && c->counted) {
+        c->settled = true;
+        atomic_fetch_sub(&S.inflight, 1);
+    }
+}
+
+void stats_end(struct conn *c, enum outcome o)
+{
+    if (!c->settled)
+        atomic_fetch_sub(&S.inflight, 1);
+    c->settled = false;
+    c->counted = false;
     atomic_fetch_add(o == OUT_COMPLETE ? &S.completed : o == OUT_ABORTED ? &S.aborted : &S.died, 1);
 }
 

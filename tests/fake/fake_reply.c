@@ -70,6 +70,8 @@ enum outcome reply_send(struct conn *c, const struct behavior *b, int status, co
     bool partial = b->die_after >= 0 || b->hang_after >= 0;
     if (!c->req.is_head)
         buf_add(&c->out, c->rbody.p, partial ? c->rbody.len / 2 : c->rbody.len);
+    if (!partial)
+        stats_settle(c);
     if (conn_send(c, c->out.p, c->out.len) < 0)
         return OUT_ABORTED;
     if (b->die_after >= 0)
@@ -106,6 +108,8 @@ int reply_chunk(struct conn *c, const char *p, size_t n)
 
 int reply_chunk_end(struct conn *c)
 {
+    if (c->req.minor >= 1)
+        stats_settle(c);
     return c->req.minor >= 1 ? conn_send(c, "0\r\n\r\n", 5) : 0;
 }
 

@@ -109,7 +109,7 @@ static enum outcome data_serve(struct conn *c, const struct route *rt, bool meth
     if (c->loop && c->pending.len)
         c->owed = true;   /* not fully written yet: the connection thread counts it */
     else
-        stats_end(o);
+        stats_end(c, o);
     return o;
 }
 
