@@ -60,6 +60,8 @@ ssize_t conn_fill(struct conn *c, size_t limit)
 /* Writes all of p; on an event loop, what the socket won't take now is parked in c->pending. */
 int conn_send(struct conn *c, const char *p, size_t n)
 {
+    if (c->tl_open)
+        timeline_send(c);
     while (n > 0) {
         if (c->loop && c->pending.len) {
             buf_add(&c->pending, p, n);   /* keep the order behind what is already parked */
@@ -152,7 +154,7 @@ static int conn_resume(struct conn *c)
     c->pending.len = 0;
     buf_trim(&c->pending);
     if (c->owed)
-        stats_end(rc == 0 ? OUT_COMPLETE : OUT_ABORTED);
+        stats_end(c, rc == 0 ? OUT_COMPLETE : OUT_ABORTED);
     c->owed = false;
     if (rc == 0 && !c->keep_after)
         conn_linger(c);

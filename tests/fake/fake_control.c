@@ -56,6 +56,7 @@ enum outcome ctl_reset(struct conn *c, const struct behavior *b)
     pthread_mutex_unlock(&G.mu);
     prefix_clear();
     responses_clear();
+    timeline_clear();
     return reply_ok(c);
 }
 
@@ -167,6 +168,7 @@ enum outcome ctl_metrics(struct conn *c, const struct behavior *b)
 void stats_begin(struct conn *c)
 {
     atomic_fetch_add(&S.requests, 1);
+    timeline_begin(c);
     long now = atomic_fetch_add(&S.inflight, 1) + 1;
     long max = atomic_load(&S.max_inflight);
     while (now > max && !atomic_compare_exchange_weak(&S.max_inflight, &max, now))
@@ -179,8 +181,9 @@ void stats_begin(struct conn *c)
     pthread_mutex_unlock(&G.mu);
 }
 
-void stats_end(enum outcome o)
+void stats_end(struct conn *c, enum outcome o)
 {
+    timeline_end(c);
     atomic_fetch_sub(&S.inflight, 1);
     atomic_fetch_add(o == OUT_COMPLETE ? &S.completed : o == OUT_ABORTED ? &S.aborted : &S.died, 1);
 }
