@@ -197,6 +197,8 @@ struct conn {
     struct buf pending;            /* bytes the loop could not send */
     char xhead[256];               /* extra response header lines for the next reply_head(), which empties it */
     size_t xhead_len;
+    bool tl_open;                  /* a data request's span is open in the timeline (fake_timeline.c) */
+    unsigned long tl_slot, tl_gen; /* its slot there, and the timeline's generation then */
 };
 
 const struct hdr *http_header(const struct request *r, const char *name);
@@ -358,6 +360,13 @@ enum outcome vllm_sleep(struct conn *c, const struct behavior *b);
 enum outcome vllm_wake_up(struct conn *c, const struct behavior *b);
 enum outcome vllm_is_sleeping(struct conn *c, const struct behavior *b);
 enum outcome vllm_dcgm(struct conn *c, const struct behavior *b);
+
+/* fake_timeline.c */
+void timeline_begin(struct conn *c);
+void timeline_send(struct conn *c);
+void timeline_end(struct conn *c);
+void timeline_clear(void);
+enum outcome ctl_timeline(struct conn *c, const struct behavior *b);
 
 /* fake_control.c */
 void stats_begin(struct conn *c);

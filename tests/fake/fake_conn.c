@@ -60,6 +60,8 @@ ssize_t conn_fill(struct conn *c, size_t limit)
 /* Writes all of p; on an event loop, what the socket won't take now is parked in c->pending. */
 int conn_send(struct conn *c, const char *p, size_t n)
 {
+    if (c->tl_open)
+        timeline_send(c);
     while (n > 0) {
         if (c->loop && c->pending.len) {
             buf_add(&c->pending, p, n);   /* keep the order behind what is already parked */

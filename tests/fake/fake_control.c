@@ -56,6 +56,7 @@ enum outcome ctl_reset(struct conn *c, const struct behavior *b)
     pthread_mutex_unlock(&G.mu);
     prefix_clear();
     responses_clear();
+    timeline_clear();
     return reply_ok(c);
 }
 
@@ -169,6 +170,7 @@ void stats_begin(struct conn *c)
     c->settled = false;
     c->counted = true;
     atomic_fetch_add(&S.requests, 1);
+    timeline_begin(c);
     long now = atomic_fetch_add(&S.inflight, 1) + 1;
     long max = atomic_load(&S.max_inflight);
     while (now > max && !atomic_compare_exchange_weak(&S.max_inflight, &max, now))
@@ -191,6 +193,7 @@ void stats_settle(struct conn *c)
 
 void stats_end(struct conn *c, enum outcome o)
 {
+    timeline_end(c);
     if (!c->settled)
         atomic_fetch_sub(&S.inflight, 1);
     c->settled = false;

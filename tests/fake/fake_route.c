@@ -52,6 +52,7 @@ static const struct route {
     { "/_fake/behavior", false, "POST", ROUTE_CONTROL, ctl_behavior },
     { "/_fake/reset", false, "POST", ROUTE_CONTROL, ctl_reset },
     { "/_fake/stats", false, "GET", ROUTE_CONTROL, ctl_stats },
+    { "/_fake/timeline", false, "GET", ROUTE_CONTROL, ctl_timeline },
     { "/_fake/health", false, "POST", ROUTE_CONTROL, ctl_health },
     { "/_fake/metrics", false, "POST", ROUTE_CONTROL, ctl_metrics },
     { "/sleep", false, "POST", ROUTE_CONTROL, vllm_sleep },

@@ -14,7 +14,9 @@
  *   2. the request header X-Fake-Behavior                  k=v;k=v
  *   3. the first "[[fake k=v k=v]]" in the raw request body, which reaches us
  *      through the gateway untouched because it sits inside the prompt.
- * GET /_fake/stats then tells the test what this upstream saw.
+ * GET /_fake/stats then tells the test what this upstream saw; GET /_fake/timeline
+ * when each of the last 65536 data requests arrived, was answered and finished
+ * (monotonic microseconds, fake_timeline.c), for bench/queue.py's handoff gaps.
  *
  * Prefix cache (prefix_cache=1, prefix_miss_ms=N default 150, prefix_hit_ms=N
  * default 10): chat requests answer faster when this replica has seen the
@@ -73,8 +75,9 @@
  * and request classes; fake_behavior.c the directives; fake_openai.c,
  * fake_anthropic.c (its request reader fake_anthropic_req.c), fake_responses.c
  * (fake_responses_req.c its reader, fake_responses_store.c the responses it keeps
- * and the routes reading them), fake_vllm.c, fake_prefix.c and fake_control.c the routes; fake_json.c and
- * fake_buf.c JSON and buffers; fake.h what they share.
+ * and the routes reading them), fake_vllm.c, fake_prefix.c, fake_control.c and
+ * fake_timeline.c the routes; fake_json.c and fake_buf.c JSON and buffers;
+ * fake.h what they share.
  */
 #include "fake.h"
 
