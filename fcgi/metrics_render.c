@@ -113,7 +113,6 @@ static const char *const *zero_series(enum metric_id m)
     case MET_USAGE_WRITE_FAILURES:
     case MET_ACCESS_LOG_DROPPED:
     case MET_SPANS_DROPPED:
-    case MET_QUEUE_WAIT:
         return plain;
     default:
         return none;
