@@ -218,6 +218,10 @@ static void format_line(const struct request *r, struct line *l)
     put_str(l, "user_agent", request_header(r, "User-Agent"), 1024);
     if (r->obs.trace_id[0])
         put_str(l, "trace_id", r->obs.trace_id, 80);
+    if (r->shrunk_max_tokens) {       /* R-KEY-6: a quota layer shrank the answer */
+        put_str(l, "degraded", "max_tokens", 16);
+        put_int(l, "max_tokens", r->shrunk_max_tokens);
+    }
     put_raw(l, "}\n", 2);
 }
 

@@ -5,6 +5,7 @@
 #include "dbpool.h"
 #include "idem.h"
 #include "keylimits.h"
+#include "layers.h"
 #include "log.h"
 #include "quota.h"
 #include "usage_writer.h"
@@ -364,6 +365,9 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
         goto db_failed;
     }
     dbpool_put(c);
+    r->key_quota_sql = 1;           /* what give_back_quotas undoes if a quota layer refuses */
+    snprintf(r->quota_day, sizeof r->quota_day, "%s", day);
+    snprintf(r->month_period, sizeof r->month_period, "%s", month);
     if (tokens && k->monthly_token_quota) {
         r->month_tokens_reserved = want > k->monthly_token_quota ? k->monthly_token_quota : want;
         snprintf(r->month_period, sizeof r->month_period, "%s", month);
@@ -400,6 +404,7 @@ static int admit_limits(struct request *r)
                 refuse(r, ERR_QPS_EXCEEDED, k->qps_limit, cur, retry_ms, 0);
                 return -1;
             }
+            r->key_qps_taken = 1;
         }
     }
     if (shared && k->concurrency_limit) {
@@ -433,14 +438,8 @@ static int admit_limits(struct request *r)
     return admit_quotas(r, want, qps_taken);
 }
 
-int admit_request(struct request *r)
+static int admit_key(struct request *r, const struct snap_key *k)
 {
-    if (admit_idempotency(r) != 0)
-        return -1;
-    const struct snap_key *k = r->caller.key;
-    /* R-KEY-1: a key without limits does no limit work at all. */
-    if (!k || !k->has_limits)
-        return 0;
     r->key = k;
     if (k->slot < 0 || r->shm->row < 0) {
         /* The shared state has no room for this key: its call quotas (SQLite)
@@ -458,8 +457,63 @@ int admit_request(struct request *r)
     return 0;
 }
 
+/* R-KEY-6: a quota layer refused after the key's limits passed: everything
+ * they took goes back (QPS, concurrency, TPM, the call and token quotas). */
+static void give_back_quotas(struct request *r)
+{
+    const struct snap_key *k = r->key;
+    if (r->quota_shared) {
+        struct shm_key *sk = key_lock(r);
+        if (sk) {
+            quota_adjust_shared(sk, r->quota_day, r->month_period, -1, -r->month_tokens_reserved);
+            pthread_mutex_unlock(&sk->lock);
+        }
+        /* The admission's durable record is undone by one of the opposite sign. */
+        struct usage_record *u = xcalloc(1, sizeof *u);
+        u->no_event = 1;
+        u->quota_key_id = k->id;
+        u->quota_calls = -1;
+        u->quota_tokens = -r->month_tokens_reserved;
+        snprintf(u->quota_day, sizeof u->quota_day, "%s", r->quota_day);
+        snprintf(u->quota_month, sizeof u->quota_month, "%s", r->month_period);
+        usage_writer_enqueue(u);
+        r->quota_shared = 0;
+    } else if (r->key_quota_sql) {
+        struct dbconn *c = dbpool_get();
+        if ((k->daily_limit && quota_refund_call(c, k->id, r->quota_day) != 0) ||
+            (k->monthly_quota && quota_refund_call(c, k->id, r->month_period) != 0) ||
+            (r->month_tokens_reserved &&
+             quota_settle_tokens(c, k->id, r->month_period, -r->month_tokens_reserved) != 0))
+            log_warn("request %s: the key's quota counts could not be given back", r->request_id);
+        dbpool_put(c);
+        r->key_quota_sql = 0;
+    }
+    r->month_tokens_reserved = 0;
+    give_back(r, r->key_qps_taken);
+    r->key_qps_taken = 0;
+}
+
+int admit_request(struct request *r)
+{
+    if (admit_idempotency(r) != 0)
+        return -1;
+    const struct snap_key *k = r->caller.key;
+    /* R-KEY-1: a key without limits does no key-limit work at all. */
+    if (k && k->has_limits && admit_key(r, k) != 0)
+        return -1;
+    /* R-KEY-6: the tenant and user layers, ANDed with the key's limits. */
+    if (layers_admit(r) != 0) {
+        if (r->key)
+            give_back_quotas(r);
+        r->key = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 void admit_finish(struct request *r)
 {
+    layers_finish(r);
     if (r->key) {
         int64_t prompt, completion;
         int64_t actual = account_billable_tokens(r, &prompt, &completion);   /* -1: keep the estimate */

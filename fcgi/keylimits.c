@@ -3,18 +3,20 @@
 
 #include <time.h>
 
-int limits_qps_take(int64_t *ring, int cap, int32_t *head, int64_t limit, int64_t now,
-                    int64_t *retry_ms, int64_t *current)
+int limits_window_take(int64_t *ring, int cap, int32_t *head, int64_t limit, int64_t window_ms, int64_t now,
+                       int64_t *retry_ms, int64_t *current)
 {
+    if (window_ms < 1)
+        window_ms = 1;
     if (limit > cap) {
-        /* Fixed window: second in ring[0], count in ring[1]. */
-        int64_t sec = now / 1000;
+        /* Fixed window: its number in ring[0], count in ring[1]. */
+        int64_t sec = now / window_ms;
         if (ring[0] != sec) {
             ring[0] = sec;
             ring[1] = 0;
         }
         if (ring[1] >= limit) {
-            *retry_ms = (sec + 1) * 1000 - now;
+            *retry_ms = (sec + 1) * window_ms - now;
             *current = ring[1];
             return 0;
         }
@@ -24,11 +26,11 @@ int limits_qps_take(int64_t *ring, int cap, int32_t *head, int64_t limit, int64_
     /* The oldest of the last `limit` admissions decides. */
     int32_t h = *head % cap;
     int oldest = (int)((h - limit + cap) % cap);
-    if (ring[oldest] > now - 1000) {
-        *retry_ms = ring[oldest] + 1000 - now;
+    if (ring[oldest] > now - window_ms) {
+        *retry_ms = ring[oldest] + window_ms - now;
         int64_t n = 0;
         for (int i = 0; i < limit; i++)
-            if (ring[(h - 1 - i + 2 * cap) % cap] > now - 1000)
+            if (ring[(h - 1 - i + 2 * cap) % cap] > now - window_ms)
                 n++;
         *current = n;
         return 0;
@@ -36,6 +38,12 @@ int limits_qps_take(int64_t *ring, int cap, int32_t *head, int64_t limit, int64_
     ring[h] = now;
     *head = (h + 1) % cap;
     return 1;
+}
+
+int limits_qps_take(int64_t *ring, int cap, int32_t *head, int64_t limit, int64_t now,
+                    int64_t *retry_ms, int64_t *current)
+{
+    return limits_window_take(ring, cap, head, limit, 1000, now, retry_ms, current);
 }
 
 void limits_qps_give_back(int64_t *ring, int cap, int32_t *head, int64_t limit)
@@ -109,6 +117,20 @@ int64_t limits_estimate_tokens(int64_t prompt_estimate, int64_t max_tokens, int6
     return in > INT64_MAX - out ? INT64_MAX : in + out;   /* saturates: never wraps negative */
 }
 
+int64_t limits_shrink_max_tokens(int64_t remaining, int64_t prompt, int64_t n, int64_t floor, int64_t asked)
+{
+    if (n < 1)
+        n = 1;
+    if (prompt < 0)
+        prompt = 0;
+    if (remaining <= prompt || remaining - prompt <= floor)
+        return 0;
+    int64_t m = (remaining - prompt) / n;
+    if (asked > 0 && m > asked)
+        m = asked;
+    return m >= 1 ? m : 0;
+}
+
 int64_t limits_next_day(int64_t now_s)
 {
     time_t t = (time_t)now_s;
@@ -126,6 +148,27 @@ int64_t limits_next_month(int64_t now_s)
     struct tm tm;
     localtime_r(&t, &tm);
     tm.tm_mon += 1;
+    tm.tm_mday = 1;
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_isdst = -1;
+    return (int64_t)mktime(&tm);
+}
+
+int64_t limits_day_start(int64_t now_s)
+{
+    time_t t = (time_t)now_s;
+    struct tm tm;
+    localtime_r(&t, &tm);
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_isdst = -1;
+    return (int64_t)mktime(&tm);
+}
+
+int64_t limits_month_start(int64_t now_s)
+{
+    time_t t = (time_t)now_s;
+    struct tm tm;
+    localtime_r(&t, &tm);
     tm.tm_mday = 1;
     tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
     tm.tm_isdst = -1;

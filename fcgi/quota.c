@@ -18,6 +18,8 @@ static const char SQL_TOKENS[] =
 static const char SQL_SETTLE[] =
     "INSERT INTO quota_counters (key_id, period, tokens) VALUES (?1, ?2, max(?3, 0))"
     " ON CONFLICT (key_id, period) DO UPDATE SET tokens = max(tokens + ?3, 0)";
+static const char SQL_REFUND_CALL[] =
+    "UPDATE quota_counters SET calls = max(calls - 1, 0) WHERE key_id = ?1 AND period = ?2";
 static const char SQL_CURRENT[] = "SELECT calls, tokens FROM quota_counters WHERE key_id = ?1 AND period = ?2";
 
 /* Runs an UPSERT ... RETURNING: a row back means counted, none means refused. */
@@ -71,6 +73,22 @@ enum quota_result quota_take_tokens(struct dbconn *c, int64_t key_id, const char
     sqlite3_bind_int64(st, 3, want > limit ? limit : want);
     sqlite3_bind_int64(st, 4, limit);
     return quota_step(c, st, key_id, period, 1, current);
+}
+
+int quota_refund_call(struct dbconn *c, int64_t key_id, const char *period)
+{
+    sqlite3_stmt *st = dbpool_stmt(c, DBQ_QUOTA_REFUND_CALLS, SQL_REFUND_CALL);
+    if (!st)
+        return -1;
+    sqlite3_bind_int64(st, 1, key_id);
+    sqlite3_bind_text(st, 2, period, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+        log_warn("quota refund: %s", sqlite3_errmsg(c->db));
+        return -1;
+    }
+    return 0;
 }
 
 int quota_settle_tokens(struct dbconn *c, int64_t key_id, const char *period, int64_t delta)

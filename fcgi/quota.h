@@ -19,6 +19,8 @@ enum quota_result quota_take_call(struct dbconn *c, int64_t key_id, const char *
  * already reached `limit`. */
 enum quota_result quota_take_tokens(struct dbconn *c, int64_t key_id, const char *period, int64_t want,
                                     int64_t limit, int64_t *current);
+/* Takes back one call counted in period (a later check refused the request). */
+int quota_refund_call(struct dbconn *c, int64_t key_id, const char *period);
 /* Settlement: adds delta (negative = refund) to the period's tokens. */
 int quota_settle_tokens(struct dbconn *c, int64_t key_id, const char *period, int64_t delta);
 

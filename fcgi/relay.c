@@ -134,11 +134,18 @@ static const char *relay_extra_headers(struct relay *x, int stream)
     const char *nocache = stream && !strcasestr(up, "cache-control:") ? "Cache-Control: no-cache\r\n" : "";
     const char *noaccel = stream && !strcasestr(up, "x-accel-buffering:") ? "X-Accel-Buffering: no\r\n" : "";
     const struct auto_plan *ap = r->auto_plan;
-    const char *fallback = !ap ? "" : arena_printf(r->arena, "%s%s",
-        r->plan.pos > 0 ? arena_printf(r->arena, "X-Fallback: true\r\nX-Degradation-Level: %d\r\n", r->plan.pos) : "",
-        ap->purpose_fallback ? "X-Routing-Purpose-Fallback: unlabeled\r\n" : "");
-    if (!ap && r->degrade_level > 0)       /* R-KEY-6: the step the model layer's degrade order took */
-        fallback = arena_printf(r->arena, "X-Degradation-Level: %d\r\n", r->degrade_level);
+    /* R-OBS-4, R-KEY-6: how far the request stepped down. For auto each later
+     * candidate is a level (and a max_tokens a quota layer shrank one more);
+     * otherwise the furthest step of the layers' degrade order: 1 a cheaper
+     * model, 2 queued for the model, 3 max_tokens shrunk (also saying to what). */
+    int fell = ap && r->plan.pos > 0;
+    int level = ap ? (fell ? r->plan.pos : 0) + (r->shrunk_max_tokens ? 1 : 0) : r->degrade_level;
+    const char *fallback = arena_printf(r->arena, "%s%s%s",
+        fell ? "X-Fallback: true\r\n" : "",
+        level ? arena_printf(r->arena, "X-Degradation-Level: %d\r\n", level) : "",
+        ap && ap->purpose_fallback ? "X-Routing-Purpose-Fallback: unlabeled\r\n" : "");
+    if (r->shrunk_max_tokens)
+        fallback = arena_printf(r->arena, "%sX-Max-Tokens-Shrunk: %lld\r\n", fallback, (long long)r->shrunk_max_tokens);
     const char *session = r->affinity_header[0]
         ? arena_printf(r->arena, "X-Session-Id: %s\r\nX-Session-Affinity: %s\r\n", r->session_id, r->affinity_header)
         : "";

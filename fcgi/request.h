@@ -166,6 +166,19 @@ struct request {
     char session_id[260];         /* R-AFF-5: X-Session-Id of the response */
     char affinity_header[48];     /* R-AFF-5: X-Session-Affinity of the response */
 
+    /* R-KEY-6 tenant and user quota layers (layers.c: set by layers_admit,
+     * undone by layers_finish), and what admit.c needs to give the key's
+     * limits back when a layer refuses. */
+    const struct snap_quota *tenant_quota, *user_quota;  /* the layers that applied, valid with snap */
+    int tenant_slot_held;         /* a concurrency place of the tenant is counted */
+    int64_t tenant_tokens_reserved;   /* pre-deducted from the tenant's month ... */
+    char tenant_month[16];            /* ... of this period */
+    int64_t user_tokens_reserved;     /* pre-deducted from the user's day ... */
+    char user_day[16];                /* ... of this period */
+    int64_t shrunk_max_tokens;    /* max_tokens shrunk to this by a token layer (0 = not) */
+    int key_qps_taken;            /* admit.c: the key's QPS window counted this request */
+    int key_quota_sql;            /* admit.c: the key's calls were counted in SQLite (no shared slot) */
+
     /* guard */
     struct json_object *json;     /* parsed body, owned until request_end */
     const char *model;            /* the client's model name */

@@ -475,7 +475,8 @@ static int plan_cheaper(struct request *r)
         plan_routes(r);
         return -1;
     }
-    r->degrade_level = 1;
+    if (r->degrade_level < 1)
+        r->degrade_level = 1;
     r->degraded_from = asked;
     log_info("request %s: model %s is at its concurrency limit; served by the cheaper %s", r->request_id, asked,
              r->model);

@@ -1,4 +1,5 @@
-/* test_limits.c: the sliding QPS window, the TPM bucket and quota boundaries (R-KEY-2, R-KEY-3, R-KEY-5). */
+/* test_limits.c: the sliding QPS and RPM windows, the TPM bucket, quota boundaries and the
+ * max_tokens shrink (R-KEY-2, R-KEY-3, R-KEY-5, R-KEY-6). */
 #include "keylimits.h"
 
 #include "check.h"
@@ -143,6 +144,84 @@ static void test_estimate_and_boundaries(void)
     CHECK_INT(limits_next_day(1796032800), 1796054400, "next midnight UTC+8");
 }
 
+/* R-KEY-6: the user's requests per minute, the same window over 60 s. */
+static void test_minute_window(void)
+{
+    int64_t ring[CAP] = {0}, retry = -1, cur = -1;
+    int32_t head = 0;
+    const int64_t t0 = 1000000;
+    for (int k = 0; k < 3; k++)
+        CHECK_INT(limits_window_take(ring, CAP, &head, 3, 60000, t0 + k * 10000, &retry, &cur), 1, "rpm 3: admission");
+    /* A fourth within the minute: refused until the first leaves it. */
+    CHECK_INT(limits_window_take(ring, CAP, &head, 3, 60000, t0 + 59000, &retry, &cur), 0, "rpm 3: fourth refused");
+    CHECK_INT(retry, 1000, "until the oldest leaves the minute");
+    CHECK_INT(cur, 3, "three in the minute");
+    CHECK_INT(limits_window_take(ring, CAP, &head, 3, 60000, t0 + 59999, &retry, &cur), 0, "one ms before");
+    CHECK_INT(limits_window_take(ring, CAP, &head, 3, 60000, t0 + 60000, &retry, &cur), 1, "exactly 60 s later");
+    CHECK_INT(limits_window_take(ring, CAP, &head, 3, 60000, t0 + 60001, &retry, &cur), 0, "slides: second still in");
+    CHECK_INT(retry, 9999, "until the second leaves");
+    /* A refused request later in the chain is given back: the slot is free again. */
+    CHECK_INT(limits_window_take(ring, CAP, &head, 3, 60000, t0 + 70000, &retry, &cur), 1, "second left");
+    limits_qps_give_back(ring, CAP, &head, 3);
+    CHECK_INT(limits_window_take(ring, CAP, &head, 3, 60000, t0 + 70001, &retry, &cur), 1, "given back, taken again");
+    CHECK_INT(limits_window_take(ring, CAP, &head, 3, 60000, t0 + 70002, &retry, &cur), 0, "and full");
+    /* Above the ring's capacity: a fixed minute. */
+    int64_t big[CAP] = {0};
+    head = 0;
+    for (int k = 0; k < CAP + 4; k++)
+        CHECK_INT(limits_window_take(big, CAP, &head, CAP + 4, 60000, 120000 + k, &retry, &cur), 1, "fixed minute");
+    CHECK_INT(limits_window_take(big, CAP, &head, CAP + 4, 60000, 150000, &retry, &cur), 0, "fixed minute full");
+    CHECK_INT(retry, 30000, "until the minute ends");
+    CHECK_INT(limits_window_take(big, CAP, &head, CAP + 4, 60000, 180000, &retry, &cur), 1, "next minute");
+    /* The one-second window is the same function. */
+    int64_t q[CAP] = {0};
+    head = 0;
+    CHECK_INT(limits_qps_take(q, CAP, &head, 1, 5000, &retry, &cur), 1, "qps 1");
+    CHECK_INT(limits_qps_take(q, CAP, &head, 1, 5999, &retry, &cur), 0, "qps 1 within the second");
+    CHECK_INT(retry, 1, "qps retry");
+}
+
+/* R-KEY-6: shrink max_tokens to what is left of a token period. */
+static const struct {
+    const char *name;
+    int64_t remaining, prompt, n, floor, asked, want;
+} shrink_cases[] = {
+    {"room for an answer", 500, 100, 1, 16, 1000, 400},
+    {"n answers share it", 500, 100, 4, 16, 1000, 100},
+    {"no max_tokens given", 500, 100, 1, 16, 0, 400},
+    {"never above the asked", 500, 100, 1, 16, 50, 50},
+    {"just above the floor", 117, 100, 1, 16, 1000, 17},
+    {"at the floor: refused", 116, 100, 1, 16, 1000, 0},
+    {"prompt alone too big", 90, 100, 1, 16, 1000, 0},
+    {"nothing left", 0, 10, 1, 16, 1000, 0},
+    {"negative remaining", -40, 10, 1, 16, 1000, 0},
+    {"n larger than the room", 120, 100, 64, 16, 1000, 0},
+};
+
+static void test_shrink(void)
+{
+    for (size_t i = 0; i < sizeof shrink_cases / sizeof shrink_cases[0]; i++)
+        CHECK_INT(limits_shrink_max_tokens(shrink_cases[i].remaining, shrink_cases[i].prompt, shrink_cases[i].n,
+                                           shrink_cases[i].floor, shrink_cases[i].asked),
+                  shrink_cases[i].want, shrink_cases[i].name);
+}
+
+/* R-KEY-6: the start of the day and month whose tokens are rebuilt from the events. */
+static void test_period_starts(void)
+{
+    setenv("TZ", "UTC", 1);
+    tzset();
+    /* 2026-11-30T10:00:00Z */
+    CHECK_INT(limits_day_start(1796032800), 1795996800, "midnight UTC");
+    CHECK_INT(limits_month_start(1796032800), 1793491200, "1 November UTC");
+    CHECK_INT(limits_day_start(1795996800), 1795996800, "midnight itself");
+    setenv("TZ", "Asia/Shanghai", 1);
+    tzset();
+    /* 18:00 local; the local day began at 16:00Z the day before. */
+    CHECK_INT(limits_day_start(1796032800), 1795968000, "midnight UTC+8");
+    CHECK_INT(limits_month_start(1796032800), 1793462400, "1 November UTC+8");
+}
+
 int main(void)
 {
     test_qps();
@@ -150,5 +229,8 @@ int main(void)
     test_qps_give_back();
     test_bucket();
     test_estimate_and_boundaries();
+    test_minute_window();
+    test_shrink();
+    test_period_starts();
     return check_done();
 }
