@@ -296,15 +296,23 @@ int authz_quota(const struct authz_actor *a, enum authz_op op, enum authz_quota_
 int authz_key_priority(const struct authz_actor *a, const struct authz_target *t, int old_prio,
                        int old_max, int want_prio, int want_max, char *why, size_t n)
 {
-    if (a->role == AUTHZ_OPERATOR || t->user_id != a->user_id)
+    if (a->role == AUTHZ_OPERATOR)
         return 0;
     int prio = want_prio >= 0 ? want_prio : old_prio;
     int max = want_max >= 0 ? want_max : want_max == -2 ? prio : old_max;
     /* 0 is the highest: a lower number is more. What may be asked is the higher of the two. */
     int had = old_max < old_prio ? old_max : old_prio, gets = max < prio ? max : prio;
-    if (prio < old_prio)
-        return deny(why, n, "you may not raise the priority of your own key");
-    if (gets < had)
-        return deny(why, n, "you may not raise the max_priority of your own key");
+    if (t->user_id == a->user_id) {
+        if (prio < old_prio)
+            return deny(why, n, "you may not raise the priority of your own key");
+        if (gets < had)
+            return deny(why, n, "you may not raise the max_priority of your own key");
+    }
+    /* Priority is served before the tenants' fair shares (R-PRIO-2): a tier better than the
+     * default outranks every other tenant on a shared endpoint, so only the operator gives one
+     * (what a key already has stays; lowering is always allowed). */
+    int floor = had < AUTHZ_PRIORITY_DEFAULT ? had : AUTHZ_PRIORITY_DEFAULT;
+    if (gets < floor)
+        return deny(why, n, "only the operator gives a key a priority or max_priority better (lower) than 5");
     return 0;
 }

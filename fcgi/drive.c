@@ -129,9 +129,14 @@ void drive_run(struct request *r)
                 a.obs->next = "retry";
             r->retries++;
             r->candidate_retries++;
-            log_info("request %s: endpoint %s: retrying on replica %lld (%s) after a failure of replica %lld (%s): %s",
-                     r->request_id, ep->name, (long long)r->replica->id, r->replica->url, (long long)rep->id,
-                     rep->url, why);
+            if (r->replica)
+                log_info("request %s: endpoint %s: retrying on replica %lld (%s) after a failure of replica %lld "
+                         "(%s): %s", r->request_id, ep->name, (long long)r->replica->id, r->replica->url,
+                         (long long)rep->id, rep->url, why);
+            else            /* every other replica is full: the retry waits in the queue */
+                log_info("request %s: endpoint %s: retrying after a failure of replica %lld (%s): %s; waiting for "
+                         "a free place on endpoint %s", r->request_id, ep->name, (long long)rep->id, rep->url, why,
+                         r->ep->name);
             forward_attempt_free(&a);
             continue;
         }

@@ -85,7 +85,8 @@ int queue_wait(struct request *r)
         refuse_full(r, q);
         return -1;
     }
-    int64_t start = mono_ms(), deadline = start + e->queue_timeout_ms, last_poke = start;
+    /* One queue_timeout_ms for the request, however often it waits again. */
+    int64_t start = mono_ms(), deadline = start + e->queue_timeout_ms - r->queue_ms, last_poke = start;
     int64_t every = min64(r->conf->keepalive_ms, QUEUED_KEEPALIVE_MS), last_client = start - every;
     for (;;) {
         int64_t now = mono_ms();

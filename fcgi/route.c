@@ -172,6 +172,15 @@ static int scoped_routes(const struct request *r, const struct snap_route **firs
     return snapshot_routes(s, r->caller.tenant_id, r->model, first);
 }
 
+/* The plan waits for a place on this replica's endpoint (unless it already waits for one). */
+static void wait_on(struct request *r, int replica_index)
+{
+    if (r->wait_ep < 0) {
+        r->wait_ep = r->snap->replicas[replica_index].endpoint;
+        r->plan.wait_pos = r->plan.pos;
+    }
+}
+
 /* Takes the replica; -1 when its circuit's last half-open trial went to
  * another request since the choice was made (choose again without it); -2
  * when its last free place went to another request (choose again: it counts
@@ -184,20 +193,18 @@ static int hand_out(struct request *r, int replica_index, int strict)
     r->replica = rep;
     if (rep->slot >= 0 && ask_for(r, e, &a) && !gate_take(r->shm, &a, rep->slot, &r->hold)) {
         r->replica = NULL;
-        if (++r->plan.take_misses > 8 && r->wait_ep < 0) {
-            r->wait_ep = rep->endpoint;       /* the hint keeps saying room: wait for it instead */
-            r->plan.wait_pos = r->plan.pos;
-        }
+        if (++r->plan.take_misses > 8)
+            wait_on(r, replica_index);        /* the hint keeps saying room: wait for it instead */
         return -2;
     }
     if (serving_take(r, rep) == 0)
         return 0;
-    gate_release(r->shm, &r->hold);
     if (strict && r->plan.n_excluded < PLAN_MAX_EXCLUDED) {
+        gate_release(r->shm, &r->hold);
         exclude(r, replica_index);
         return -1;
     }
-    return 0;
+    return 0;                       /* used anyway (R-HC-5): with the place it holds */
 }
 
 /* The pass-through's endpoint, visible to the caller (R-AUTH-5). */
@@ -286,6 +293,7 @@ static int choose_proxy(struct request *r)
             return -1;
         if (!replica_has_room(r, idx) || hand_out(r, idx, 0) == -2) {
             r->wait_only_rep = r->snap->replicas[idx].slot;   /* only that replica holds the response */
+            wait_on(r, idx);
             return -1;
         }
         r->ep = e;
@@ -329,6 +337,7 @@ static int choose_routed(struct request *r)
             return -1;
         if (!replica_has_room(r, pin) || hand_out(r, pin, 0) == -2) {
             r->wait_only_rep = r->snap->replicas[pin].slot;   /* only that replica holds the response */
+            wait_on(r, pin);
             return -1;
         }
         r->route = cands[i];
@@ -433,6 +442,18 @@ static int plan_wait(struct request *r)
     if (!ask_for(r, r->ep, &r->wait_ask))
         return -1;
     r->wait_ask.only_rep = r->wait_only_rep;
+    /* The model layer's queue bound applies when it is the model layer that is full. */
+    if (!r->wait_model_layer)
+        r->wait_ask.queue_quota = -1;
+    /* Replicas this request already failed on are never handed to it. */
+    for (int i = 0; i < r->plan.n_excluded && r->n_queue_excluded < SHM_WAIT_EXCLUDED; i++) {
+        int slot = r->snap->replicas[r->plan.excluded[i]].slot;
+        int seen = slot < 0;
+        for (int k = 0; k < r->n_queue_excluded && !seen; k++)
+            seen = r->queue_excluded[k] == slot;
+        if (!seen)
+            r->queue_excluded[r->n_queue_excluded++] = slot;
+    }
     if (r->wait_model_layer && r->degrade_level < 2)
         r->degrade_level = 2;       /* R-KEY-6: queued for the model */
     return 0;
@@ -444,7 +465,9 @@ static int plan_wait(struct request *r)
  * loss. 0 (the attempt chosen), or -1. */
 static int plan_cheaper(struct request *r)
 {
-    if (!(r->plan.layer_full & LAYER_MODEL) || r->plan.proxy || r->auto_plan || r->plan.n_models != 1)
+    /* A stored response (previous_response_id) lives on its replica: no other model can go on from it. */
+    if (!(r->plan.layer_full & LAYER_MODEL) || r->plan.proxy || r->auto_plan || r->plan.n_models != 1 ||
+        r->plan.pinned >= 0)
         return -1;
     const char *asked = r->plan.models[0];
     const struct snap_policy *p = snapshot_policy(r->snap, asked);
@@ -638,8 +661,9 @@ int route_granted(struct request *r)
         if (r->snap->replicas[e->first_replica + i].slot == r->hold.rep_slot)
             idx = e->first_replica + i;
     int64_t now = now_ms();
-    if (idx < 0 || excluded(r, idx) || !serving_replica_up(r, &r->snap->replicas[idx], now) ||
-        !serving_replica_open(r, &r->snap->replicas[idx], now))
+    /* The gate hands out a banned or open replica only when the waiter has no
+     * other (R-HC-5: used anyway); its trial is taken below. */
+    if (idx < 0 || excluded(r, idx) || !serving_replica_up(r, &r->snap->replicas[idx], now))
         return -1;
     const struct snap_replica *rep = &r->snap->replicas[idx];
     if (serving_take(r, rep) != 0)

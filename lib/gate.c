@@ -57,6 +57,8 @@ static int rep_free(const struct shm *s, int rep)
     return cap <= 0 ? INT_MAX : cap - shm_row_sum(s, OFF_REP, rep);
 }
 
+/* Does anyone wait who could use a place of a's endpoint or quota layers? (A
+ * release then runs a grant pass; a false yes costs one pass.) */
 static int queued_ahead(const struct shm *s, const struct gate_ask *a)
 {
     if (a->ep_slot >= 0 && atomic_load(&s->r->endpoints[a->ep_slot].waiting) > 0)
@@ -72,7 +74,7 @@ int gate_full_part(const struct shm *s, const struct gate_ask *a, int rep_slot)
     for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
         if (!quota_room(s, a->quota_slot[i]))
             return 1 + i;
-    if ((rep_slot >= 0 && rep_free(s, rep_slot) <= 0) || !ep_room(s, a->ep_slot) || queued_ahead(s, a))
+    if ((rep_slot >= 0 && rep_free(s, rep_slot) <= 0) || !ep_room(s, a->ep_slot))
         return -1;
     return 0;
 }
@@ -162,6 +164,8 @@ static void waiting_add(struct shm *s, const struct shm_waiter *w, int d)
     for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
         if (w->quota_slot[i] >= 0)
             atomic_fetch_add(&s->r->quotas[w->quota_slot[i]].waiting, d);
+    if (w->queue_quota >= 0)
+        atomic_fetch_add(&s->r->quotas[w->queue_quota].queued, d);
 }
 
 /* After a holder died inside the lock: the queue lengths are counted again
@@ -170,8 +174,10 @@ static void recount(struct shm *s)
 {
     for (int i = 0; i < SHM_MAX_ENDPOINTS; i++)
         atomic_store(&s->r->endpoints[i].waiting, 0);
-    for (int i = 0; i < SHM_MAX_QUOTAS; i++)
+    for (int i = 0; i < SHM_MAX_QUOTAS; i++) {
         atomic_store(&s->r->quotas[i].waiting, 0);
+        atomic_store(&s->r->quotas[i].queued, 0);
+    }
     struct shm_gate *g = &s->r->gate;
     for (int i = 0; i < g->hi; i++)
         if (atomic_load(&g->waiters[i].state) == WAIT_WAITING)
@@ -204,6 +210,8 @@ static void held_add(struct shm *s, int row, int rep, int ep, const int32_t *quo
             atomic_fetch_add(&p->quota_active[quota[i]], d);
 }
 
+static void grant_pass(struct shm *s);
+
 /* ---- taking a place ------------------------------------------------------ */
 
 int gate_take(struct shm *s, const struct gate_ask *a, int rep_slot, struct gate_hold *h)
@@ -213,7 +221,12 @@ int gate_take(struct shm *s, const struct gate_ask *a, int rep_slot, struct gate
         return 1;                   /* no row to count in: the cap cannot be kept (logged at start) */
     if (gate_lock(s) != 0)
         return 1;
-    int ok = !queued_ahead(s, a) && rep_free(s, rep_slot) > 0 && ep_room(s, a->ep_slot);
+    /* Waiters first: after the pass no waiter can use a place that is still
+     * free, so a newcomer taking it jumps nobody (and a restricted waiter, or
+     * one held back by a full layer, does not block its endpoint). */
+    if (s->r->gate.hi > 0)
+        grant_pass(s);
+    int ok = rep_free(s, rep_slot) > 0 && ep_room(s, a->ep_slot);
     for (int i = 0; ok && i < SHM_WAIT_QUOTAS; i++)
         ok = quota_room(s, a->quota_slot[i]);
     if (ok) {
@@ -268,19 +281,29 @@ static int room_for(const struct shm *s, const struct shm_waiter *w, int64_t now
         if (!quota_room(s, w->quota_slot[i]))
             return -1;
     const struct shm_endpoint *e = &s->r->endpoints[w->ep_slot];
-    int n = atomic_load(&e->n_reps), best = -1, best_free = 0;
-    for (int i = 0; i < n && i < SHM_EP_REPLICAS; i++) {
-        int rep = atomic_load(&e->rep_slots[i]);
-        if (rep < 0 || rep >= SHM_MAX_REPLICAS || excluded(w, rep) || !rep_serving(s, rep, now) ||
-            (w->only_rep >= 0 && rep != w->only_rep))
-            continue;
-        int f = rep_free(s, rep);
-        if (f > best_free) {
-            best = rep;
-            best_free = f;
+    int n = atomic_load(&e->n_reps);
+    /* Replicas that serve first; only when none of the waiter's does (all banned
+     * or open) one that is merely not removed, as R-HC-5 uses them anyway, so a
+     * circuit's trial can come from the queue too. */
+    for (int healthy = 1; healthy >= 0; healthy--) {
+        int best = -1, best_free = 0, candidates = 0;
+        for (int i = 0; i < n && i < SHM_EP_REPLICAS; i++) {
+            int rep = atomic_load(&e->rep_slots[i]);
+            if (rep < 0 || rep >= SHM_MAX_REPLICAS || excluded(w, rep) || (w->only_rep >= 0 && rep != w->only_rep))
+                continue;
+            if (healthy ? !rep_serving(s, rep, now) : atomic_load(&s->r->replicas[rep].removed) == SHM_RM_REMOVED)
+                continue;
+            candidates++;
+            int f = rep_free(s, rep);
+            if (f > best_free) {
+                best = rep;
+                best_free = f;
+            }
         }
+        if (candidates)
+            return best;
     }
-    return best;
+    return -1;
 }
 
 static void entry_free(struct shm_gate *g, struct shm_waiter *w)
@@ -379,12 +402,14 @@ enum gate_queued gate_enqueue(struct shm *s, const struct gate_ask *a, int queue
         return GATE_NO_ENTRY;
     struct shm_gate *g = &s->r->gate;
     enum gate_queued rc = GATE_QUEUED;
+    if (g->hi > 0)
+        grant_pass(s);              /* the lengths below then count only who still waits */
     if (atomic_load(&s->r->endpoints[a->ep_slot].waiting) >= queue_max)
         rc = GATE_QUEUE_FULL;
     if (rc == GATE_QUEUED && a->queue_quota >= 0) {
         const struct shm_quota *q = &s->r->quotas[a->queue_quota];
         int qmax = atomic_load(&q->queue_max);
-        if (atomic_load(&q->waiting) >= (qmax >= 0 ? qmax : queue_max))
+        if (atomic_load(&q->queued) >= (qmax >= 0 ? qmax : queue_max))
             rc = GATE_QUOTA_QUEUE_FULL;
     }
     int i = 0;

@@ -187,6 +187,15 @@ int shm_reap(struct shm *s)
                 int died = 0, gated = shm_robust_lock(&s->r->gate.lock, &died) == 0;
                 if (died)
                     s->r->gate.recount = 1;
+                /* Its waiters go with it: a queue full of the dead would refuse every
+                 * newcomer while the replicas idle. The next gate call recounts. */
+                for (int w = 0; gated && w < s->r->gate.hi; w++) {
+                    struct shm_waiter *e = &s->r->gate.waiters[w];
+                    if (atomic_load(&e->state) != WAIT_FREE && e->row == i && e->pid == pid) {
+                        atomic_store(&e->state, WAIT_FREE);
+                        s->r->gate.recount = 1;
+                    }
+                }
                 shm_clear_row(p);
                 if (gated)
                     pthread_mutex_unlock(&s->r->gate.lock);
@@ -329,7 +338,8 @@ int shm_row_sum(const struct shm *s, size_t off, int i)
         if (atomic_load_explicit(&p->pid, memory_order_acquire) == 0)
             continue;
         const _Atomic int32_t *a = (const _Atomic int32_t *)((const char *)p + off);
-        sum += atomic_load_explicit(&a[i], memory_order_acquire);
+        /* seq_cst: a release's decrement and a waiter's count-then-sum must not both miss (gate.c) */
+        sum += atomic_load_explicit(&a[i], memory_order_seq_cst);
     }
     return sum;
 }

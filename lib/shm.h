@@ -116,7 +116,9 @@ struct shm_quota {
     int32_t initialised;
     _Atomic int32_t cap;              /* concurrency from the snapshot, 0 = none */
     _Atomic int32_t queue_max;        /* model layer: its waiters at most, -1 = the endpoint's */
-    _Atomic int32_t waiting;          /* model layer: its waiters now */
+    _Atomic int32_t waiting;          /* waiters that also need a place in it (a release looks here) */
+    _Atomic int32_t queued;           /* model layer: waiters in its own queue (its queue_max bounds them) */
+    int32_t pad0_;
     int64_t rpm_ring[SHM_RPM_RING];   /* admission times (ms) of the last requests */
     int32_t rpm_head;
     int32_t pad_;

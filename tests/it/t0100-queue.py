@@ -13,7 +13,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, run_tests, setup_with, stop_all, wait_for
+from harness import Fake, Gateway, add_endpoint, free_port, run_tests, setup_with, stop_all, wait_for
 
 
 def build(c):
@@ -267,6 +267,28 @@ def test_priority_0_arriving_last_is_served_first(c):
     assert all(s == 200 for _, s, _ in order), order
     assert done[0] == 0 and done[1] == 5, done        # the vip's priority-0 request is next
     assert done.index(4) > done.index(3), done        # the clamped one keeps its FIFO turn
+
+
+def test_a_retry_waits_for_the_full_replica(c):
+    """A replica that refuses connections fails the attempt; the retry finds the other replica
+    full and waits for it (the driver's wait after a failed attempt), then succeeds."""
+    dead = "http://127.0.0.1:%d" % free_port()
+    c.gw.ctl("replica", "add", "ep", dead, "--max-concurrency", 1)
+    try:
+        configure(c, replica_cap=1)
+        busy = threading.Thread(target=lambda: timed_chat(c, 0, "ttfb_ms=900"))
+        out = []
+        busy.start()
+        time.sleep(0.3)
+        for i in range(4):          # round robin: some go to the dead replica first
+            out.append(timed_chat(c, i + 1, "ttfb_ms=50"))
+        busy.join(10)
+        assert all(r.status == 200 for r in out), [(r.status, r.body[:200]) for r in out]
+        assert len(c.gw.responder_pids()) == 2, "a responder died"
+        retried = c.gw.sql("SELECT count(*) FROM usage_events WHERE retries > 0 AND queue_ms > 0 AND status = 200")
+        assert retried[0][0] >= 1, retried
+    finally:
+        c.gw.ctl("replica", "rm", "ep", dead)
 
 
 def test_x_priority_must_be_0_to_9(c):

@@ -287,12 +287,17 @@ def test_api_key_priority_fields_R_PRIO_2(c):
     assert (plain["priority"], plain["max_priority"]) == (5, None), plain
     got = expect(c.root.patch("/api/v1/tenant/api-keys/%d" % k["id"], {"max_priority": None}), 200)
     assert (got["priority"], got["max_priority"]) == (2, None), got
-    got = expect(c.adm_a.patch("/api/v1/tenant/api-keys/%d" % k["id"], {"priority": 0, "max_priority": 0}), 200)
-    assert (got["priority"], got["max_priority"]) == (0, 0), got
+    # Only the operator gives a tier better than 5 (it outranks every tenant on a shared endpoint);
+    # an admin may move a key within what it has, or lower it.
+    expect(c.adm_a.patch("/api/v1/tenant/api-keys/%d" % k["id"], {"priority": 0, "max_priority": 0}), 403,
+           "permission_denied")
+    expect(c.adm_a.patch("/api/v1/tenant/api-keys/%d" % k["id"], {"priority": 1}), 403, "permission_denied")
+    got = expect(c.adm_a.patch("/api/v1/tenant/api-keys/%d" % k["id"], {"priority": 3}), 200)
+    assert (got["priority"], got["max_priority"]) == (3, None), got
     for body, param in (({"priority": 10}, "priority"), ({"priority": -1}, "priority"), ({"max_priority": 11}, "max_priority"),
                         ({"max_priority": -1}, "max_priority"), ({"priority": "high"}, "priority")):
         expect(c.root.patch("/api/v1/tenant/api-keys/%d" % k["id"], body), 400, param=param)
-    assert c.gw.sql("SELECT priority, max_priority FROM api_keys WHERE id = ?", k["id"]) == [(0, 0)]
+    assert c.gw.sql("SELECT priority, max_priority FROM api_keys WHERE id = ?", k["id"]) == [(3, None)]
     # R-SEC-5: a member does not raise its own key's priority; lowering it is fine.
     own = expect(c.mem_a.post("/api/v1/tenant/api-keys", {"name": "mine"}), 200)
     assert own["priority"] == 5

@@ -342,7 +342,8 @@ static void test_quota(void)
           "scope names");
 }
 
-/* R-PRIO-2, R-SEC-5: nobody but the operator raises its own key's priority (0 the highest). */
+/* R-PRIO-2, R-SEC-5: nobody but the operator raises its own key's priority (0 the highest),
+ * and only the operator gives a tier better than the default 5. */
 static void test_key_priority(void)
 {
     char why[256];
@@ -357,7 +358,12 @@ static void test_key_priority(void)
         {"lower own max_priority below priority", 5, 3, -1, 4, 1, A},
         {"clear own max_priority", 5, 3, -1, -2, 1, A},
         {"keep priority, clear max_priority: the same", 5, 5, -1, -2, 1, A},
-        {"admin raises another's key", 5, 5, 0, 0, 0, A},
+        {"admin gives another's key a better tier than 5", 5, 5, 0, 0, 0, D},
+        {"admin gives another's key max_priority 4", 5, 5, -1, 4, 0, D},
+        {"admin lowers another's key", 5, 5, 7, 7, 0, A},
+        {"admin keeps the 2 the operator gave", 2, 2, -1, -1, 0, A},
+        {"admin moves an operator-given 2 to 3", 2, 2, 3, -1, 0, A},
+        {"admin moves an operator-given 2 to 1", 2, 2, 1, -1, 0, D},
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         const struct authz_actor *who = rows[r].own ? &MEM : &ADM;

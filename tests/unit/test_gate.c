@@ -186,6 +186,45 @@ static void test_dead_owner(void)
     CHECK_INT(held(), 0, "no place went to it");
 }
 
+/* Waiters that cannot use a free place do not block it, and the dead do not fill a queue. */
+static void test_nobody_blocks(void)
+{
+    enum { REP2 = 4 };
+    caps(1, 0);
+    atomic_store(&S.r->replicas[REP2].cap, 1);
+    atomic_store(&S.r->endpoints[EP].n_reps, 2);
+    atomic_store(&S.r->endpoints[EP].rep_slots[1], REP2);
+    struct gate_ask a = ask(5, 1, 1), pinned = ask(5, 1, 1);
+    pinned.only_rep = REP;
+    struct gate_hold running, h, other;
+    CHECK(gate_take(&S, &a, REP, &running), "REP taken");
+    int t;
+    CHECK(gate_enqueue(&S, &pinned, 1, 0, NULL, 0, &t) == GATE_QUEUED, "a waiter that can only use REP");
+    CHECK(gate_room(&S, &a, REP2), "REP2 is free");
+    CHECK(gate_take(&S, &a, REP2, &other), "and a newcomer takes it: the pinned waiter cannot use it");
+    gate_release(&S, &other);
+    CHECK(!gate_wait(&S, t, 0, &h), "REP2 is not handed to the pinned waiter");
+    gate_release(&S, &running);
+    CHECK(gate_wait(&S, t, 0, &h) && h.rep_slot == REP, "REP is");
+    gate_release(&S, &h);
+
+    /* A queue full of a dead process's waiters. */
+    CHECK(gate_take(&S, &a, REP, &running) && gate_take(&S, &a, REP2, &other), "both taken");
+    int d1, d2, live;
+    CHECK(gate_enqueue(&S, &a, 2, 0, NULL, 0, &d1) == GATE_QUEUED && gate_enqueue(&S, &a, 2, 0, NULL, 0, &d2) == GATE_QUEUED,
+          "two waiters fill queue_max 2");
+    CHECK(gate_enqueue(&S, &a, 2, 0, NULL, 0, &live) == GATE_QUEUE_FULL, "full");
+    S.r->gate.waiters[d1].pid = S.r->gate.waiters[d2].pid = 999999999;   /* their process died */
+    CHECK(gate_enqueue(&S, &a, 2, 0, NULL, 0, &live) == GATE_QUEUED, "the dead are out: a newcomer may wait");
+    CHECK_INT(gate_queue_length(&S, EP), 1, "only the live one waits");
+    gate_release(&S, &running);
+    CHECK(gate_wait(&S, live, 0, &h), "and gets the place");
+    gate_release(&S, &h);
+    gate_release(&S, &other);
+    atomic_store(&S.r->endpoints[EP].n_reps, 1);
+    CHECK_INT(held(), 0, "nothing held");
+}
+
 /* Fair order through the gate: a tenant with many waiters and one that comes later. */
 static void test_fair_order(void)
 {
@@ -235,6 +274,7 @@ int main(void)
     test_places();
     test_queue();
     test_dead_owner();
+    test_nobody_blocks();
     test_fair_order();
     unlink(path);
     return check_done();
