@@ -15,6 +15,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from harness import SRCDIR, Ctx, Fake, Gateway, Healthd, add_endpoint, run_tests, setup_with, setup_tenant, wait_for
@@ -37,6 +39,9 @@ SUBJECTS = {
     "auto routing": "sluice_auto_routing_total",
     "usage writer backlog": "sluice_usage_writer_backlog",
     "healthd last round age": "sluice_healthd_last_round_timestamp_seconds",
+    "queue length": "sluice_queue_length",
+    "queue wait": "sluice_queue_wait_seconds",
+    "queue outcomes": "sluice_queue_requests_total",
 }
 
 
@@ -123,6 +128,15 @@ def traffic(c):
     r = gw.chat(c.key, content="[[fake status=400]] bad")
     assert r.status == 400, r
     wait_for(lambda: gw.chat(c.key, model="auto").status == 200, 5, what="model auto on")
+    # Two requests at once on an endpoint capped at 1: one waits, so the queue's series exist.
+    gw.ctl("endpoint", "set", "ep", "--max-concurrency", 1)
+    time.sleep(0.8)
+    ts = [threading.Thread(target=gw.chat, args=(c.key,), kwargs={"headers": {"X-Fake-Behavior": "ttfb_ms=300"}})
+          for _ in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(10)
 
 
 def scrape(c):
