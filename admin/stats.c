@@ -2,6 +2,7 @@
  * and the per-model and per-endpoint views of the /metrics series behind it and GET /api/v1/live. */
 #include "stats.h"
 
+#include "gate.h"
 #include "metrics.h"
 #include "shm.h"
 #include "util.h"
@@ -336,6 +337,9 @@ static void endpoint_load(sqlite3 *db, struct shm *shm, int64_t endpoint_id, str
     sqlite3_finalize(st);
     json_object_object_add(o, "active", json_object_new_int(active));
     json_object_object_add(o, "queue", scraped ? json_object_new_int(waiting) : NULL);
+    /* R-PRIO-1: requests waiting in sluice's own queue for a place on it */
+    int ep_slot = shm_endpoint_slot(shm, endpoint_id);
+    json_object_object_add(o, "waiting", json_object_new_int(gate_queue_length(shm, ep_slot)));
 }
 
 static struct json_object *rows_json(const struct view_rows *rows, const char *label, double window_s,

@@ -114,7 +114,7 @@ def test_stats_json_models_and_endpoints(c):
     for r in s["models"]:
         assert set(r) == keys, r
     for r in s["endpoints"]:
-        assert set(r) == keys - {"model"} | {"endpoint", "active", "queue"}, r
+        assert set(r) == keys - {"model"} | {"endpoint", "active", "queue", "waiting"}, r
     ma = row(s["models"], "model", "ma")
     assert (ma["requests"], ma["errors"]) == (OK_A + BAD_A, BAD_A), ma
     # 7 of 9 took ~120 ms: the median and the 95th percentile are in the (100, 250] ms bucket.
@@ -129,6 +129,7 @@ def test_stats_json_models_and_endpoints(c):
     assert epa["requests"] == OK_A + BAD_A + SHARED_A, epa
     assert 0 <= epa["errors"] <= BAD_A, epa                # failed attempts: at most the upstream's 400s
     assert epa["active"] == 0 and epa["queue"] is None, epa   # nothing in flight, no engine scrape
+    assert epa["waiting"] == 0, epa                            # nothing in sluice's queue (no caps)
     check_quantiles(epa, 0, 250, "ep-a")
     epb = row(s["endpoints"], "endpoint", "ep-b")
     assert epb["requests"] == MB + SHARED_B and epb["errors"] == 0, epb
@@ -146,7 +147,7 @@ def test_stats_text_tables(c):
     ma = [l.split() for l in lines[i + 2:] if l.split()[:1] == ["ma"]]
     assert ma and ma[0][1:3] == [str(OK_A + BAD_A), str(BAD_A)], p.stdout
     j = lines.index("endpoints:")
-    assert lines[j + 1].split()[-2:] == ["active", "queue"], lines[j + 1]
+    assert lines[j + 1].split()[-3:] == ["active", "queue", "waiting"], lines[j + 1]
     assert any(l.split()[:2] == ["ep-a", str(OK_A + BAD_A + SHARED_A)] for l in lines[j + 2:]), p.stdout
 
 

@@ -123,7 +123,16 @@ def test_endpoint_cap_over_its_replicas(c):
 
 def test_queue_full_is_429_queue_full(c):
     configure(c, replica_cap=1, queue_max=2)
-    res = burst(lambda i: timed_chat(c, i, "ttfb_ms=1200"), 6, stagger=0.05)
+    box = {}
+    t = threading.Thread(target=lambda: box.update(res=burst(lambda i: timed_chat(c, i, "ttfb_ms=1200"), 6,
+                                                             stagger=0.05)))
+    t.start()
+    time.sleep(0.7)                 # one in flight, two waiting: the views say so
+    ep = [e for e in c.gw.ctl("stats")["endpoints"] if e["endpoint"] == "ep"][0]
+    assert ep["waiting"] == 2 and ep["active"] == 1, ep
+    assert metric(c, "sluice_queue_length", endpoint="ep") == 2
+    t.join(30)
+    res = box["res"]
     statuses = sorted(r.status for r in res)
     assert statuses == [200, 200, 200, 429, 429, 429], statuses
     full = [r for r in res if r.status == 429]

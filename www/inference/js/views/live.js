@@ -51,7 +51,8 @@ function live_draw(out, d) {
     { label: 'Endpoint', cell: (r) => r.endpoint },
     ...rate_columns(),
     num('Active', (r) => fmtNum(r.active)),
-    num('Queue', (r) => fmtNum(r.queue)),
+    num('Waiting', (r) => fmtNum(r.waiting)),
+    num('Engine queue', (r) => fmtNum(r.queue)),
   ], d.endpoints, { empty: 'No endpoints.' });
   const reps = table([
     { label: 'Endpoint', cell: (r) => r.endpoint },
