@@ -137,19 +137,7 @@ static int admit_idempotency(struct request *r)
 static void refuse(struct request *r, enum error_code code, int64_t limit, int64_t current, int64_t retry_ms,
                    int64_t quota_reset_s)
 {
-    struct limit_info li = {0};
-    int64_t now = now_ms();
-    li.code = code;
-    li.limit = limit;
-    li.current = current;
-    li.remaining = limit - current > 0 ? limit - current : 0;
-    li.retry_after_s = quota_reset_s ? quota_reset_s - now / 1000 : (retry_ms + 999) / 1000;
-    if (li.retry_after_s < 1)
-        li.retry_after_s = 1;
-    li.reset_s = quota_reset_s ? quota_reset_s : (now + retry_ms + 999) / 1000;
-    li.quota_reset_s = quota_reset_s;
-    li.no_retry = quota_reset_s != 0;   /* a quota resets at a day or month boundary */
-    reply_limit(r, &li);
+    reply_limit_refusal(r, code, NULL, limit, current, retry_ms, quota_reset_s, NULL);
 }
 
 /* R-KEY-5: a request that needs more tokens than the whole TPM bucket holds can

@@ -131,46 +131,24 @@ int64_t limits_shrink_max_tokens(int64_t remaining, int64_t prompt, int64_t n, i
     return m >= 1 ? m : 0;
 }
 
-int64_t limits_next_day(int64_t now_s)
+/* Local midnight (the process time zone: the billing zone) of the day now_s is in,
+ * moved on by days and months; first: the first of that month instead. */
+static int64_t local_midnight(int64_t now_s, int days, int months, int first)
 {
     time_t t = (time_t)now_s;
     struct tm tm;
     localtime_r(&t, &tm);
-    tm.tm_mday += 1;
+    tm.tm_mon += months;
+    tm.tm_mday = first ? 1 : tm.tm_mday + days;
     tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
     tm.tm_isdst = -1;
     return (int64_t)mktime(&tm);
 }
 
-int64_t limits_next_month(int64_t now_s)
-{
-    time_t t = (time_t)now_s;
-    struct tm tm;
-    localtime_r(&t, &tm);
-    tm.tm_mon += 1;
-    tm.tm_mday = 1;
-    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-    tm.tm_isdst = -1;
-    return (int64_t)mktime(&tm);
-}
+int64_t limits_next_day(int64_t now_s) { return local_midnight(now_s, 1, 0, 0); }
 
-int64_t limits_day_start(int64_t now_s)
-{
-    time_t t = (time_t)now_s;
-    struct tm tm;
-    localtime_r(&t, &tm);
-    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-    tm.tm_isdst = -1;
-    return (int64_t)mktime(&tm);
-}
+int64_t limits_next_month(int64_t now_s) { return local_midnight(now_s, 0, 1, 1); }
 
-int64_t limits_month_start(int64_t now_s)
-{
-    time_t t = (time_t)now_s;
-    struct tm tm;
-    localtime_r(&t, &tm);
-    tm.tm_mday = 1;
-    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
-    tm.tm_isdst = -1;
-    return (int64_t)mktime(&tm);
-}
+int64_t limits_day_start(int64_t now_s) { return local_midnight(now_s, 0, 0, 0); }
+
+int64_t limits_month_start(int64_t now_s) { return local_midnight(now_s, 0, 0, 1); }

@@ -39,15 +39,8 @@ static void refuse_full(struct request *r, enum gate_queued q)
     if (q == GATE_QUOTA_QUEUE_FULL) {
         /* R-KEY-6: the model layer is full, no cheaper model was free, its queue is full. */
         const struct snap_quota *mq = snapshot_quota(r->snap, QSCOPE_MODEL, 0, r->model);
-        struct limit_info li = {0};
-        li.code = ERR_MODEL_CONCURRENCY_EXCEEDED;
-        li.scope = "per_model";
-        li.limit = mq ? mq->concurrency : 0;
-        li.current = mq ? gate_quota_held(r->shm, mq->slot) : 0;
-        li.remaining = li.limit > li.current ? li.limit - li.current : 0;
-        li.retry_after_s = 1;
-        li.reset_s = now_ms() / 1000 + 1;
-        reply_limit(r, &li);
+        reply_limit_refusal(r, ERR_MODEL_CONCURRENCY_EXCEEDED, "per_model", mq ? mq->concurrency : 0,
+                            mq ? gate_quota_held(r->shm, mq->slot) : 0, 1000, 0, NULL);
         return;
     }
     reply_error(r, ERR_QUEUE_FULL,

@@ -214,6 +214,26 @@ void reply_limit(struct request *r, const struct limit_info *li)
         reply_body(r, b->data, b->len, 0);
 }
 
+void reply_limit_refusal(struct request *r, enum error_code code, const char *scope, int64_t limit, int64_t current,
+                         int64_t retry_ms, int64_t quota_reset_s, const char *message)
+{
+    struct limit_info li = {0};
+    int64_t now = now_ms();
+    li.code = code;
+    li.scope = scope;
+    li.limit = limit;
+    li.current = current;
+    li.remaining = limit - current > 0 ? limit - current : 0;
+    li.retry_after_s = quota_reset_s ? quota_reset_s - now / 1000 : (retry_ms + 999) / 1000;
+    if (li.retry_after_s < 1)
+        li.retry_after_s = 1;
+    li.reset_s = quota_reset_s ? quota_reset_s : (now + retry_ms + 999) / 1000;
+    li.quota_reset_s = quota_reset_s;
+    li.no_retry = quota_reset_s != 0;   /* a quota resets at a day or month boundary */
+    li.message = message;
+    reply_limit(r, &li);
+}
+
 int reply_client_closed(struct request *r)
 {
     char c;

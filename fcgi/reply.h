@@ -32,5 +32,10 @@ struct limit_info {
     const char *scope;              /* R-KEY-6 layer: "per_tenant", ...; NULL = "per_api_key" */
 };
 void reply_limit(struct request *r, const struct limit_info *li);
+/* A limit's 429 from its numbers: scope NULL = per_api_key; retry_ms until the window
+ * frees, or quota_reset_s (a day or month boundary: also X-Quota-Reset and
+ * x-should-retry: false); message NULL = the standard sentence. */
+void reply_limit_refusal(struct request *r, enum error_code code, const char *scope, int64_t limit, int64_t current,
+                         int64_t retry_ms, int64_t quota_reset_s, const char *message);
 
 #endif

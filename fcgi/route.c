@@ -511,15 +511,8 @@ static void refuse_endpoint_layer(struct request *r)
 {
     const struct snap_endpoint *e = &r->snap->endpoints[r->plan.layer_ep];
     const struct snap_quota *q = snapshot_quota(r->snap, QSCOPE_ENDPOINT, e->id, NULL);
-    struct limit_info li = {0};
-    li.code = ERR_ENDPOINT_CONCURRENCY_EXCEEDED;
-    li.scope = "per_endpoint";
-    li.limit = q ? q->concurrency : 0;
-    li.current = q ? gate_quota_held(r->shm, q->slot) : 0;
-    li.remaining = li.limit > li.current ? li.limit - li.current : 0;
-    li.retry_after_s = 1;
-    li.reset_s = now_ms() / 1000 + 1;
-    reply_limit(r, &li);
+    reply_limit_refusal(r, ERR_ENDPOINT_CONCURRENCY_EXCEEDED, "per_endpoint", q ? q->concurrency : 0,
+                        q ? gate_quota_held(r->shm, q->slot) : 0, 1000, 0, NULL);
 }
 
 /* R-PRIO-2: the key's tier, or the one X-Priority asks for, never better

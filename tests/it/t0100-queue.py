@@ -2,10 +2,8 @@
 """t0100-queue: caps are exact across the pool and a full backend is waited for, never
 overloaded (R-PRIO-1): the queue's bounds, its timeout, a client that leaves it, a process
 killed while holding places and waiters, priorities (R-PRIO-2)."""
-import http.client
 import json
 import os
-import re
 import signal
 import socket
 import sys
@@ -13,7 +11,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, free_port, run_tests, setup_with, stop_all, wait_for
+from harness import Fake, Gateway, add_endpoint, burst, free_port, run_tests, setup_with, stop_all, wait_for
 
 
 def build(c):
@@ -46,23 +44,6 @@ def configure(c, replica_cap=0, endpoint_cap=0, queue_max=100, queue_timeout_ms=
         (endpoint_cap, queue_max, queue_timeout_ms), shown
     time.sleep(0.8)                 # every responder polls the configuration (250 ms)
     c.fake.reset()
-
-
-def burst(fn, n, stagger=0.0):
-    out = [None] * n
-    def one(i):
-        try:
-            out[i] = fn(i)
-        except Exception as e:      # a test asserts on it
-            out[i] = e
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in ts:
-        t.start()
-        if stagger:
-            time.sleep(stagger)
-    for t in ts:
-        t.join(60)
-    return out
 
 
 def timed_chat(c, i, behavior, key=None, headers=None):

@@ -10,11 +10,10 @@ import os
 import re
 import sqlite3
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, run_tests, wait_for
+from harness import Fake, Gateway, add_endpoint, burst, run_tests, wait_for
 
 
 class Ctx:
@@ -81,21 +80,6 @@ def set_quota(c, scope, target, **cols):
         write(c, "INSERT INTO quotas (scope, %s, %s) VALUES (?, ?, ?, ?, ?, ?)" % (col, ", ".join(vals)),
                  scope, target, *vals.values())
     time.sleep(0.7)
-
-
-def burst(fn, n):
-    out = [None] * n
-    def one(i):
-        try:
-            out[i] = fn(i)
-        except Exception as e:
-            out[i] = e
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join(60)
-    return out
 
 
 def check_429(r, code, scope, quota=False):

@@ -6,11 +6,10 @@ concurrency layer refuses with ENDPOINT_CONCURRENCY_EXCEEDED; every refusal give
 the key's own limits took."""
 import os
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, run_tests, setup_with, stop_all, wait_for
+from harness import Fake, Gateway, add_endpoint, burst, run_tests, setup_with, stop_all, wait_for
 
 
 def build(c):
@@ -40,20 +39,6 @@ def settle():
     time.sleep(0.8)                 # every responder polls the configuration (250 ms)
 
 
-def burst(fn, n, stagger=0.03):
-    out = [None] * n
-    def one(i):
-        out[i] = fn(i)
-    ts = []
-    for i in range(n):
-        ts.append(threading.Thread(target=one, args=(i,)))
-        ts[-1].start()
-        time.sleep(stagger)
-    for t in ts:
-        t.join(60)
-    return out
-
-
 def chat(c, i, model, ttfb, key=None):
     t0 = time.time()
     r = c.gw.chat(key or c.key, model=model, headers={"X-Fake-Behavior": "ttfb_ms=%d" % ttfb},
@@ -77,7 +62,7 @@ def test_model_concurrency_exact_then_queue_then_429(c):
     settle()
     try:
         c.big.reset()
-        res = burst(lambda i: chat(c, i, "m-big", 800), 8)
+        res = burst(lambda i: chat(c, i, "m-big", 800), 8, stagger=0.03)
         st = [r.status for r in res]
         assert sorted(st) == [200] * 5 + [429] * 3, st       # 2 at once + 3 queued; the rest refused
         assert c.big.stats()["max_inflight"] == 2, c.big.stats()
@@ -101,7 +86,7 @@ def test_a_cheaper_model_of_the_group_serves_first(c):
     try:
         c.big.reset()
         c.small.reset()
-        res = burst(lambda i: chat(c, i, "m-big", 600), 3)
+        res = burst(lambda i: chat(c, i, "m-big", 600), 3, stagger=0.03)
         assert all(r.status == 200 for r in res), [r.status for r in res]
         assert c.big.stats()["requests"] == 1 and c.small.stats()["requests"] == 2, (c.big.stats(), c.small.stats())
         down = [r for r in res if r.headers.get("x-routed-model") == "m-small"]

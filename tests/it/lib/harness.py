@@ -11,6 +11,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import traceback
 
@@ -49,6 +50,25 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def burst(fn, n, stagger=0.0):
+    """fn(0) .. fn(n-1) at once, each on a thread of its own (started stagger seconds apart):
+    their results in order, an exception in place of a result that raised."""
+    out = [None] * n
+    def one(i):
+        try:
+            out[i] = fn(i)
+        except Exception as e:      # the test asserts on it
+            out[i] = e
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+        if stagger:
+            time.sleep(stagger)
+    for t in ts:
+        t.join(60)
+    return out
 
 
 def wait_for(cond, timeout=5.0, interval=0.05, what="condition"):
