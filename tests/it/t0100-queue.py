@@ -269,14 +269,14 @@ def test_a_retry_waits_for_the_full_replica(c):
         busy = threading.Thread(target=lambda: timed_chat(c, 0, "ttfb_ms=900"))
         out = []
         busy.start()
-        time.sleep(0.3)
-        for i in range(4):          # round robin: some go to the dead replica first
+        wait_for(lambda: c.fake.stats()["inflight"] == 1, 5, what="the stand-in's place taken")
+        for i in range(4):          # the stand-in is full: the dead replica is the only candidate left
             out.append(timed_chat(c, i + 1, "ttfb_ms=50"))
         busy.join(10)
         assert all(r.status == 200 for r in out), [(r.status, r.body[:200]) for r in out]
         assert len(c.gw.responder_pids()) == 2, "a responder died"
-        retried = c.gw.sql("SELECT count(*) FROM usage_events WHERE retries > 0 AND queue_ms > 0 AND status = 200")
-        assert retried[0][0] >= 1, retried
+        wait_for(lambda: c.gw.sql("SELECT count(*) FROM usage_events WHERE retries > 0 AND queue_ms > 0 AND "
+                                  "status = 200")[0][0] >= 1, 5, what="a retry that waited")
     finally:
         c.gw.ctl("replica", "rm", "ep", dead)
 
