@@ -56,6 +56,8 @@ void conf_defaults(struct conf *c)
     c->idem_ttl_minutes = 10;
     c->idem_max_records = 100000;
     c->idem_max_bytes = 256LL << 20;
+    c->cache_max_bytes = 256LL << 20;
+    c->cache_max_entry_bytes = 4LL << 20;
     c->idem_max_record_bytes = 8LL << 20;
     c->affinity_max_entries = 100000;
     c->affinity_abs_margin = 4;
@@ -174,6 +176,8 @@ static int conf_apply(struct conf *c, config_t *cf, const char *path)
         {"idempotency.max_records", 1, 100000000, &c->idem_max_records, 0},
         {"idempotency.max_bytes", 0, 1LL << 40, &c->idem_max_bytes, 1},
         {"idempotency.max_record_bytes", 0, 1LL << 32, &c->idem_max_record_bytes, 1},
+        {"cache.max_bytes", 0, 1LL << 40, &c->cache_max_bytes, 1},
+        {"cache.max_entry_bytes", 0, 1LL << 32, &c->cache_max_entry_bytes, 1},
         {"auth.fail_limit", 1, 1000000, &c->auth_fail_limit, 0},
         {"affinity.max_entries", 64, 100000, &c->affinity_max_entries, 0},
         {"affinity.abs_margin", 0, 1000000, &c->affinity_abs_margin, 0},

@@ -43,6 +43,8 @@ struct conf {
     int idem_ttl_minutes;        /* idempotency.ttl_minutes: record lifetime, 1-1440 (10; SLUICE_IDEMPOTENCY_TTL_MINUTES) */
     int idem_max_records;        /* idempotency.max_records: records kept at most (100000) */
     int64_t idem_max_bytes;      /* idempotency.max_bytes: stored responses at most (256 MiB) */
+    int64_t cache_max_bytes;     /* cache.max_bytes: cached answers at most, oldest evicted first (256 MiB; R-CACHE-3) */
+    int64_t cache_max_entry_bytes; /* cache.max_entry_bytes: one cached answer at most (4 MiB) */
     int64_t idem_max_record_bytes; /* idempotency.max_record_bytes: one stored response at most (8 MiB) */
     int affinity_max_entries;    /* affinity.max_entries: pool-wide session mappings (100000) */
     int affinity_abs_margin;     /* affinity.abs_margin: R-AFF-3 ABS margin on the load signal (4) */

@@ -194,6 +194,15 @@ static void replica_row(struct snapshot *s, sqlite3_stmt *st, int i)
     r->node = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : node_index(s, sqlite3_column_int64(st, 8));
 }
 
+static enum cache_mode parse_cache_mode(const char *m)
+{
+    if (m && strcmp(m, "exact") == 0)
+        return CACHE_EXACT;
+    if (m && strcmp(m, "semantic") == 0)
+        return CACHE_SEMANTIC;
+    return CACHE_OFF;
+}
+
 static void route_row(struct snapshot *s, sqlite3_stmt *st, int i)
 {
     struct snap_route *r = &s->routes[i];
@@ -206,6 +215,9 @@ static void route_row(struct snapshot *s, sqlite3_stmt *st, int i)
     const char *t = col_str(&s->mem, st, 6);
     r->target_model = t && *t ? t : NULL;
     r->created_at = sqlite3_column_int64(st, 7);
+    r->cache = sqlite3_column_type(st, 8) == SQLITE_NULL ? CACHE_INHERIT
+               : parse_cache_mode((const char *)sqlite3_column_text(st, 8));
+    r->cache_ttl_s = sqlite3_column_int(st, 9);
 }
 
 static enum role parse_role(const char *r)
@@ -305,6 +317,9 @@ static void policy_row(struct snapshot *s, sqlite3_stmt *st, int i)
     p->max_context = sqlite3_column_int64(st, 8);
     p->max_output = sqlite3_column_int64(st, 9);
     p->shrink_max_tokens = sqlite3_column_int(st, 10);
+    p->cache = parse_cache_mode((const char *)sqlite3_column_text(st, 11));
+    p->cache_ttl_s = sqlite3_column_int(st, 12);
+    p->default_greedy = sqlite3_column_int(st, 13);
 }
 
 static void quota_row(struct snapshot *s, sqlite3_stmt *st, int i)
@@ -503,7 +518,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
                  " WHERE NOT (r.approved = 0 AND e.upstream_auth IS NOT NULL AND e.upstream_auth_by IS NOT 'tenant')"
                  " ORDER BY r.endpoint_id, r.id", replica_row, s, &s->n_replicas) ||
         each_row(db,
-                 "SELECT id, tenant_id, model, endpoint_id, priority, weight, target_model, created_at"
+                 "SELECT id, tenant_id, model, endpoint_id, priority, weight, target_model, created_at, cache, cache_ttl_s"
                  " FROM routes WHERE status = 'active' ORDER BY tenant_id, model, priority, id",
                  route_row, s, &s->n_routes) ||
         each_row(db,
@@ -516,7 +531,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
                  " FROM endpoints WHERE key_hash IS NOT NULL", key_row, s, &s->n_keys) ||
         each_row(db,
                  "SELECT model, purpose, routing_enabled, quality_score, price_input_per_1k,"
-                 " price_output_per_1k, supports_tools, supports_vision, max_context, max_output, shrink_max_tokens"
+                 " price_output_per_1k, supports_tools, supports_vision, max_context, max_output, shrink_max_tokens,"
+                 " cache, cache_ttl_s, default_greedy"
                  " FROM model_policies ORDER BY model", policy_row, s, &s->n_policies) ||
         each_row(db,
                  "SELECT c.user_id, u.tenant_id, u.role, u.name, c.qps_limit, c.concurrency_limit,"

@@ -19,6 +19,7 @@ enum upstream_protocol { PROTO_OPENAI, PROTO_ANTHROPIC };
 enum replica_state { REPLICA_RUNNING, REPLICA_SLEEPING, REPLICA_DISABLED };
 enum role { ROLE_NONE, ROLE_MEMBER, ROLE_ADMIN, ROLE_OPERATOR };
 enum node_status { NODE_ONLINE, NODE_OFFLINE, NODE_BORROWED };
+enum cache_mode { CACHE_INHERIT = -1, CACHE_OFF = 0, CACHE_EXACT, CACHE_SEMANTIC };
 
 struct snap_tenant {
     int64_t id;
@@ -86,6 +87,8 @@ struct snap_route {
     int priority, weight;
     const char *target_model;     /* NULL: same as model */
     int64_t created_at;
+    enum cache_mode cache;        /* R-CACHE-1: CACHE_INHERIT = the model policy's */
+    int cache_ttl_s;              /* 0 = the model policy's */
 };
 
 struct snap_key {
@@ -114,6 +117,9 @@ struct snap_policy {
     int supports_tools, supports_vision;
     int64_t max_context, max_output;   /* 0: unknown */
     int shrink_max_tokens;        /* R-KEY-6: a token-layer refusal may shrink max_tokens instead */
+    enum cache_mode cache;        /* R-CACHE-1/4: answers of this model are cached */
+    int cache_ttl_s;
+    int default_greedy;           /* R-CACHE-1: no temperature means greedy for this model */
 };
 
 struct snapshot {
