@@ -157,5 +157,7 @@ void api_quotas_create(struct api_ctx *c);
 void api_quotas_get(struct api_ctx *c);
 void api_quotas_update(struct api_ctx *c);
 void api_quotas_delete(struct api_ctx *c);
+void api_cache_stats(struct api_ctx *c);    /* api_cache.c */
+void api_cache_clear(struct api_ctx *c);
 
 #endif

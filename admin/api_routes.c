@@ -4,7 +4,32 @@
 
 #include <string.h>
 
-#define ROUTE_FIELDS "priority weight target_model status endpoint endpoint_id"
+#define ROUTE_FIELDS "priority weight target_model status endpoint endpoint_id cache cache_ttl_s"
+
+/* R-CACHE-2: cache and cache_ttl_s, null = inherit the model policy's ("" and -1 for ops).
+ * -1: answer set. */
+static int route_cache(struct api_ctx *c, struct ops_route_opts *o)
+{
+    struct json_object *v = NULL;
+    if (api_body_str(c, "cache", &o->cache, 0) != 0 || api_body_int(c, "cache_ttl_s", &o->cache_ttl_s) != 0)
+        return -1;
+    if (o->cache && !*o->cache) {
+        api_error(c, 400, "invalid_value", "cache", "cache must be off, exact or semantic (null: inherit)");
+        return -1;
+    }
+    if (o->cache_ttl_s.set && o->cache_ttl_s.v < 1) {
+        api_error(c, 400, "invalid_value", "cache_ttl_s",
+                  "cache_ttl_s must be between 1 and %d (null: inherit)", OPS_CACHE_TTL_MAX);
+        return -1;
+    }
+    if (json_object_object_get_ex(c->body, "cache", &v) && !v)
+        o->cache = "";
+    if (json_object_object_get_ex(c->body, "cache_ttl_s", &v) && !v) {
+        o->cache_ttl_s.set = 1;
+        o->cache_ttl_s.v = -1;
+    }
+    return 0;
+}
 
 /* Reads the optional route members; the endpoint (by name or id) into *ep (NULL when
  * not given). -1: answer set. */
@@ -20,7 +45,7 @@ static int route_body(struct api_ctx *c, struct ops_route_opts *o, struct json_o
         api_body_str(c, "target_model", &o->target_model, 0) != 0 ||
         api_body_str(c, "status", &o->status, 0) != 0 ||
         api_body_str(c, "endpoint", &endpoint, 0) != 0 ||
-        api_body_int(c, "endpoint_id", &endpoint_id) != 0)
+        api_body_int(c, "endpoint_id", &endpoint_id) != 0 || route_cache(c, o) != 0)
         return -1;
     if (!endpoint && !endpoint_id.set)
         return 0;

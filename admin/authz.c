@@ -51,11 +51,13 @@ static const struct {
     [AUTHZ_ALERT] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}},
     /* R-KEY-6: which layers of its tenant an admin reaches: authz_quota_scopes */
     [AUTHZ_QUOTA] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}},
+    /* R-CACHE-3: the stored answers of the admin's own tenant (stats, clear); nothing is created */
+    [AUTHZ_CACHE] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_TENANT}},
 };
 
 static const char *const authz_res_names[AUTHZ_NRES] = {
     "tenants", "users", "endpoints", "routes", "keys", "model policies", "settings", "nodes",
-    "usage", "the audit log", "alerts", "quotas"};
+    "usage", "the audit log", "alerts", "quotas", "the answer cache"};
 static const char *const authz_op_names[AUTHZ_NOPS] = {"read", "create", "change", "delete"};
 
 static int deny(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

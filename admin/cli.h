@@ -68,6 +68,9 @@ struct json_object *cmd_endpoint_test(sqlite3 *db, const struct cli *c, struct o
 struct json_object *cmd_key_policy(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_policy_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
+/* cache clear|stats [--model M] [--tenant T] (R-CACHE-3) */
+struct json_object *cmd_cache_clear(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_cache_stats(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_config_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_node_add(sqlite3 *db, const struct cli *c, struct ops_error *err);

@@ -245,10 +245,13 @@ struct ops_route_opts {
     const char *target_model;   /* "" clears it */
     const char *status;         /* active | inactive */
     const char *endpoint;       /* set only: move the route to this endpoint */
+    const char *cache;          /* R-CACHE-2: off | exact | semantic; "" = inherit (NULL) */
+    struct ops_i64 cache_ttl_s; /* 1..31536000; v < 0 = inherit (NULL) */
 };
 
 /* Route: {"id","model","tenant","tenant_id","endpoint","endpoint_id","priority",
- * "weight","target_model","status","created_at"}. tenant NULL = the endpoint's.
+ * "weight","target_model","status","cache","cache_ttl_s","created_at"} (cache and
+ * cache_ttl_s null: the model policy's). tenant NULL = the endpoint's.
  * The endpoint must belong to the route's tenant, and a tenant other than
  * "default" may not add a model name that "default" routes (R-AUTH-4, R-ADM-2). */
 struct json_object *ops_route_add(sqlite3 *db, const char *model, const char *endpoint,
@@ -315,15 +318,32 @@ struct ops_policy_opts {
     struct ops_i64 max_context, max_output;
     const char *description;         /* R-SEM-2 */
     struct ops_i64 shrink_max_tokens;/* R-KEY-6: 0 or 1 */
+    const char *cache;               /* R-CACHE-2: off | exact | semantic (default off) */
+    struct ops_i64 cache_ttl_s;      /* 1..31536000 (default 3600) */
+    struct ops_i64 default_greedy;   /* R-CACHE-1: 0 or 1, no temperature counts as greedy */
 };
 /* Policy: {"model","purpose","routing_enabled","quality_score","price_input_per_1k",
  * "price_output_per_1k","supports_tools","supports_vision","max_context","max_output",
- * "description","shrink_max_tokens","updated_at"}. set creates the policy when missing. */
+ * "description","shrink_max_tokens","cache","cache_ttl_s","default_greedy","updated_at"}.
+ * set creates the policy when missing. */
 struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct ops_policy_opts *o,
                                    struct ops_error *err);
 struct json_object *ops_policy_get(sqlite3 *db, const char *model, struct ops_error *err);
 struct json_object *ops_policy_rm(sqlite3 *db, const char *model, struct ops_error *err);
 struct json_object *ops_policy_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+
+/* ---- the answer cache (ops_cache.c) ------------------------------------------ */
+
+/* R-CACHE-3: the cache's TTL bounds, as sql/010_cache.sql checks them. */
+#define OPS_CACHE_TTL_MAX 31536000
+/* Filters of both: l->tenant / tenant_id (one tenant), l->model (the public name); NULL
+ * and unset = every one. Stats: {"models":[{"model","entries","bytes","hits","expired"}],
+ * "entries","bytes","hits","expired"} (expired: past expires_ms, not yet evicted), by
+ * model. Clear deletes the matching cache_entries rows and answers {"deleted":N,"model",
+ * "tenant","tenant_id"} (null: every one), with an audit row "clear" of object type
+ * "cache" (its tenant the one filtered on). */
+struct json_object *ops_cache_stats(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_cache_clear(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- quota layers (ops_quota.c) ------------------------------------------------ */
 

@@ -6,10 +6,11 @@
 #define ROUTE_PRIORITY_MAX 1000000
 
 static const char *const route_statuses[] = {"active", "inactive", NULL};
+static const char *const route_cache_modes[] = {"off", "exact", "semantic", NULL};  /* R-CACHE-2 */
 
 #define ROUTE_SELECT \
     "SELECT r.id, r.model, t.name, t.id, e.name, e.id, r.priority, r.weight, r.target_model," \
-    " r.status, r.created_at FROM routes r" \
+    " r.status, r.created_at, r.cache, r.cache_ttl_s FROM routes r" \
     " JOIN tenants t ON t.id = r.tenant_id JOIN endpoints e ON e.id = r.endpoint_id"
 
 static struct json_object *route_row(sqlite3_stmt *st)
@@ -25,6 +26,8 @@ static struct json_object *route_row(sqlite3_stmt *st)
     ops_json_int(o, "weight", st, 7);
     ops_json_text(o, "target_model", st, 8);
     ops_json_text(o, "status", st, 9);
+    ops_json_text(o, "cache", st, 11);          /* null: the model policy's */
+    ops_json_int(o, "cache_ttl_s", st, 12);
     ops_json_int(o, "created_at", st, 10);
     return o;
 }
@@ -51,10 +54,16 @@ static int route_check_opts(const struct ops_route_opts *o, struct ops_error *er
         return -1;
     if (o->status && ops_check_enum("status", o->status, route_statuses, err) != 0)
         return -1;
+    if (o->cache && *o->cache && ops_check_enum("cache", o->cache, route_cache_modes, err) != 0)
+        return -1;
+    if (o->cache_ttl_s.set && o->cache_ttl_s.v >= 0 &&
+        ops_check_range("cache_ttl_s", o->cache_ttl_s, 1, OPS_CACHE_TTL_MAX, err) != 0)
+        return -1;
     return 0;
 }
 
-/* target_model: NULL keeps it, "" clears it. endpoint_id: unset keeps it. */
+/* target_model and cache: NULL keeps, "" clears (cache: inherit). cache_ttl_s: unset keeps,
+ * v < 0 inherits. endpoint_id: unset keeps it. */
 static int route_update(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
                         struct ops_i64 endpoint_id, struct ops_error *err)
 {
@@ -63,9 +72,13 @@ static int route_update(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
                    " weight = COALESCE(?2, weight),"
                    " target_model = CASE WHEN ?3 IS NULL THEN target_model"
                    "   WHEN ?3 = '' THEN NULL ELSE ?3 END,"
-                   " status = COALESCE(?4, status), endpoint_id = COALESCE(?5, endpoint_id)"
+                   " status = COALESCE(?4, status), endpoint_id = COALESCE(?5, endpoint_id),"
+                   " cache = CASE WHEN ?7 IS NULL THEN cache WHEN ?7 = '' THEN NULL ELSE ?7 END,"
+                   " cache_ttl_s = CASE WHEN ?8 IS NULL THEN cache_ttl_s WHEN ?8 < 0 THEN NULL"
+                   "   ELSE ?8 END"
                    " WHERE id = ?6",
-                   "oottoi", o->priority, o->weight, o->target_model, o->status, endpoint_id, id);
+                   "oottoito", o->priority, o->weight, o->target_model, o->status, endpoint_id, id,
+                   o->cache, o->cache_ttl_s);
 }
 
 /* R-ADM-2: a route may only point at an endpoint of its own tenant. */

@@ -93,6 +93,9 @@ static const struct router_route router_routes[] = {
     {"PUT", "quotas/{id}", api_quotas_update, 0},
     {"DELETE", "quotas/{id}", api_quotas_delete, 0},
 
+    {"GET", "cache", api_cache_stats, 0},
+    {"DELETE", "cache", api_cache_clear, 0},
+
     {"GET", "audit-log", api_audit_list, 0},
     {"GET", "alerts", api_alerts_list, 0},
     {"GET", "alerts/{id}", api_alerts_get, 0},

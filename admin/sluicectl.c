@@ -270,13 +270,43 @@ static struct json_object *cmd_replica_rm(sqlite3 *db, const struct cli *c, stru
     return ops_replica_rm(db, c->pos[0], c->pos[1], err);
 }
 
+/* R-CACHE-2: --cache off|exact|semantic|inherit, --cache-ttl-s N|inherit (inherit: the
+ * model policy's, NULL in the database). */
+static int cli_route_cache(const struct cli *c, struct ops_route_opts *o, struct ops_error *err)
+{
+    const char *mode = cli_opt(c, "cache"), *ttl = cli_opt(c, "cache-ttl-s");
+    o->cache = mode && strcmp(mode, "inherit") == 0 ? "" : mode;
+    if (o->cache && !*o->cache && (!mode || strcmp(mode, "inherit") != 0)) {
+        err->kind = OPS_ERR_INVALID;
+        snprintf(err->param, sizeof err->param, "cache");
+        snprintf(err->message, sizeof err->message, "--cache must be off, exact, semantic or inherit");
+        return -1;
+    }
+    o->cache_ttl_s.set = 0;
+    if (ttl && strcmp(ttl, "inherit") == 0) {
+        o->cache_ttl_s.set = 1;
+        o->cache_ttl_s.v = -1;
+        return 0;
+    }
+    if (cli_num(c, "cache-ttl-s", &o->cache_ttl_s, err) != 0)
+        return -1;
+    if (o->cache_ttl_s.set && o->cache_ttl_s.v < 1) {
+        err->kind = OPS_ERR_INVALID;
+        snprintf(err->param, sizeof err->param, "cache_ttl_s");
+        snprintf(err->message, sizeof err->message, "--cache-ttl-s must be 1 to %d seconds, or inherit",
+                 OPS_CACHE_TTL_MAX);
+        return -1;
+    }
+    return 0;
+}
+
 static int cli_route_opts(const struct cli *c, struct ops_route_opts *o, struct ops_error *err)
 {
     o->target_model = cli_opt(c, "target-model");
     o->status = cli_opt(c, "status");
     o->endpoint = cli_opt(c, "endpoint");
     if (cli_num(c, "priority", &o->priority, err) != 0 ||
-        cli_num(c, "weight", &o->weight, err) != 0)
+        cli_num(c, "weight", &o->weight, err) != 0 || cli_route_cache(c, o, err) != 0)
         return -1;
     return 0;
 }
@@ -482,9 +512,9 @@ static const struct cli_cmd {
     {"replica", "set", "ENDPOINT URL", "engine= state= weight= max-concurrency= node= approve", "", 0,
      cmd_replica_set},
     {"replica", "rm", "ENDPOINT URL", "", "", 0, cmd_replica_rm},
-    {"route", "add", "MODEL ENDPOINT", "tenant= priority= weight= target-model= status=", "", 0,
-     cmd_route_add},
-    {"route", "set", "ID", "priority= weight= target-model= status= endpoint=", "", 0,
+    {"route", "add", "MODEL ENDPOINT", "tenant= priority= weight= target-model= status= cache= cache-ttl-s=",
+     "", 0, cmd_route_add},
+    {"route", "set", "ID", "priority= weight= target-model= status= endpoint= cache= cache-ttl-s=", "", 0,
      cmd_route_set},
     {"route", "rm", "ID", "", "", 0, cmd_route_rm},
     {"key", "add", "", "user= name= priority= max-priority= " KEY_LIMIT_OPTS, "user", 0, cmd_key_add},
@@ -506,11 +536,14 @@ static const struct cli_cmd {
     {"endpoint", "test", "NAME", "timeout-ms=", "", 0, cmd_endpoint_test},
     {"key", "policy", "ID", "auto-routing= strategy=", "", 0, cmd_key_policy},
     {"policy", "set", "MODEL", "purpose= routing= quality= price-input= price-output= price-in= price-out= tools="
-     " vision= max-context= max-output= description= shrink-max-tokens=", "", 0, cmd_policy_set},
+     " vision= max-context= max-output= description= shrink-max-tokens= cache= cache-ttl-s= default-greedy=",
+     "", 0, cmd_policy_set},
     {"policy", "rm", "MODEL", "", "", 0, cmd_policy_rm},
     {"quota", "set", "", QUOTA_TARGET_OPTS " concurrency= rpm= daily-tokens= monthly-tokens= queue-max=", "", 0,
      cmd_quota_set},
     {"quota", "rm", "", QUOTA_TARGET_OPTS, "", 0, cmd_quota_rm},
+    {"cache", "clear", "", "model= tenant=", "", 0, cmd_cache_clear},
+    {"cache", "stats", "", "model= tenant=", "", 0, cmd_cache_stats},
     {"config", "get", "", "", "", 0, cmd_config_get},
     {"config", "set", "NAME VALUE", "", "", 0, cmd_config_set},
     {"node", "add", "NAME", "status= metrics-url=", "", 0, cmd_node_add},

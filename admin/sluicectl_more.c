@@ -223,8 +223,11 @@ struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_
         (!o.price_output_micro.set && more_scaled(c, "price-out", 6, &o.price_output_micro, err) != 0) ||
         cli_onoff(c, "shrink-max-tokens", &o.shrink_max_tokens, err) != 0 ||
         cli_num(c, "max-context", &o.max_context, err) != 0 ||
-        cli_num(c, "max-output", &o.max_output, err) != 0)
+        cli_num(c, "max-output", &o.max_output, err) != 0 ||
+        cli_num(c, "cache-ttl-s", &o.cache_ttl_s, err) != 0 ||              /* R-CACHE-2 */
+        cli_onoff(c, "default-greedy", &o.default_greedy, err) != 0)        /* R-CACHE-1 */
         return NULL;
+    o.cache = cli_opt(c, "cache");
     return ops_policy_set(db, c->pos[0], &o, err);
 }
 
@@ -307,6 +310,20 @@ struct json_object *cmd_quota_rm(sqlite3 *db, const struct cli *c, struct ops_er
 {
     const char *name, *scope = more_quota_target(c, &name, err);
     return scope ? ops_quota_rm(db, scope, name, err) : NULL;
+}
+
+/* ---- the answer cache (R-CACHE-3) ------------------------------------------------------ */
+
+struct json_object *cmd_cache_clear(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    struct ops_list l;
+    return more_list(c, &l, err) == 0 ? ops_cache_clear(db, &l, err) : NULL;
+}
+
+struct json_object *cmd_cache_stats(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    struct ops_list l;
+    return more_list(c, &l, err) == 0 ? ops_cache_stats(db, &l, err) : NULL;
 }
 
 struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_error *err)

@@ -1,0 +1,90 @@
+/* ops_cache.c: housekeeping of the exact answer cache (R-CACHE-3): what cache_entries
+ * holds per model, and clearing it by model and tenant. The data plane writes and
+ * evicts the rows; here they are only counted and deleted. */
+#include "ops_internal.h"
+
+#include <string.h>
+
+/* The rows one filter matches: ?1 tenant id (NULL: every tenant), ?2 public model name
+ * (NULL: every model). */
+#define CACHE_WHERE " WHERE (?1 IS NULL OR tenant_id = ?1) AND (?2 IS NULL OR model = ?2)"
+
+/* expired counts the rows the data plane has not evicted yet; the time is SQLite's. */
+#define CACHE_NOW_MS "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+#define CACHE_COUNTS \
+    "COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(hits), 0)," \
+    " COALESCE(SUM(expires_ms <= " CACHE_NOW_MS "), 0)"
+
+static struct json_object *cache_row(sqlite3_stmt *st)
+{
+    struct json_object *o = json_object_new_object();
+    ops_json_text(o, "model", st, 0);
+    ops_json_int(o, "entries", st, 1);
+    ops_json_int(o, "bytes", st, 2);
+    ops_json_int(o, "hits", st, 3);
+    ops_json_int(o, "expired", st, 4);
+    return o;
+}
+
+/* The filter of l: tenant (by name or id) and model. */
+static int cache_filter(sqlite3 *db, const struct ops_list *l, struct ops_i64 *tid,
+                        const char **model, struct ops_error *err)
+{
+    tid->set = 0;
+    *model = l ? l->model : NULL;
+    if (l && ops_list_ids(db, l, tid, NULL, NULL, err) != 0)
+        return -1;
+    if (*model && ops_check_name("model", *model, err) != 0)
+        return -1;
+    return 0;
+}
+
+struct json_object *ops_cache_stats(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+{
+    struct ops_i64 tid;
+    const char *model;
+    if (cache_filter(db, l, &tid, &model, err) != 0)
+        return NULL;
+    struct json_object *res = ops_query_list(db, err, "models", cache_row,
+                                             "SELECT model, " CACHE_COUNTS " FROM cache_entries"
+                                             CACHE_WHERE " GROUP BY model ORDER BY model", "ot", tid, model);
+    if (!res)
+        return NULL;
+    /* The totals are the models' sums. */
+    int64_t sum[4] = {0, 0, 0, 0};
+    static const char *const names[4] = {"entries", "bytes", "hits", "expired"};
+    struct json_object *models = json_object_object_get(res, "models");
+    for (size_t i = 0; i < json_object_array_length(models); i++)
+        for (int k = 0; k < 4; k++)
+            sum[k] += json_object_get_int64(
+                json_object_object_get(json_object_array_get_idx(models, i), names[k]));
+    for (int k = 0; k < 4; k++)
+        json_object_object_add(res, names[k], json_object_new_int64(sum[k]));
+    return res;
+}
+
+struct json_object *ops_cache_clear(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+{
+    struct ops_i64 tid;
+    const char *model;
+    if (cache_filter(db, l, &tid, &model, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *res = NULL, *t = NULL;
+    if (tid.set && !(t = ops_tenant_get(db, tid.v, err)))
+        goto out;
+    if (ops_run(db, err, "DELETE FROM cache_entries" CACHE_WHERE, "ot", tid, model) != 0)
+        goto out;
+    /* R-ADM-5: what was cleared, and for whom; the tenant member makes it the tenant's row. */
+    res = json_object_new_object();
+    json_object_object_add(res, "deleted", json_object_new_int64(sqlite3_changes(db)));
+    ops_json_str(res, "model", model);
+    ops_json_str(res, "tenant", t ? json_object_get_string(json_object_object_get(t, "name")) : NULL);
+    json_object_object_add(res, "tenant_id", tid.set ? json_object_new_int64(tid.v) : NULL);
+    if (ops_audit(db, err, "clear", "cache", NULL, res) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
+out:
+    json_object_put(t);
+    return ops_finish(db, res, err);
+}
