@@ -161,7 +161,7 @@ test('R-ADM-3: sign in through the form; a wrong password is refused', { timeout
   assert.match(await page.textContent('#who-name'), /^oper · default$/);
   assert.equal(await page.textContent('#who-role'), 'operator');
   const tabs = await page.$$eval('#tabs a', (as) => as.map((a) => a.textContent));
-  assert.deepEqual(tabs, ['Endpoints', 'Routes', 'Keys', 'Quotas', 'Usage', 'Alerts', 'Audit', 'Users', 'Live']);
+  assert.deepEqual(tabs, ['Endpoints', 'Routes', 'Keys', 'Quotas', 'Models', 'Usage', 'Alerts', 'Audit', 'Users', 'Live']);
   // R-SEC-7: the password travelled in the body only.
   assert.ok(!page.url().includes(ENV.password) && !page.url().includes('password'), page.url());
   const cookies = await contexts[0].cookies(BASE);
@@ -353,6 +353,66 @@ test('issue 14: the Quotas tab: create quota layers, see them listed, edit one, 
   assert.deepEqual([ep.max_concurrency, ep.queue_max, ep.queue_timeout_ms], [16, 40, 10000]);
 });
 
+test('issue 15: the Models tab: a policy with an exact cache, listed, its TTL edited, deleted; a route\u2019s cache', { timeout: 30000 }, async () => {
+  await tab('models');
+  const rowOf = (model) => page.locator('#policy-list tbody tr').filter({ has: page.locator(`.policy-model[data-model="${model}"]`) });
+  await openPanel('new-policy');
+  await page.fill('#policy-form [name="model"]', 'ui-cached');
+  await page.selectOption('#policy-form [name="purpose"]', 'chat');
+  await page.fill('#policy-form [name="quality_score"]', '71.5');
+  await page.fill('#policy-form [name="price_input_per_1k"]', '0.25');
+  await page.fill('#policy-form [name="max_output"]', '256');
+  await page.selectOption('#policy-form [name="cache"]', 'exact');
+  await page.fill('#policy-form [name="cache_ttl_s"]', '600');
+  await page.check('#policy-form [name="default_greedy"]');
+  await page.click('#policy-form button[type="submit"]');
+  await rowOf('ui-cached').waitFor();
+  assert.match(await rowOf('ui-cached').textContent(), /exact/);
+  assert.match(await rowOf('ui-cached').textContent(), /600 s/);
+  let p = await apiGet('models/routing-policies/ui-cached');
+  assert.deepEqual([p.cache, p.cache_ttl_s, p.default_greedy, p.max_output, p.purpose, p.quality_score, p.price_input_per_1k,
+    p.shrink_max_tokens, p.max_context], ['exact', 600, true, 256, 'chat', 71.5, 0.25, false, null]);
+  assert.ok(await page.isVisible('#cache-list'), 'the answer cache card');
+  await shoot('models-1280');
+
+  // Edit the TTL in the dialog; the other fields stay what they were.
+  await rowOf('ui-cached').locator('[data-action="edit"]').click();
+  assert.equal(await page.inputValue('dialog.dialog[open] [name="cache"]'), 'exact');
+  await page.fill('dialog.dialog[open] [name="cache_ttl_s"]', '1200');
+  await page.click('dialog.dialog[open] button[type="submit"]');
+  await page.locator('dialog.dialog[open]').waitFor({ state: 'detached' });
+  await rowOf('ui-cached').filter({ hasText: '1,200 s' }).waitFor();
+  p = await apiGet('models/routing-policies/ui-cached');
+  assert.deepEqual([p.cache, p.cache_ttl_s, p.default_greedy, p.max_output, p.quality_score], ['exact', 1200, true, 256, 71.5]);
+
+  await rowOf('ui-cached').locator('[data-action="delete"]').click();
+  await page.locator('dialog.dialog[open] button', { hasText: 'Delete' }).click();
+  await rowOf('ui-cached').waitFor({ state: 'detached' });
+  assert.ok(!(await apiGet('models/routing-policies')).data.some((x) => x.model === 'ui-cached'));
+
+  // R-CACHE-2: a route's own cache, then back to the policy's (NULL).
+  await tab('routes');
+  const row = () => page.locator('.route-card[data-model="m"] tr', { hasText: 'ep-b' });
+  await row().locator('[data-action="cache"]').click();
+  await page.selectOption('dialog.dialog[open] [name="cache"]', 'exact');
+  await page.fill('dialog.dialog[open] [name="cache_ttl_s"]', '300');
+  await page.click('dialog.dialog[open] button[type="submit"]');
+  await page.locator('dialog.dialog[open]').waitFor({ state: 'detached' });
+  await row().locator('.route-cache', { hasText: 'exact' }).waitFor();
+  assert.match(await row().locator('.route-cache').textContent(), /300 s/);
+  let r = (await apiGet('model-routes?model=m')).data.find((x) => x.endpoint === 'ep-b');
+  assert.deepEqual([r.cache, r.cache_ttl_s], ['exact', 300]);
+  await shoot('routes-cache-1280');
+  await row().locator('[data-action="cache"]').click();
+  await page.selectOption('dialog.dialog[open] [name="cache"]', '');
+  await page.fill('dialog.dialog[open] [name="cache_ttl_s"]', '');
+  await page.click('dialog.dialog[open] button[type="submit"]');
+  await page.locator('dialog.dialog[open]').waitFor({ state: 'detached' });
+  await row().locator('.route-cache', { hasText: 'policy’s' }).waitFor();
+  r = (await apiGet('model-routes?model=m')).data.find((x) => x.endpoint === 'ep-b');
+  assert.deepEqual([r.cache, r.cache_ttl_s], [null, null]);
+});
+
 test('traffic with the new key follows the route', { timeout: 30000 }, async () => {
   assert.ok(state.key, 'the key test ran');
   // A new key reaches each responder at its next configuration poll (config.poll_ms, 250):
@@ -471,7 +531,7 @@ test('R-ADM-3: alerts and audit tables', { timeout: T }, async () => {
 
 test('R-ADM-3: phone width (390x844): every section fits, tables scroll in their box', { timeout: 40000 }, async () => {
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const id of ['endpoints', 'routes', 'keys', 'quotas', 'usage', 'alerts', 'audit', 'people', 'live']) {
+  for (const id of ['endpoints', 'routes', 'keys', 'quotas', 'models', 'usage', 'alerts', 'audit', 'people', 'live']) {
     await page.evaluate((v) => { location.hash = v; }, id);
     await page.waitForSelector(`.view-body[data-view="${id}"][data-ready]`);
     if (id === 'usage') await page.waitForSelector('#usage-requests svg.chart');

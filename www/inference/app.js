@@ -8,6 +8,7 @@ import * as endpoints from './js/views/endpoints.js';
 import * as routes from './js/views/routes.js';
 import * as keys from './js/views/keys.js';
 import * as quotas from './js/views/quotas.js';
+import * as models from './js/views/models.js';
 import * as usage from './js/views/usage.js';
 import * as alerts from './js/views/alerts.js';
 import * as audit from './js/views/audit.js';
@@ -21,6 +22,9 @@ const VIEWS = [
   { id: 'keys', label: 'Keys', roles: ['operator', 'admin', 'member'], mod: keys },
   // R-KEY-6: quota layers; an admin sees (and the API lets it set) its tenant's user and endpoint ones.
   { id: 'quotas', label: 'Quotas', roles: ['operator', 'admin'], mod: quotas },
+  // Model policies (limits, answer cache): the operator edits them; an admin reads them and
+  // clears its tenant's cached answers (R-CACHE-3).
+  { id: 'models', label: 'Models', roles: ['operator', 'admin'], mod: models },
   { id: 'usage', label: 'Usage', roles: ['operator', 'admin', 'member'], mod: usage },
   { id: 'alerts', label: 'Alerts', roles: ['operator', 'admin'], mod: alerts },
   { id: 'audit', label: 'Audit', roles: ['operator', 'admin'], mod: audit },

@@ -1,9 +1,10 @@
 // routes.js: the Routes section (R-ADM-3): per (tenant, model) the priority groups, each
 // drawn as a bar of the traffic split between its weighted routes (the canary split of
-// R-RT-2; weight 0 = standby, R-RT-4); create routes and edit weight, priority, status.
+// R-RT-2; weight 0 = standby, R-RT-4); create routes and edit weight, priority, status and
+// the route's answer cache (R-CACHE-2: its own mode and TTL, or the model policy's).
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
-import { badge, confirmDialog, field, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { badge, confirmDialog, field, fmtNum, formDialog, h, notify, onSubmit, replace, select, table } from '../dom.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
 
 export async function render(root, ctx) {
@@ -114,6 +115,7 @@ function route_table(routes, shares, ctx, reload) {
     { label: 'Share', cell: (r) => (shares.has(r.id) ? pct(shares.get(r.id)) : r.status === 'active' ? 'standby' : '–'), class: 'num' },
     { label: 'Status', cell: (r) => badge(r.status, r.status === 'active' ? 'ok' : 'muted') },
     { label: 'Upstream model', cell: (r) => r.target_model || '–' },
+    { label: 'Cache', cell: cache_cell },
   ];
   if (ctx.canManage) cols.push({ label: '', class: 'actions', cell: (r) => route_actions(r, reload) });
   const sorted = [...routes].sort((a, b) => a.priority - b.priority || b.weight - a.weight);
@@ -139,7 +141,35 @@ function weight_editor(r, reload) {
   return form;
 }
 
+// R-CACHE-2: null is the model policy's (mode and TTL each).
+function cache_cell(r) {
+  const mode = r.cache === null ? h('span', { class: 'muted' }, 'policy\u2019s') : badge(r.cache, r.cache === 'off' ? 'muted' : 'info');
+  const ttl = r.cache_ttl_s === null ? null : h('span', { class: 'muted small' }, ` · ${fmtNum(r.cache_ttl_s)} s`);
+  return h('span', { class: 'route-cache', 'data-route': r.id }, mode, ttl);
+}
+
+const CACHE_CHOICES = [['', 'Inherit (the model policy\u2019s)'], ['off', 'Off'], ['exact', 'Exact'], ['semantic', 'Semantic']];
+
+async function cache_edit(r, reload) {
+  const ttl = h('input', { name: 'cache_ttl_s', type: 'number', min: 1, max: 31536000, step: 1, inputmode: 'numeric', placeholder: 'the policy\u2019s' });
+  if (r.cache_ttl_s !== null) ttl.value = String(r.cache_ttl_s);
+  const fields = [
+    field('Cache', select('cache', CACHE_CHOICES, r.cache ?? ''), 'answers kept for identical greedy requests'),
+    field('Cache TTL (s)', ttl, 'empty = the model policy\u2019s'),
+  ];
+  const done = await formDialog(`Cache of ${r.model} → ${r.endpoint}`, fields, 'Save',
+    (v) => api_patch(`model-routes/${api_id(r.id)}`, {
+      cache: v.cache || null, cache_ttl_s: Number.isFinite(v.cache_ttl_s) ? Math.trunc(v.cache_ttl_s) : null,
+    }));
+  if (done) {
+    notify(`Cache of ${r.model} → ${r.endpoint} saved`);
+    await reload();
+  }
+}
+
 function route_actions(r, reload) {
+  const cache = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'cache' }, 'Cache');
+  cache.addEventListener('click', () => cache_edit(r, reload));
   const next = r.status === 'active' ? 'inactive' : 'active';
   const toggle = h('button', { type: 'button', class: 'btn btn-secondary btn-sm' }, next === 'inactive' ? 'Disable' : 'Enable');
   toggle.addEventListener('click', async () => {
@@ -160,5 +190,5 @@ function route_actions(r, reload) {
       notify(errorText(err), 'error');
     }
   });
-  return h('div', { class: 'btn-row' }, toggle, del);
+  return h('div', { class: 'btn-row' }, cache, toggle, del);
 }
