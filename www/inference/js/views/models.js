@@ -3,7 +3,7 @@
 // (R-CACHE-3). The operator adds, edits and deletes policies; an admin reads them and
 // clears its own tenant's cached answers.
 
-import { api, api_delete, api_get, api_path, api_post } from '../api.js';
+import { api, api_delete, api_get, api_list_all, api_path, api_post } from '../api.js';
 import { badge, confirmDialog, field, fmtNum, formDialog, h, notify, onSubmit, replace, select, table } from '../dom.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
 
@@ -86,7 +86,7 @@ function cache_badge(mode) {
 }
 
 async function policies_load(list, ctx, reload) {
-  const rows = await api_get(POLICIES, { limit: 1000 }).then((r) => r.data);
+  const rows = await api_list_all(POLICIES);
   const yes = (b) => (b ? 'yes' : 'no');
   const cols = [
     { label: 'Model', cell: (p) => h('strong', { class: 'policy-model', 'data-model': p.model }, p.model) },
