@@ -131,17 +131,17 @@ def main():
         fake.stop()
 
     print("exact answer cache (2 responders x 64 threads, lighttpd, stand-in upstream; 127.0.0.1)")
-    print("one connection, %g s each:          p50 ms   p99 ms    req/s" % ONECONN)
+    print("one connection, %g s each:              p50 ms   p99 ms    req/s" % ONECONN)
     for name in ("direct", "uncached", "miss", "hit"):
         r = one[name]
-        print("  %-32s %7.3f  %7.3f  %7.0f%s" % ({"direct": "direct to the stand-in", "uncached": "sluice, no cache",
+        print("  %-36s %7.3f  %7.3f  %7.0f%s" % ({"direct": "direct to the stand-in", "uncached": "sluice, no cache",
                                                   "miss": "sluice, exact miss (new each time)",
                                                   "hit": "sluice, exact hit"}[name], r["p50_ms"], r["p99_ms"],
                                                  r["rps"], "  (%d non-2xx)" % r["non2xx"] if r["non2xx"] else ""))
-    print("%d connections, %g s each:            req/s   p99 ms" % (CONNS, DURATION))
+    print("%d connections, %g s each:                req/s   p99 ms" % (CONNS, DURATION))
     for name in ("direct", "uncached", "hit"):
         r = many[name]
-        print("  %-32s %8.0f  %7.3f%s" % ({"direct": "direct to the stand-in", "uncached": "sluice, no cache",
+        print("  %-36s %8.0f  %7.3f%s" % ({"direct": "direct to the stand-in", "uncached": "sluice, no cache",
                                            "hit": "sluice, exact hit"}[name], r["rps"], r["p99_ms"],
                                           "  (%d non-2xx)" % r["non2xx"] if r["non2xx"] else ""))
     print("  hit / direct: %.0f %%   hit / uncached: %.0f %%" %
