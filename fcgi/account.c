@@ -1,7 +1,9 @@
-/* account.c: turn a finished request into a usage record (DESIGN.md stage 7). */
+/* account.c: turn a finished request into a usage record (DESIGN.md stage 7),
+ * with the answer to cache when it is one (R-CACHE-3). */
 #include "account.h"
 
 #include "arena.h"
+#include "cache.h"
 #include "errors.h"
 #include "usage_writer.h"
 #include "util.h"
@@ -109,6 +111,13 @@ void account_record(struct request *r)
                 u->reasoning_tokens = 0;
     }
     u->usage_estimated = (!r->usage.found || r->usage_partial) && (u->prompt_tokens || u->completion_tokens);
+    /* R-CACHE-2/3: a hit is a cached event with the stored tokens; a complete
+     * answer of a cacheable miss is stored with its event. */
+    u->cached = r->cache_hit;
+    if (r->cache_hit)
+        snprintf(u->cache_hit_key, sizeof u->cache_hit_key, "%s", r->cache_key);
+    else
+        u->cache = cache_entry_take(r);
     if (r->month_tokens_delta && r->key) {
         u->settle_key_id = r->key->id;
         snprintf(u->settle_period, sizeof u->settle_period, "%s", r->month_period);

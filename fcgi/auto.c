@@ -123,7 +123,8 @@ int auto_plan_request(struct request *r, struct auto_plan **out)
 void auto_finish(struct request *r)
 {
     /* R-AUTO-4: the observed time to first token of the serving endpoint. */
-    if (r->ep && r->ep->slot >= 0 && r->data_sent && r->ttft_ms > 0) {
+    /* A cached answer says nothing of the endpoint's speed. */
+    if (r->ep && r->ep->slot >= 0 && r->data_sent && r->ttft_ms > 0 && !r->cache_hit) {
         _Atomic int64_t *slot = &r->shm->r->routing.ttft_ewma_us[r->ep->slot];
         int64_t old = atomic_load(slot), next;
         do {

@@ -1,6 +1,6 @@
 /* dbpool.h: a few SQLite connections shared by a responder's worker threads for
  * the writes the request path must make itself (quota UPSERTs R-KEY-4,
- * idempotency records R-IDEM-3). Statements are prepared once per connection. */
+ * idempotency records R-IDEM-3) and the exact cache's lookup (R-CACHE-2). Statements are prepared once per connection. */
 #ifndef SLUICE_DBPOOL_H
 #define SLUICE_DBPOOL_H
 
@@ -10,6 +10,7 @@ enum dbq {
     DBQ_QUOTA_CALLS, DBQ_QUOTA_TOKENS, DBQ_QUOTA_REFUND_CALLS, DBQ_QUOTA_SETTLE_TOKENS,
     DBQ_IDEM_GET, DBQ_IDEM_PUT, DBQ_IDEM_OWNER, DBQ_IDEM_DONE, DBQ_IDEM_DEL, DBQ_IDEM_EXPIRE,
     DBQ_IDEM_BUDGET,
+    DBQ_CACHE_GET,
     DBQ_COUNT
 };
 

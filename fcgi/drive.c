@@ -2,6 +2,7 @@
  * view, let retry.c say what may follow, take the next attempt from the plan. */
 #include "drive.h"
 
+#include "cache.h"
 #include "forward.h"
 #include "gate.h"
 #include "log.h"
@@ -96,6 +97,14 @@ static int drive_wait(struct request *r)
 
 void drive_run(struct request *r)
 {
+    /* R-CACHE-1: before the first attempt, the route having chosen what
+     * answers (the key names the endpoint and its model name); also when the
+     * plan says wait: a hit never waits. */
+    if (cache_lookup(r) == CACHE_HIT) {
+        gate_release(r->shm, &r->hold);     /* the place route took goes to the next waiter */
+        cache_replay(r);
+        return;
+    }
     for (;;) {
         struct attempt a;
         if (!r->replica && drive_wait(r) != 0)
@@ -150,6 +159,7 @@ void drive_run(struct request *r)
             continue;
         }
         drive_finish(r, &a, &d);
+        cache_answer_end(r, a.outcome == ATTEMPT_DONE && d.final == FINAL_DELIVER);
         forward_attempt_free(&a);
         return;
     }

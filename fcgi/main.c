@@ -5,6 +5,7 @@
 #include "admit.h"
 #include "auto.h"
 #include "auth.h"
+#include "cache.h"
 #include "conf.h"
 #include "cors.h"
 #include "count.h"
@@ -199,6 +200,7 @@ static int handle(struct worker *w)
     auto_finish(&r);
     if (r.kind != REQ_MODELS && !r.replayed)
         account_record(&r);
+    cache_end(&r);
     if (r.kind != REQ_METRICS)
         observe_end(&r);
     json_object_put(r.json);

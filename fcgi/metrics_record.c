@@ -208,4 +208,7 @@ void metrics_record(struct request *r)
     }
     record_attempts(r);
     record_tokens(r, &base, status);
+    /* R-CACHE-3: the exact cache's hit rate, over the requests it could serve. */
+    if (r->obs.cache)
+        metrics_add(s, strcmp(r->obs.cache, "hit") == 0 ? MET_CACHE_HITS : MET_CACHE_MISSES, "kind=\"exact\"", 1);
 }

@@ -109,6 +109,9 @@ static const char *const *zero_series(enum metric_id m)
     static const char *const none[] = {NULL};
     switch (m) {
     case MET_CACHE_HITS:
+    case MET_CACHE_MISSES:
+    case MET_CACHE_STORES:
+    case MET_CACHE_EVICTIONS:
         return cache;
     case MET_USAGE_WRITE_FAILURES:
     case MET_ACCESS_LOG_DROPPED:
@@ -317,6 +320,13 @@ static void render_derived(struct out *o, const struct request *r, enum metric_i
     case MET_USAGE_WRITER_BACKLOG:
         render_backlog(o, r->shm);
         break;
+    case MET_CACHE_BYTES: {
+        int64_t exact = atomic_load(&r->shm->r->metrics.cache_bytes[0]);
+        int64_t semantic = atomic_load(&r->shm->r->metrics.cache_bytes[1]);
+        sample_u64(o, "kind=\"exact\"", (uint64_t)(exact > 0 ? exact : 0));
+        sample_u64(o, "kind=\"semantic\"", (uint64_t)(semantic > 0 ? semantic : 0));
+        break;
+    }
     case MET_HEALTHD_LAST_ROUND:
         series(o, "", "", NULL);
         put_fixed(o, atomic_load(&r->shm->r->metrics.healthd_round_ms), 1000, 3);

@@ -149,8 +149,10 @@ static const char *relay_extra_headers(struct relay *x, int stream)
     const char *session = r->affinity_header[0]
         ? arena_printf(r->arena, "X-Session-Id: %s\r\nX-Session-Affinity: %s\r\n", r->session_id, r->affinity_header)
         : "";
-    return arena_printf(r->arena, "%s%s%s%s%sX-Routed-Endpoint: %s\r\n%s%s%s", up, nocache, noaccel, session, fallback,
-                        r->ep ? r->ep->name : "",
+    /* R-CACHE-2: a cacheable request the cache could not answer says so. */
+    const char *cache = r->obs.cache ? arena_printf(r->arena, "X-Cache: %s\r\n", r->obs.cache) : "";
+    return arena_printf(r->arena, "%s%s%s%s%s%sX-Routed-Endpoint: %s\r\n%s%s%s", up, nocache, noaccel, session, fallback,
+                        cache, r->ep ? r->ep->name : "",
                         *routed ? "X-Routed-Model: " : "", routed, *routed ? "\r\n" : "");
 }
 

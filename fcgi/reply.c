@@ -66,6 +66,13 @@ int reply_body(struct request *r, const char *data, size_t len, int flush)
     r->obs.bytes_out += len;
     if (r->capture && !r->capture_overflow && buf_append(r->capture, data, len) != 0)
         r->capture_overflow = 1;     /* too large to keep for an idempotent replay */
+    if (r->cache_body && !r->cache_overflow && len > 0) {
+        /* R-CACHE-2: a stream is replayed write by write, so each length is kept. */
+        unsigned char le[4] = {(unsigned char)len, (unsigned char)(len >> 8), (unsigned char)(len >> 16),
+                               (unsigned char)(len >> 24)};
+        if (len > 0xffffffffu || buf_append(r->cache_body, data, len) != 0 || buf_append(r->cache_chunks, le, 4) != 0)
+            r->cache_overflow = 1;   /* too large to cache */
+    }
     while (len > 0) {
         int chunk = len > (1 << 30) ? (1 << 30) : (int)len;
         if (FCGX_PutStr(data, chunk, r->w->fcgi.out) < 0)

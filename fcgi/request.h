@@ -93,7 +93,8 @@ struct obs {
     int trace_flags;              /* 0x01 = sampled */
     const char *tracestate;       /* the caller's tracestate, forwarded unchanged */
     uint64_t bytes_out;           /* response body bytes written to the client */
-    const char *cache;            /* X-Cache word ("hit", "miss") or NULL */
+    const char *cache;            /* X-Cache word ("hit", "miss") or NULL: a cacheable request */
+    int64_t cache_lookup_us;      /* R-CACHE-3: the lookup's time (key and database), 0 = none */
     const char *client_addr;      /* REMOTE_ADDR, or the trusted X-Forwarded-For client */
 };
 
@@ -224,6 +225,19 @@ struct request {
     int candidate_retries;        /* replica retries of the current candidate (R-HC-8) */
     int want_usage_chunk;         /* the client asked for stream_options.include_usage */
     int64_t ttft_ms;
+
+    /* R-CACHE-1..3 (cache.c): the exact cache's part. On a cacheable miss
+     * reply_body captures what the client gets, and the length of each write,
+     * for account to hand to the store; freed by cache_end. */
+    char cache_key[65];           /* "" = not cacheable */
+    int64_t cache_endpoint_id;    /* the endpoint the key names */
+    int cache_ttl_s;
+    int cache_hit;                /* answered from the cache (cached = 1, no upstream) */
+    struct cache_answer *cache_answer;   /* the stored answer found (request arena) */
+    struct buf *cache_body;       /* the capture, capped at cache.max_entry_bytes ... */
+    struct buf *cache_chunks;     /* ... and each write's length, 4 bytes little-endian */
+    int cache_overflow;           /* ... which it outgrew: nothing is stored */
+    int cache_complete;           /* drive: the last attempt's answer was delivered as it ended */
 
     /* account */
     struct usage usage;

@@ -40,7 +40,7 @@ static const char SQL_EVENT[] =
     "INSERT INTO usage_events (ts_ms, request_id, tenant_id, user_id, key_id, endpoint_id, replica_id,"
     " route_id, model, routed_model, path, prompt_tokens, completion_tokens, latency_ms, ttft_ms, status,"
     " error_code, finish_reason, retries, stream, usage_estimated, cache_read_tokens, cache_creation_tokens,"
-    " reasoning_tokens, queue_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " reasoning_tokens, queue_ms, cached) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 static const char SQL_DAILY[] =
     "INSERT INTO usage_daily (day, tenant_id, user_id, key_id, model, requests, errors, prompt_tokens,"
     " completion_tokens) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (day, tenant_id, user_id, key_id, model)"
@@ -122,6 +122,7 @@ static int write_event(const struct usage_record *u)
     sqlite3_bind_int64(e, 23, u->cache_creation_tokens);
     sqlite3_bind_int64(e, 24, u->reasoning_tokens);
     sqlite3_bind_int64(e, 25, u->queue_ms);
+    sqlite3_bind_int(e, 26, u->cached);
     return step_kept(e, "usage event");
 }
 
@@ -177,6 +178,10 @@ static int write_batch(struct usage_record *list)
             continue;
         if (write_event(u) != 0)
             goto fail;
+        /* R-CACHE-3: stored with the event that produced it, off the response path. */
+        if ((u->cache && cache_store_put(u->cache) != 0) ||
+            (u->cache_hit_key[0] && cache_store_hit(u->cache_hit_key) != 0))
+            goto fail;
         if (u->settle_key_id) {
             sqlite3_reset(st_settle);
             sqlite3_bind_int64(st_settle, 1, u->settle_key_id);
@@ -210,11 +215,16 @@ static int write_batch(struct usage_record *list)
     for (int k = 0; k < nsums; k++)
         if (write_daily(&sums[k]) != 0)
             goto fail;
-    if (db_exec(q_db, "COMMIT") == 0)
+    if (cache_store_trim(now_ms()) != 0)
+        goto fail;
+    if (db_exec(q_db, "COMMIT") == 0) {
+        cache_store_done(1);
         return 0;
+    }
 fail:
     snprintf(last_error, sizeof last_error, "%s", sqlite3_errmsg(q_db));
     db_exec(q_db, "ROLLBACK");
+    cache_store_done(0);
     return -1;
 }
 
@@ -222,6 +232,7 @@ static void free_list(struct usage_record *u)
 {
     while (u) {
         struct usage_record *next = u->next;
+        free(u->cache);
         free(u);
         u = next;
     }
@@ -380,6 +391,8 @@ int usage_writer_start(const struct conf *c)
         log_error("usage writer: %s", sqlite3_errmsg(q_db));
         return -1;
     }
+    if (cache_store_open(q_db, c, q_shm) != 0)
+        return -1;
     return pthread_create(&q_thread, NULL, writer_main, NULL) == 0 ? 0 : -1;
 }
 
@@ -414,5 +427,6 @@ void usage_writer_stop(void)
     sqlite3_finalize(st_daily);
     sqlite3_finalize(st_settle);
     sqlite3_finalize(st_quota);
+    cache_store_close();
     db_close(q_db);
 }

@@ -3,6 +3,7 @@
 #ifndef SLUICE_USAGE_WRITER_H
 #define SLUICE_USAGE_WRITER_H
 
+#include "cache_store.h"
 #include "conf.h"
 #include "shm.h"
 
@@ -29,6 +30,12 @@ struct usage_record {
     int quota_calls;              /* 1 in the admission's record, 0 in the settlement's */
     char quota_day[16], quota_month[16];
     int no_event;                 /* only the quota counters (a models listing) */
+    /* R-CACHE-1..3: the event of an answer served from the cache (cached = 1,
+     * and its entry's hit count), or an answer to store (written in the same
+     * transaction as the event; owned by the record). */
+    int cached;
+    char cache_hit_key[65];
+    struct cache_entry *cache;
     struct usage_record *next;
 };
 

@@ -239,6 +239,12 @@ struct shm_met_hist {
 struct shm_metrics {
     _Atomic uint64_t dropped;         /* series that found no room */
     _Atomic int64_t healthd_round_ms; /* sluice-healthd's last finished round (wall clock ms) */
+    /* R-CACHE-3: bytes of the cached answers by kind (0 exact, 1 semantic): the
+     * usage writers change them under SQLite's write lock with what they store
+     * and delete, and sum the table again now and then (anything else that
+     * deletes entries, such as an operator's purge, is caught up then). */
+    _Atomic int64_t cache_bytes[2];
+    _Atomic int64_t cache_summed_ms;  /* when a writer last summed cache_entries (wall clock ms, 0 = never) */
     struct shm_met_counter counters[SHM_MET_COUNTERS];
     struct shm_met_hist hists[SHM_MET_HISTS];
 };

@@ -104,9 +104,15 @@ def test_stages_never_reach_back():
                         ("proto_openai", "forward"), ("proto_anthropic", "forward"),
                         ("proto_messages", "forward"), ("proto_messages", "drive"), ("relay", "route"),
                         ("serving", "route"), ("serving", "auto"), ("serving", "wake"),
-                        ("wake", "route"), ("auto", "route"), ("route", "drive"), ("forward", "admit")]:
+                        ("wake", "route"), ("auto", "route"), ("route", "drive"), ("forward", "admit"),
+                        ("cache", "drive"), ("cache", "route"), ("cache", "account"), ("cache", "forward"),
+                        ("cache_store", "usage_writer"), ("cache_store", "cache")]:
         if late in edges:
             assert early not in edges[late], "%s.c calls back into %s.c" % (late, early)
+    # R-CACHE: the answer cache is one module the driver and account call, with a pure key
+    assert "cache" in edges and "cache_key" in edges, sorted(edges)
+    assert "cache" in edges["drive"] and "cache" in edges["account"], (edges["drive"], edges["account"])
+    assert not (edges["cache_key"] - {"errors", "usage"}), edges["cache_key"]
 
 
 def test_the_translation_is_pure():

@@ -186,11 +186,16 @@ def test_promtool_check_metrics_clean(c):
                 "sluice_healthd_last_round_timestamp_seconds", "sluice_build_info", "sluice_route_requests_total",
                 "sluice_endpoint_request_duration_seconds", "sluice_endpoint_ttft_seconds",
                 "sluice_access_log_dropped_total", "sluice_trace_spans_dropped_total", "sluice_queue_length",
-                "sluice_queue_requests_total"):
+                "sluice_queue_requests_total", "sluice_cache_misses_total", "sluice_cache_stores_total",
+                "sluice_cache_evictions_total", "sluice_cache_bytes"):
         assert "# TYPE %s " % fam in text, "family %s missing" % fam
     s = parse(text)
     assert ("sluice_cache_hits_total", frozenset({("kind", "exact")})) in s
     assert ("sluice_cache_hits_total", frozenset({("kind", "semantic")})) in s
+    for fam in ("sluice_cache_misses_total", "sluice_cache_stores_total", "sluice_cache_evictions_total",
+                "sluice_cache_bytes"):
+        for kind in ("exact", "semantic"):
+            assert (fam, frozenset({("kind", kind)})) in s, (fam, kind)
     # nothing queued here (no caps): the family is there, with no series yet (they are by endpoint)
     assert not [k for k in s if k[0] == "sluice_queue_wait_seconds_count"], s
     assert all(v == 0 for k, v in s.items() if k[0] == "sluice_queue_length"), s

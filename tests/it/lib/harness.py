@@ -563,10 +563,11 @@ def _fcgi_len(n):
     return bytes([n]) if n < 128 else struct.pack("!I", n | 0x80000000)
 
 
-def fcgi_request(sock_path, method, uri, body=None, headers=None, timeout=30):
+def fcgi_request(sock_path, method, uri, body=None, headers=None, timeout=30, records=None):
     """One request straight to the responder listening on sock_path, as lighttpd would send it
     (REQUEST_URI, SCRIPT_NAME "", HTTP_* headers). Lets a test choose which process serves it.
-    Returns a Response like http_request's."""
+    Returns a Response like http_request's; records (a list) gets the content of each
+    FastCGI stdout record as it came (one per flush: a stream's write boundaries)."""
     import struct
     if isinstance(body, (dict, list)):
         body = json.dumps(body).encode()
@@ -607,6 +608,8 @@ def fcgi_request(sock_path, method, uri, body=None, headers=None, timeout=30):
                 content, data = data[8:8 + clen], data[8 + clen + pad:]
                 if rtype == 6:
                     out += content
+                    if records is not None and content:
+                        records.append(content)
                 elif rtype == 3:
                     data = None
                     break

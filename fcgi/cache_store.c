@@ -1,0 +1,271 @@
+/* cache_store.c: the exact cache's writes, on the usage writer's thread and
+ * connection (cache_store.h).
+ *
+ * The running total of cached bytes lives in the shared state (the
+ * sluice_cache_bytes gauge, and what the size cap is checked against), so no
+ * batch sums the table: every change to it is made while this writer holds
+ * SQLite's write lock (its batch transaction), and undone if the batch rolls
+ * back. One writer of the pool sums the table again every CACHE_SUM_MS (and
+ * when the state file is new), which also catches up deletions made by anyone
+ * else. */
+#include "cache_store.h"
+
+#include "log.h"
+#include "metrics.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define CACHE_SUM_MS (10 * 60 * 1000)
+#define CACHE_EXPIRE_MS 60000
+#define HIT_KEYS 64                   /* distinct keys whose hits one batch adds up */
+
+static const char SQL_PUT[] =
+    "INSERT INTO cache_entries (key_hash, kind, tenant_id, model, routed_model, endpoint_id, stream, content_type,"
+    " body, chunks, prompt_tokens, completion_tokens, bytes, created_ms, expires_ms)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
+static const char SQL_DEL_KEY[] = "DELETE FROM cache_entries WHERE key_hash = ?1 RETURNING kind, bytes";
+static const char SQL_HITS[] = "UPDATE cache_entries SET hits = hits + ?2 WHERE key_hash = ?1";
+static const char SQL_EXPIRE[] =
+    "DELETE FROM cache_entries WHERE key_hash IN (SELECT key_hash FROM cache_entries WHERE expires_ms <= ?1"
+    " LIMIT 1000) RETURNING kind, bytes";
+static const char SQL_EVICT[] =
+    "DELETE FROM cache_entries WHERE key_hash IN (SELECT key_hash FROM cache_entries ORDER BY created_ms"
+    " LIMIT ?1) RETURNING kind, bytes";
+static const char SQL_SUM[] = "SELECT kind, total(bytes) FROM cache_entries GROUP BY kind";
+
+static const char *const kind_names[] = {"exact", "semantic"};
+
+/* Owned by the usage writer's thread (the only caller), for the process's life. */
+static struct {
+    sqlite3 *db;
+    const struct conf *conf;
+    struct shm *shm;
+    sqlite3_stmt *put, *del_key, *hits, *expire, *evict, *sum;
+    int64_t last_expire_ms;
+    /* this batch, until cache_store_done */
+    int64_t delta[2];             /* applied to the shared total, undone on rollback */
+    int64_t stores[2], evictions[2];
+    int summed;                   /* this batch set the shared totals from the table */
+    struct { char key[65]; int64_t n; } hit[HIT_KEYS];
+    int n_hit;
+} cs;
+
+static int prepare(const char *sql, sqlite3_stmt **st)
+{
+    if (sqlite3_prepare_v3(cs.db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) == SQLITE_OK)
+        return 0;
+    log_error("cache store: %s", sqlite3_errmsg(cs.db));
+    return -1;
+}
+
+int cache_store_open(sqlite3 *db, const struct conf *c, struct shm *s)
+{
+    memset(&cs, 0, sizeof cs);
+    cs.db = db;
+    cs.conf = c;
+    cs.shm = s && s->r ? s : NULL;
+    if (prepare(SQL_PUT, &cs.put) || prepare(SQL_DEL_KEY, &cs.del_key) || prepare(SQL_HITS, &cs.hits) ||
+        prepare(SQL_EXPIRE, &cs.expire) || prepare(SQL_EVICT, &cs.evict) || prepare(SQL_SUM, &cs.sum))
+        return -1;
+    return 0;
+}
+
+void cache_store_close(void)
+{
+    sqlite3_stmt *all[] = {cs.put, cs.del_key, cs.hits, cs.expire, cs.evict, cs.sum};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        sqlite3_finalize(all[i]);
+    memset(&cs, 0, sizeof cs);
+}
+
+static int kind_of(const char *name)
+{
+    return name && strcmp(name, "semantic") == 0 ? CACHE_KIND_SEMANTIC : CACHE_KIND_EXACT;
+}
+
+static void total_add(int kind, int64_t n)
+{
+    cs.delta[kind] += n;
+    if (cs.shm)
+        atomic_fetch_add(&cs.shm->r->metrics.cache_bytes[kind], n);
+}
+
+static int64_t total_now(void)
+{
+    if (!cs.shm)
+        return cs.delta[0] + cs.delta[1];
+    return atomic_load(&cs.shm->r->metrics.cache_bytes[0]) + atomic_load(&cs.shm->r->metrics.cache_bytes[1]);
+}
+
+/* Steps a DELETE ... RETURNING kind, bytes to its end, taking what it removed
+ * off the total; *rows counts the rows per kind. 0, or -1. */
+static int delete_rows(sqlite3_stmt *st, int64_t rows[2])
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int kind = kind_of((const char *)sqlite3_column_text(st, 0));
+        total_add(kind, -sqlite3_column_int64(st, 1));
+        if (rows)
+            rows[kind]++;
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* The shared totals from the table: when the state file is new, and by one
+ * writer of the pool every CACHE_SUM_MS. Inside the transaction and only
+ * before this batch changed anything, so the sum and the batch's later deltas
+ * (undone on a rollback) add up. */
+static int sum_if_due(int64_t now)
+{
+    if (!cs.shm || cs.summed || cs.delta[0] || cs.delta[1])
+        return 0;
+    _Atomic int64_t *at = &cs.shm->r->metrics.cache_summed_ms;
+    int64_t last = atomic_load(at);
+    if (last && now - last < CACHE_SUM_MS)
+        return 0;
+    if (!atomic_compare_exchange_strong(at, &last, now))
+        return 0;                   /* another writer does it */
+    cs.summed = 1;
+    int64_t sum[2] = {0, 0};
+    int rc;
+    sqlite3_reset(cs.sum);
+    while ((rc = sqlite3_step(cs.sum)) == SQLITE_ROW)
+        sum[kind_of((const char *)sqlite3_column_text(cs.sum, 0))] += (int64_t)sqlite3_column_double(cs.sum, 1);
+    sqlite3_reset(cs.sum);
+    if (rc != SQLITE_DONE) {
+        atomic_store(at, last);     /* try again with the next batch */
+        return -1;
+    }
+    for (int k = 0; k < 2; k++)
+        atomic_store(&cs.shm->r->metrics.cache_bytes[k], sum[k]);
+    return 0;
+}
+
+int cache_store_put(const struct cache_entry *e)
+{
+    if (sum_if_due(e->created_ms) != 0)
+        return -1;
+    /* A key stored again (two misses raced, or the old one expired) replaces it. */
+    sqlite3_reset(cs.del_key);
+    sqlite3_bind_text(cs.del_key, 1, e->key_hash, -1, SQLITE_STATIC);
+    if (delete_rows(cs.del_key, NULL) != 0)
+        return -1;
+    sqlite3_stmt *st = cs.put;
+    int64_t bytes = (int64_t)(e->body_len + e->chunks_len);
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, e->key_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, kind_names[e->kind], -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, e->tenant_id);
+    sqlite3_bind_text(st, 4, e->model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, e->routed_model, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, e->endpoint_id);
+    sqlite3_bind_int(st, 7, e->stream);
+    sqlite3_bind_text(st, 8, e->content_type, -1, SQLITE_STATIC);
+    sqlite3_bind_blob64(st, 9, e->body, e->body_len, SQLITE_STATIC);
+    if (e->chunks)
+        sqlite3_bind_blob64(st, 10, e->chunks, e->chunks_len, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, 10);
+    sqlite3_bind_int64(st, 11, e->prompt_tokens);
+    sqlite3_bind_int64(st, 12, e->completion_tokens);
+    sqlite3_bind_int64(st, 13, bytes);
+    sqlite3_bind_int64(st, 14, e->created_ms);
+    sqlite3_bind_int64(st, 15, e->expires_ms);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc == SQLITE_DONE) {
+        total_add(e->kind, bytes);
+        cs.stores[e->kind]++;
+        return 0;
+    }
+    if ((rc & 0xff) == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_TOOBIG) {
+        /* A bad entry must never stop the usage writer: it is left out. */
+        log_warn("cache store: an answer was refused by the database (%s); not cached", sqlite3_errmsg(cs.db));
+        return 0;
+    }
+    return -1;
+}
+
+static int flush_hits(void)
+{
+    for (int i = 0; i < cs.n_hit; i++) {
+        sqlite3_reset(cs.hits);
+        sqlite3_bind_text(cs.hits, 1, cs.hit[i].key, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(cs.hits, 2, cs.hit[i].n);
+        int rc = sqlite3_step(cs.hits);
+        sqlite3_reset(cs.hits);
+        if (rc != SQLITE_DONE)
+            return -1;
+    }
+    cs.n_hit = 0;
+    return 0;
+}
+
+/* Hits are added up per key and written once per batch: an UPDATE rewrites
+ * the whole row, answer included. */
+int cache_store_hit(const char *key_hash)
+{
+    for (int i = 0; i < cs.n_hit; i++)
+        if (strcmp(cs.hit[i].key, key_hash) == 0) {
+            cs.hit[i].n++;
+            return 0;
+        }
+    if (cs.n_hit == HIT_KEYS && flush_hits() != 0)
+        return -1;
+    snprintf(cs.hit[cs.n_hit].key, sizeof cs.hit[cs.n_hit].key, "%s", key_hash);
+    cs.hit[cs.n_hit++].n = 1;
+    return 0;
+}
+
+int cache_store_trim(int64_t now)
+{
+    if (sum_if_due(now) != 0 || flush_hits() != 0)
+        return -1;
+    if (now - cs.last_expire_ms >= CACHE_EXPIRE_MS) {
+        sqlite3_reset(cs.expire);
+        sqlite3_bind_int64(cs.expire, 1, now);
+        if (delete_rows(cs.expire, NULL) != 0)
+            return -1;
+        cs.last_expire_ms = now;
+    }
+    /* R-CACHE-3: the oldest answers go, one by one, until the rest fits the cap. */
+    for (int round = 0; total_now() > cs.conf->cache_max_bytes && round < 100000; round++) {
+        int64_t before[2] = {cs.evictions[0], cs.evictions[1]};
+        sqlite3_reset(cs.evict);
+        sqlite3_bind_int(cs.evict, 1, 1);
+        if (delete_rows(cs.evict, cs.evictions) != 0)
+            return -1;
+        if (cs.evictions[0] == before[0] && cs.evictions[1] == before[1]) {
+            /* Nothing left to delete, yet over the cap: the total drifted; the table says. */
+            for (int k = 0; cs.shm && k < 2; k++)
+                atomic_store(&cs.shm->r->metrics.cache_bytes[k], 0);
+            break;
+        }
+    }
+    return 0;
+}
+
+void cache_store_done(int committed)
+{
+    for (int k = 0; k < 2; k++) {
+        if (committed && cs.shm) {
+            char label[32];
+            snprintf(label, sizeof label, "kind=\"%s\"", kind_names[k]);
+            if (cs.stores[k])
+                metrics_add(cs.shm, MET_CACHE_STORES, label, (uint64_t)cs.stores[k]);
+            if (cs.evictions[k])
+                metrics_add(cs.shm, MET_CACHE_EVICTIONS, label, (uint64_t)cs.evictions[k]);
+        } else if (!committed && cs.shm && cs.delta[k]) {
+            atomic_fetch_sub(&cs.shm->r->metrics.cache_bytes[k], cs.delta[k]);
+        }
+        cs.delta[k] = cs.stores[k] = cs.evictions[k] = 0;
+    }
+    if (!committed) {
+        cs.n_hit = 0;               /* the batch is retried: its hits come again */
+        cs.last_expire_ms = 0;
+    }
+    cs.summed = 0;
+}

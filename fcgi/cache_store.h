@@ -1,0 +1,52 @@
+/* cache_store.h: the exact cache's writes (R-CACHE-1..3), done by the usage
+ * writer thread inside its batch transaction, so storing an answer never
+ * delays one: new entries, hit counts, expiry, and the cache.max_bytes cap
+ * (oldest evicted first). Every write of cache_entries is here; the lookup is
+ * fcgi/cache.c's. */
+#ifndef SLUICE_CACHE_STORE_H
+#define SLUICE_CACHE_STORE_H
+
+#include "conf.h"
+#include "shm.h"
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum cache_kind { CACHE_KIND_EXACT, CACHE_KIND_SEMANTIC };
+
+/* One answer to store; one heap block (the strings and bytes follow it), owned
+ * by the usage record that carries it until the writer frees the record. */
+struct cache_entry {
+    char key_hash[65];
+    enum cache_kind kind;
+    int64_t tenant_id, endpoint_id;
+    const char *model;            /* the public name asked for */
+    const char *routed_model;
+    const char *content_type;
+    int stream;
+    const char *body;             /* what the client got (a stream: its events, keep-alives left out) */
+    size_t body_len;
+    const unsigned char *chunks;  /* a stream: each write's length, 4 bytes little-endian; else NULL */
+    size_t chunks_len;
+    int64_t prompt_tokens, completion_tokens;
+    int64_t created_ms, expires_ms;
+};
+
+/* The writer's connection and what it counts into (metrics and the bytes
+ * gauge). 0, or -1 (logged). */
+int cache_store_open(sqlite3 *db, const struct conf *c, struct shm *s);
+void cache_store_close(void);
+
+/* Inside the writer's transaction. Each returns 0, or -1 for a failure a
+ * retry of the batch may cure (the batch is rolled back). */
+int cache_store_put(const struct cache_entry *e);
+int cache_store_hit(const char *key_hash);
+/* After the batch's puts: expired entries out (at most once a minute), then
+ * the oldest until the total fits cache.max_bytes. */
+int cache_store_trim(int64_t now_ms);
+/* The batch committed (1) or was rolled back (0): its counts are published,
+ * or its changes to the running total undone. */
+void cache_store_done(int committed);
+
+#endif
