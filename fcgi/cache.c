@@ -54,13 +54,17 @@ static int cacheable(const struct request *r, const struct snap_policy **policy)
     return cache_key_greedy(r->json, *policy ? (*policy)->default_greedy : 0);
 }
 
-/* Request headers that change an Anthropic answer (they travel upstream). */
+/* What else travels upstream and changes the answer: the query string (a
+ * native pass-on of `?beta=true`), and the Anthropic headers, on any path an
+ * anthropic endpoint serves (the chat translation forwards anthropic-beta too). */
 static const char *answer_headers(struct request *r)
 {
-    if (r->kind != REQ_MESSAGES)
-        return NULL;
+    const char *q = r->query && *r->query ? r->query : "";
+    if (r->kind != REQ_MESSAGES && r->ep->protocol != PROTO_ANTHROPIC)
+        return *q ? arena_printf(r->arena, "query: %s", q) : NULL;
     const char *v = request_header(r, "anthropic-version"), *b = request_header(r, "anthropic-beta");
-    return arena_printf(r->arena, "anthropic-version: %s\nanthropic-beta: %s", v ? v : "", b ? b : "");
+    return arena_printf(r->arena, "query: %s\nanthropic-version: %s\nanthropic-beta: %s", q, v ? v : "",
+                        b ? b : "");
 }
 
 static void warn_db(struct request *r, sqlite3 *db)
@@ -129,6 +133,7 @@ enum cache_result cache_lookup(struct request *r)
         return CACHE_NONE;
     }
     r->cache_endpoint_id = r->ep->id;
+    r->cache_route = r->route;
     r->cache_ttl_s = r->route->cache_ttl_s > 0 ? r->route->cache_ttl_s : policy ? policy->cache_ttl_s : 3600;
     r->cache_answer = cache_get(r);
     r->obs.cache_lookup_us = mono_us() - t0;
@@ -213,10 +218,12 @@ struct cache_entry *cache_entry_take(struct request *r)
 {
     /* R-CACHE-3: only a complete 200 answer with its usage: no cut stream, no
      * error (sluice's or the upstream's), no client that left, no answer from
-     * another endpoint than the key names. */
+     * another endpoint or route (target model) than the key names: a retry may
+     * have landed on another route to the same endpoint. */
     if (!r->cache_body || r->cache_hit || !r->cache_complete || r->cache_overflow || r->status != 200 ||
         r->client_gone || r->error_code || !r->usage.found || r->usage_partial || !r->ep ||
-        r->ep->id != r->cache_endpoint_id || !r->cache_body->len || !r->response_content_type)
+        r->ep->id != r->cache_endpoint_id || r->route != r->cache_route || !r->cache_body->len ||
+        !r->response_content_type)
         return NULL;
     const char *body = r->cache_body->data;
     const unsigned char *lens = (const unsigned char *)r->cache_chunks->data;
@@ -240,7 +247,10 @@ struct cache_entry *cache_entry_take(struct request *r)
     const char *ct = r->response_content_type;
     size_t chunks_len = r->stream ? keep_chunks * 4 : 0;
     size_t need = sizeof(struct cache_entry) + keep_bytes + chunks_len + strlen(model) + strlen(routed) + strlen(ct) + 3;
+    if (!cache_store_hold(need, r->conf->cache_max_entry_bytes))
+        return NULL;                /* the writer is far behind: served, not stored */
     struct cache_entry *e = xcalloc(1, need);
+    e->held = need;
     char *p = (char *)(e + 1);
     snprintf(e->key_hash, sizeof e->key_hash, "%s", r->cache_key);
     e->kind = CACHE_KIND_EXACT;

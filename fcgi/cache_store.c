@@ -13,7 +13,9 @@
 #include "log.h"
 #include "metrics.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CACHE_SUM_MS 60000          /* an operator's `cache clear` shows in the gauge within a minute */
@@ -47,6 +49,7 @@ static struct {
     int64_t delta[2];             /* applied to the shared total, undone on rollback */
     int64_t stores[2], evictions[2];
     int summed;                   /* this batch set the shared totals from the table */
+    int changed;                  /* this batch changed the table's bytes (a replace may net to 0) */
     struct { char key[65]; int64_t n; } hit[HIT_KEYS];
     int n_hit;
 } cs;
@@ -86,6 +89,7 @@ static int kind_of(const char *name)
 
 static void total_add(int kind, int64_t n)
 {
+    cs.changed = 1;
     cs.delta[kind] += n;
     if (cs.shm)
         atomic_fetch_add(&cs.shm->r->metrics.cache_bytes[kind], n);
@@ -119,7 +123,7 @@ static int delete_rows(sqlite3_stmt *st, int64_t rows[2])
  * (undone on a rollback) add up. */
 static int sum_if_due(int64_t now)
 {
-    if (!cs.shm || cs.summed || cs.delta[0] || cs.delta[1])
+    if (!cs.shm || cs.summed || cs.changed)
         return 0;
     _Atomic int64_t *at = &cs.shm->r->metrics.cache_summed_ms;
     int64_t last = atomic_load(at);
@@ -141,6 +145,26 @@ static int sum_if_due(int64_t now)
     for (int k = 0; k < 2; k++)
         atomic_store(&cs.shm->r->metrics.cache_bytes[k], sum[k]);
     return 0;
+}
+
+static _Atomic int64_t pending_bytes;
+
+int cache_store_hold(size_t bytes, int64_t max_entry_bytes)
+{
+    int64_t budget = 4 * max_entry_bytes > (16LL << 20) ? 4 * max_entry_bytes : 16LL << 20;
+    if (atomic_fetch_add(&pending_bytes, (int64_t)bytes) + (int64_t)bytes > budget) {
+        atomic_fetch_sub(&pending_bytes, (int64_t)bytes);
+        return 0;
+    }
+    return 1;
+}
+
+void cache_store_entry_free(struct cache_entry *e)
+{
+    if (!e)
+        return;
+    atomic_fetch_sub(&pending_bytes, (int64_t)e->held);
+    free(e);
 }
 
 int cache_store_put(const struct cache_entry *e)
@@ -267,5 +291,5 @@ void cache_store_done(int committed)
         cs.n_hit = 0;               /* the batch is retried: its hits come again */
         cs.last_expire_ms = 0;
     }
-    cs.summed = 0;
+    cs.summed = cs.changed = 0;
 }

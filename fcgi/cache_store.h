@@ -31,7 +31,16 @@ struct cache_entry {
     size_t chunks_len;
     int64_t prompt_tokens, completion_tokens;
     int64_t created_ms, expires_ms;
+    size_t held;                  /* bytes it counts in the pending budget (cache_store_hold) */
 };
+
+/* Entries handed to the writer but not yet written hold heap memory; while the
+ * database is down they pile up with the usage records. The budget (per
+ * process: 4 x cache.max_entry_bytes, at least 16 MiB) is taken here: 1 held,
+ * 0 over it (the answer is served but not stored). */
+int cache_store_hold(size_t bytes, int64_t max_entry_bytes);
+/* Frees an entry and gives its bytes back to the budget. */
+void cache_store_entry_free(struct cache_entry *e);
 
 /* The writer's connection and what it counts into (metrics and the bytes
  * gauge). 0, or -1 (logged). */

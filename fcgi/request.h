@@ -231,6 +231,7 @@ struct request {
      * for account to hand to the store; freed by cache_end. */
     char cache_key[65];           /* "" = not cacheable */
     int64_t cache_endpoint_id;    /* the endpoint the key names */
+    const struct snap_route *cache_route; /* ... and the route (its target model): a retry elsewhere is not this answer */
     int cache_ttl_s;
     int cache_hit;                /* answered from the cache (cached = 1, no upstream) */
     struct cache_answer *cache_answer;   /* the stored answer found (request arena) */

@@ -223,8 +223,8 @@ static int write_batch(struct usage_record *list)
     }
 fail:
     snprintf(last_error, sizeof last_error, "%s", sqlite3_errmsg(q_db));
+    cache_store_done(0);            /* undone while the write lock is still held: no re-sum sees half */
     db_exec(q_db, "ROLLBACK");
-    cache_store_done(0);
     return -1;
 }
 
@@ -232,7 +232,7 @@ static void free_list(struct usage_record *u)
 {
     while (u) {
         struct usage_record *next = u->next;
-        free(u->cache);
+        cache_store_entry_free(u->cache);
         free(u);
         u = next;
     }

@@ -343,13 +343,16 @@ def test_messages_api_cached(c):
     # another anthropic-beta header is another question
     r3 = post(c, b, headers=dict(h, **{"anthropic-beta": "some-beta"}), path="/v1/messages")
     assert r3.headers.get("x-cache") == "miss", r3.headers
+    # a query string travels upstream too (the native path passes ?beta=true on): another question
+    r3q = post(c, b, headers=h, path="/v1/messages?beta=true")
+    assert r3q.status == 200 and r3q.headers.get("x-cache") == "miss", (r3q, r3q.headers)
     b["stream"] = True
     r4 = post(c, b, headers=h, path="/v1/messages")
     assert r4.headers.get("x-cache") == "miss"
-    wait_for(lambda: len(entries(c)) == n + 3, 5, what="three stored")
+    wait_for(lambda: len(entries(c)) == n + 4, 5, what="four stored")
     r5 = post(c, b, headers=h, path="/v1/messages")
     assert r5.headers.get("x-cache") == "hit" and r5.body == r4.body
-    assert upstream(c) == up + 3
+    assert upstream(c) == up + 4
 
 
 def metric(text, name, kind):
