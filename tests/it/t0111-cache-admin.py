@@ -11,65 +11,14 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Gateway, http_request, run_tests, setup_with, stop_all
+from harness import ApiSession, CTL, Gateway, add_user_with_password, audit, ctl_fail, expect, run_tests, setup_with, stop_all
 
 PW = {"root": "root-pass-1", "adm_a": "adm-a-pass", "mem_a": "mem-a-pass", "adm_b": "adm-b-pass"}
 TTL_MAX = 31536000
 
 
-class Client:
-    """A caller of the API with a login session (cookie + CSRF token)."""
-
-    def __init__(self, gw, name):
-        self.gw, self.name = gw, name
-        r = gw.request("POST", "/api/v1/auth/login", {"username": name, "password": PW[name]})
-        assert r.status == 200, (name, r)
-        self.cookie = r.headers["set-cookie"].split(";")[0]
-        self.csrf = r.json()["csrf_token"]
-
-    def call(self, method, path, body=None):
-        h = {"Cookie": self.cookie}
-        if method != "GET":
-            h["X-CSRF-Token"] = self.csrf
-        return http_request(self.gw.port, method, path, body, h)
-
-    def get(self, path):
-        return self.call("GET", path)
-
-    def post(self, path, body):
-        return self.call("POST", path, body)
-
-    def put(self, path, body):
-        return self.call("PUT", path, body)
-
-    def patch(self, path, body):
-        return self.call("PATCH", path, body)
-
-    def delete(self, path):
-        return self.call("DELETE", path)
-
-
-def expect(r, status, code=None, param=None):
-    assert r.status == status, "expected %d%s, got %r" % (status, " " + code if code else "", r)
-    body = r.json()
-    if code:
-        assert body["error"]["code"] == code, body
-    if param:
-        assert body["error"]["param"] == param, body
-    return body
-
-
-def ctl_fail(gw, *args):
-    """sluicectl that must fail: (exit code, the JSON error, stderr)."""
-    p = subprocess.run([CTL, "--db", gw.db, "--json"] + [str(a) for a in args], capture_output=True, text=True,
-                       timeout=30)
-    assert p.returncode != 0, "sluicectl %s should have failed: %s" % (" ".join(map(str, args)), p.stdout)
-    return p.returncode, json.loads(p.stdout)["error"] if p.stdout.strip() else None, p.stderr
-
-
-def audit(gw, object_type, *where):
-    q = "SELECT actor, action, object_id, tenant_id, before, after FROM audit_log WHERE object_type = ?"
-    return gw.sql(q + "".join(" AND " + w for w in where) + " ORDER BY id", object_type)
+def Client(gw, name):
+    return ApiSession(gw, name, PW[name])
 
 
 def put_entries(c, rows):
@@ -93,9 +42,7 @@ def build(c):
     gw.ctl("tenant", "add", "tb")
     for name, tenant, role in (("root", "default", "operator"), ("adm_a", "ta", "admin"),
                                ("mem_a", "ta", "member"), ("adm_b", "tb", "admin")):
-        p = subprocess.run([CTL, "--db", gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
-                            "--password-stdin"], input=PW[name] + "\n", capture_output=True, text=True, timeout=30)
-        assert p.returncode == 0, p.stderr
+        add_user_with_password(gw, name, tenant, role, PW[name])
     for name, tenant in (("ep-a", "ta"), ("ep-b", "tb")):
         gw.ctl("endpoint", "add", name, "--tenant", tenant)
     c.tid = {t["name"]: t["id"] for t in gw.ctl("list", "tenants")["tenants"]}

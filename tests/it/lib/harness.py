@@ -438,6 +438,70 @@ def open_sealed(stored, key_text, aad):
     return out.raw[:len(body)].decode() if ok else None
 
 
+class ApiSession:
+    """A caller of the management API with a login session (cookie + CSRF token)."""
+
+    def __init__(self, gw, name, password):
+        self.gw, self.name = gw, name
+        r = gw.request("POST", "/api/v1/auth/login", {"username": name, "password": password})
+        assert r.status == 200, (name, r)
+        self.cookie = r.headers["set-cookie"].split(";")[0]
+        self.csrf = r.json()["csrf_token"]
+        self.user_id = r.json()["user"]["id"]
+
+    def call(self, method, path, body=None):
+        h = {"Cookie": self.cookie}
+        if method != "GET":
+            h["X-CSRF-Token"] = self.csrf
+        return http_request(self.gw.port, method, path, body, h)
+
+    def get(self, path):
+        return self.call("GET", path)
+
+    def post(self, path, body):
+        return self.call("POST", path, body)
+
+    def put(self, path, body):
+        return self.call("PUT", path, body)
+
+    def patch(self, path, body):
+        return self.call("PATCH", path, body)
+
+    def delete(self, path):
+        return self.call("DELETE", path)
+
+
+def expect(r, status, code=None, param=None):
+    """An API answer of this status (and error code / param): its JSON body."""
+    assert r.status == status, "expected %d%s, got %r" % (status, " " + code if code else "", r)
+    body = r.json()
+    if code:
+        assert body["error"]["code"] == code, body
+    if param:
+        assert body["error"]["param"] == param, body
+    return body
+
+
+def ctl_fail(gw, *args):
+    """sluicectl that must fail: (exit code, the JSON error, stderr)."""
+    p = subprocess.run([CTL, "--db", gw.db, "--json"] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode != 0, "sluicectl %s should have failed: %s" % (" ".join(map(str, args)), p.stdout)
+    return p.returncode, json.loads(p.stdout)["error"] if p.stdout.strip() else None, p.stderr
+
+
+def add_user_with_password(gw, name, tenant, role, password):
+    p = subprocess.run([CTL, "--db", gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
+                        "--password-stdin"], input=password + "\n", capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+
+
+def audit(gw, object_type, *where):
+    """Audit rows of one object type (actor, action, object_id, tenant_id, before, after)."""
+    q = "SELECT actor, action, object_id, tenant_id, before, after FROM audit_log WHERE object_type = ?"
+    return gw.sql(q + "".join(" AND " + w for w in where) + " ORDER BY id", object_type)
+
+
 def setup_tenant(gw, tenant="t1", user="u1", role="member"):
     """A tenant with one member key; returns the clear key."""
     gw.ctl("tenant", "add", tenant)
