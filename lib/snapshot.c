@@ -665,9 +665,16 @@ const struct snap_endpoint *snapshot_endpoint_by_name(const struct snapshot *s, 
 
 const struct snap_tenant *snapshot_tenant(const struct snapshot *s, int64_t id)
 {
-    for (int i = 0; i < s->n_tenants; i++)
-        if (s->tenants[i].id == id)
-            return &s->tenants[i];
+    int lo = 0, hi = s->n_tenants - 1;   /* loaded ORDER BY id; asked per capped candidate and per metric */
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (s->tenants[mid].id == id)
+            return &s->tenants[mid];
+        if (s->tenants[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
     return NULL;
 }
 
