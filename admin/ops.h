@@ -321,10 +321,13 @@ struct ops_policy_opts {
     const char *cache;               /* R-CACHE-2: off | exact | semantic (default off) */
     struct ops_i64 cache_ttl_s;      /* 1..31536000 (default 3600) */
     struct ops_i64 default_greedy;   /* R-CACHE-1: 0 or 1, no temperature counts as greedy */
+    struct ops_i64 clamp_max_tokens; /* R-GUARD-1: 0 or 1, a max_tokens above max_output is clamped */
+    struct ops_i64 semantic_threshold_milli; /* R-CACHE-4: x 1000, 1..1000; -1 = the setting's */
 };
 /* Policy: {"model","purpose","routing_enabled","quality_score","price_input_per_1k",
  * "price_output_per_1k","supports_tools","supports_vision","max_context","max_output",
- * "description","shrink_max_tokens","cache","cache_ttl_s","default_greedy","updated_at"}.
+ * "description","shrink_max_tokens","cache","cache_ttl_s","default_greedy","clamp_max_tokens",
+ * "semantic_threshold","updated_at"}.
  * set creates the policy when missing. */
 struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct ops_policy_opts *o,
                                    struct ops_error *err);

@@ -15,7 +15,8 @@ static const char *const cache_modes[] = {"off", "exact", "semantic", NULL};   /
 #define POLICY_SELECT \
     "SELECT model, purpose, routing_enabled, quality_score, price_input_per_1k," \
     " price_output_per_1k, supports_tools, supports_vision, max_context, max_output," \
-    " description, updated_at, shrink_max_tokens, cache, cache_ttl_s, default_greedy" \
+    " description, updated_at, shrink_max_tokens, cache, cache_ttl_s, default_greedy," \
+    " clamp_max_tokens, semantic_threshold" \
     " FROM model_policies"
 
 static struct json_object *policy_row(sqlite3_stmt *st)
@@ -36,6 +37,8 @@ static struct json_object *policy_row(sqlite3_stmt *st)
     ops_json_text(o, "cache", st, 13);                    /* R-CACHE-1..2 */
     ops_json_int(o, "cache_ttl_s", st, 14);
     ops_json_bool(o, "default_greedy", st, 15);
+    ops_json_bool(o, "clamp_max_tokens", st, 16);         /* R-GUARD-1 */
+    ops_json_real(o, "semantic_threshold", st, 17, 3);    /* R-CACHE-4 */
     ops_json_int(o, "updated_at", st, 11);
     return o;
 }
@@ -49,12 +52,21 @@ static int policy_check(const struct ops_policy_opts *o, struct ops_error *err)
         return -1;
     if (o->cache && ops_check_enum("cache", o->cache, cache_modes, err) != 0)
         return -1;
+    if (o->semantic_threshold_milli.set && o->semantic_threshold_milli.v != -1 &&
+        (o->semantic_threshold_milli.v < 1 || o->semantic_threshold_milli.v > 1000))
+    {
+        ops_fail(err, OPS_ERR_INVALID, "semantic_threshold",
+                 "semantic_threshold must be above 0 and at most 1 (none: the setting's)");
+        return -1;
+    }
     /* Negative numbers clear a field (set it back to "unknown"). */
     if (ops_check_range("routing_enabled", o->routing_enabled, 0, 1, err) != 0 ||
         ops_check_range("supports_tools", o->supports_tools, 0, 1, err) != 0 ||
         ops_check_range("supports_vision", o->supports_vision, 0, 1, err) != 0 ||
         ops_check_range("shrink_max_tokens", o->shrink_max_tokens, 0, 1, err) != 0 ||
         ops_check_range("default_greedy", o->default_greedy, 0, 1, err) != 0 ||
+        ops_check_range("clamp_max_tokens", o->clamp_max_tokens, 0, 1, err) != 0 ||
+
         ops_check_range("cache_ttl_s", o->cache_ttl_s, 1, OPS_CACHE_TTL_MAX, err) != 0 ||
         ops_check_range("quality_score", o->quality_milli, -1, 100000, err) != 0 ||
         ops_check_range("price_input_per_1k", o->price_input_micro, -1, MICRO_MAX, err) != 0 ||
@@ -109,11 +121,15 @@ struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct 
                 " shrink_max_tokens = COALESCE(?12, shrink_max_tokens),"
                 " cache = COALESCE(?13, cache), cache_ttl_s = COALESCE(?14, cache_ttl_s),"
                 " default_greedy = COALESCE(?15, default_greedy),"
+                " clamp_max_tokens = COALESCE(?16, clamp_max_tokens),"
+                " semantic_threshold = CASE WHEN ?17 IS NULL THEN semantic_threshold WHEN ?17 < 0 THEN NULL"
+                "   ELSE ?17 / 1000.0 END,"
                 " updated_at = CAST(strftime('%s','now') AS INTEGER) WHERE model = ?1",
-                "ttoooooooototoo", model, o->purpose, o->routing_enabled,
+                "ttoooooooototoooo", model, o->purpose, o->routing_enabled,
                 o->quality_milli, o->price_input_micro, o->price_output_micro, o->supports_tools,
                 o->supports_vision, o->max_context, o->max_output, o->description,
-                o->shrink_max_tokens, o->cache, o->cache_ttl_s, o->default_greedy) != 0)
+                o->shrink_max_tokens, o->cache, o->cache_ttl_s, o->default_greedy,
+                o->clamp_max_tokens, o->semantic_threshold_milli) != 0)
         goto out;
     res = ops_audited(db, err, before ? "update" : "create", "model_policy", before,
                          ops_policy_get(db, model, err));

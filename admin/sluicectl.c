@@ -536,7 +536,7 @@ static const struct cli_cmd {
     {"endpoint", "test", "NAME", "timeout-ms=", "", 0, cmd_endpoint_test},
     {"key", "policy", "ID", "auto-routing= strategy=", "", 0, cmd_key_policy},
     {"policy", "set", "MODEL", "purpose= routing= quality= price-input= price-output= price-in= price-out= tools="
-     " vision= max-context= max-output= description= shrink-max-tokens= cache= cache-ttl-s= default-greedy=",
+     " vision= max-context= max-output= description= shrink-max-tokens= cache= cache-ttl-s= default-greedy= clamp-max-tokens= semantic-threshold=",
      "", 0, cmd_policy_set},
     {"policy", "rm", "MODEL", "", "", 0, cmd_policy_rm},
     {"quota", "set", "", QUOTA_TARGET_OPTS " concurrency= rpm= daily-tokens= monthly-tokens= queue-max=", "", 0,

@@ -225,7 +225,9 @@ struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_
         cli_num(c, "max-context", &o.max_context, err) != 0 ||
         cli_num(c, "max-output", &o.max_output, err) != 0 ||
         cli_num(c, "cache-ttl-s", &o.cache_ttl_s, err) != 0 ||              /* R-CACHE-2 */
-        cli_onoff(c, "default-greedy", &o.default_greedy, err) != 0)        /* R-CACHE-1 */
+        cli_onoff(c, "default-greedy", &o.default_greedy, err) != 0 ||      /* R-CACHE-1 */
+        cli_onoff(c, "clamp-max-tokens", &o.clamp_max_tokens, err) != 0 ||  /* R-GUARD-1 */
+        more_scaled(c, "semantic-threshold", 3, &o.semantic_threshold_milli, err) != 0)   /* R-CACHE-4 */
         return NULL;
     o.cache = cli_opt(c, "cache");
     return ops_policy_set(db, c->pos[0], &o, err);

@@ -11,6 +11,7 @@
 #include "count.h"
 #include "db.h"
 #include "drive.h"
+#include "fit.h"
 #include "gate.h"
 #include "forward.h"
 #include "guard.h"
@@ -21,6 +22,7 @@
 #include "reply.h"
 #include "request.h"
 #include "route.h"
+#include "screen.h"
 #include "secret.h"
 #include "shm.h"
 #include "snapshot.h"
@@ -51,12 +53,14 @@ static void serve_models(struct request *r)
         models_reply(r);
 }
 
-/* Inference: guard, admit, route (the plan), drive. guard runs before admit
- * (the token pre-deduction needs the parsed max_tokens, and a request that is
- * invalid anyway spends no quota). */
+/* Inference: guard, screen, admit, route (the plan), fit, drive. guard and
+ * screen run before admit (the token pre-deduction needs the parsed
+ * max_tokens, and a request that is invalid or blocked anyway spends no
+ * quota); fit after route, which knows the model and the replica. */
 static void serve_inference(struct request *r)
 {
-    if (guard_check(r) != 0 || admit_request(r) != 0 || route_plan(r) != 0)
+    if (guard_check(r) != 0 || screen_input(r) != 0 || admit_request(r) != 0 || route_plan(r) != 0 ||
+        fit_check(r) != 0)
         return;
     drive_run(r);
 }

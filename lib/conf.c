@@ -58,6 +58,11 @@ void conf_defaults(struct conf *c)
     c->idem_max_bytes = 256LL << 20;
     c->cache_max_bytes = 256LL << 20;
     c->cache_max_entry_bytes = 4LL << 20;
+    c->max_n = 8;
+    c->tokenize_timeout_ms = 200;
+    c->tokenize_margin_pct = 10;
+    c->rule_match_limit = 100000;
+    c->semantic_max_entries = 10000;
     c->idem_max_record_bytes = 8LL << 20;
     c->affinity_max_entries = 100000;
     c->affinity_abs_margin = 4;
@@ -178,6 +183,11 @@ static int conf_apply(struct conf *c, config_t *cf, const char *path)
         {"idempotency.max_record_bytes", 0, 1LL << 32, &c->idem_max_record_bytes, 1},
         {"cache.max_bytes", 0, 1LL << 40, &c->cache_max_bytes, 1},
         {"cache.max_entry_bytes", 0, 1LL << 32, &c->cache_max_entry_bytes, 1},
+        {"cache.semantic_max_entries", 1, 100000000, &c->semantic_max_entries, 1},
+        {"limits.max_n", 1, 128, &c->max_n, 1},
+        {"guard.tokenize_timeout_ms", 10, 60000, &c->tokenize_timeout_ms, 1},
+        {"guard.tokenize_margin_pct", 0, 100, &c->tokenize_margin_pct, 1},
+        {"guard.rule_match_limit", 1000, 100000000, &c->rule_match_limit, 1},
         {"auth.fail_limit", 1, 1000000, &c->auth_fail_limit, 0},
         {"affinity.max_entries", 64, 100000, &c->affinity_max_entries, 0},
         {"affinity.abs_margin", 0, 1000000, &c->affinity_abs_margin, 0},

@@ -320,6 +320,22 @@ static void policy_row(struct snapshot *s, sqlite3_stmt *st, int i)
     p->cache = parse_cache_mode((const char *)sqlite3_column_text(st, 11));
     p->cache_ttl_s = sqlite3_column_int(st, 12);
     p->default_greedy = sqlite3_column_int(st, 13);
+    p->clamp_max_tokens = sqlite3_column_int(st, 14);
+    p->semantic_threshold = col_real_or(st, 15, -1);
+}
+
+static void rule_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_rule *r = &s->rules[i];
+    const char *kind = (const char *)sqlite3_column_text(st, 3), *action = (const char *)sqlite3_column_text(st, 5),
+               *scope = (const char *)sqlite3_column_text(st, 6);
+    r->id = sqlite3_column_int64(st, 0);
+    r->name = col_str(&s->mem, st, 1);
+    r->tenant_id = sqlite3_column_int64(st, 2);     /* NULL reads as 0: every tenant */
+    r->kind = kind && strcmp(kind, "keyword") == 0 ? RULE_KEYWORD : RULE_PATTERN;
+    r->pattern = col_str(&s->mem, st, 4);
+    r->action = action && strcmp(action, "flag") == 0 ? RULE_FLAG : RULE_BLOCK;
+    r->scope = scope && strcmp(scope, "output") == 0 ? RULE_OUTPUT : RULE_INPUT;
 }
 
 static void quota_row(struct snapshot *s, sqlite3_stmt *st, int i)
@@ -421,6 +437,14 @@ static void setting_apply(struct snapshot *s, const struct settings_def *d,
         s->auto_w_latency = (int)v->i;
     } else if (strcmp(k, "response_model") == 0) {
         s->rewrite_response_model = strcmp(v->text, "upstream") != 0;
+    } else if (strcmp(k, "builtin_injection_rules") == 0) {
+        s->builtin_injection_rules = (int)v->i;
+    } else if (strcmp(k, "semantic_cache_embedding_model") == 0) {
+        s->semantic_embed_model = arena_strdup(&s->mem, v->text);
+    } else if (strcmp(k, "semantic_cache_threshold") == 0) {
+        s->semantic_threshold = v->num;
+    } else if (strcmp(k, "semantic_cache_audit_percent") == 0) {
+        s->semantic_audit_percent = (int)v->i;
     } else if (strcmp(k, "gpu_temperature_threshold") == 0) {
         /* R-LB-6: degrees Celsius with one decimal, kept in tenths. */
         s->gpu_temp_threshold_deci = (int)(v->num * 10 + (v->num < 0 ? -0.5 : 0.5));
@@ -486,9 +510,10 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     int64_t np = count(db, "SELECT count(*) FROM model_policies");
     int64_t nsl = count(db, "SELECT count(*) FROM key_ceilings");
     int64_t nq = count(db, "SELECT count(*) FROM quotas");
+    int64_t nru = count(db, "SELECT count(*) FROM content_rules");
     int64_t nk = count(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL") +
                  count(db, "SELECT count(*) FROM endpoints WHERE key_hash IS NOT NULL");
-    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0 || nsl < 0 || nq < 0) {
+    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0 || nsl < 0 || nq < 0 || nru < 0) {
         log_error("snapshot: cannot count the configuration: %s", sqlite3_errmsg(db));
         goto fail_read;
     }
@@ -501,6 +526,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     s->policies = arena_alloc(&s->mem, sizeof *s->policies * (size_t)(np + 1));
     s->session_limits = arena_alloc(&s->mem, sizeof *s->session_limits * (size_t)(nsl + 1));
     s->quotas = arena_alloc(&s->mem, sizeof *s->quotas * (size_t)(nq + 1));
+    s->rules = arena_alloc(&s->mem, sizeof *s->rules * (size_t)(nru + 1));
     if (each_row(db, "SELECT id, name, weight FROM tenants ORDER BY id", tenant_row, s, &s->n_tenants) ||
         each_row(db,
                  "SELECT id, tenant_id, name, algorithm, protocol, affinity, connect_timeout_ms,"
@@ -532,7 +558,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
         each_row(db,
                  "SELECT model, purpose, routing_enabled, quality_score, price_input_per_1k,"
                  " price_output_per_1k, supports_tools, supports_vision, max_context, max_output, shrink_max_tokens,"
-                 " cache, cache_ttl_s, default_greedy"
+                 " cache, cache_ttl_s, default_greedy, clamp_max_tokens, semantic_threshold"
                  " FROM model_policies ORDER BY model", policy_row, s, &s->n_policies) ||
         each_row(db,
                  "SELECT c.user_id, u.tenant_id, u.role, u.name, c.qps_limit, c.concurrency_limit,"
@@ -543,6 +569,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
         each_row(db,
                  "SELECT id, scope, COALESCE(tenant_id, user_id, endpoint_id, 0), model, concurrency, rpm,"
                  " daily_tokens, monthly_tokens, queue_max FROM quotas", quota_row, s, &s->n_quotas) ||
+        each_row(db, "SELECT id, name, tenant_id, kind, pattern, action, scope FROM content_rules ORDER BY id",
+                 rule_row, s, &s->n_rules) ||
         each_row(db, "SELECT key, value FROM settings", setting_row, s, &n))
         goto fail_read;
     db_end_read(db);

@@ -120,6 +120,22 @@ struct snap_policy {
     enum cache_mode cache;        /* R-CACHE-1/4: answers of this model are cached */
     int cache_ttl_s;
     int default_greedy;           /* R-CACHE-1: no temperature means greedy for this model */
+    int clamp_max_tokens;         /* R-GUARD-1: a max_tokens above max_output is clamped, not refused */
+    double semantic_threshold;    /* R-CACHE-4: least similarity of a hit; < 0: the setting's */
+};
+
+/* R-GUARD-3: one content rule (a row of content_rules). */
+enum rule_kind { RULE_PATTERN, RULE_KEYWORD };
+enum rule_action { RULE_BLOCK, RULE_FLAG };
+enum rule_scope { RULE_INPUT, RULE_OUTPUT };
+struct snap_rule {
+    int64_t id;
+    const char *name;
+    int64_t tenant_id;            /* 0: every tenant */
+    enum rule_kind kind;
+    const char *pattern;
+    enum rule_action action;
+    enum rule_scope scope;
 };
 
 struct snapshot {
@@ -142,6 +158,11 @@ struct snapshot {
     int auto_enabled;                                  /* settings.auto_routing_enabled */
     const char *auto_strategy;                         /* settings.auto_routing_strategy */
     int auto_w_quality, auto_w_price, auto_w_latency;  /* settings.auto_routing_weight_* (50/30/20) */
+    struct snap_rule *rules; int n_rules;              /* R-GUARD-3: content rules, by id */
+    int builtin_injection_rules;                       /* settings.builtin_injection_rules */
+    const char *semantic_embed_model;                  /* settings.semantic_cache_embedding_model ("" = off) */
+    double semantic_threshold;                         /* settings.semantic_cache_threshold (0.95) */
+    int semantic_audit_percent;                        /* settings.semantic_cache_audit_percent (10) */
     struct arena mem;                                   /* every string above */
 };
 
