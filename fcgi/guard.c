@@ -72,7 +72,12 @@ static int guard_max_tokens(struct request *r, struct json_object *body, const c
             return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s: must be %s integer", names[i],
                                                                 required ? "a positive" : "a non-negative"),
                               names[i]);
-        if (n > cap || errno == ERANGE)
+        /* R-GUARD-1: a policy with clamp_max_tokens lowers it to max_output
+         * instead (guard_rewrite writes the clamped value into the body). */
+        if (n > cap && errno != ERANGE && p && p->max_output > 0 && p->clamp_max_tokens) {
+            r->clamped_max_tokens = 1;
+            n = cap;
+        } else if (n > cap || errno == ERANGE)
             return guard_fail(r, ERR_INVALID_VALUE,
                               arena_printf(r->arena, "%s is %s; the most model %s allows is %lld", names[i],
                                            json_object_get_string(v), r->model, (long long)cap), names[i]);
@@ -83,6 +88,50 @@ static int guard_max_tokens(struct request *r, struct json_object *body, const c
         return guard_fail(r, ERR_MISSING_FIELD, arena_printf(r->arena, "%s: Field required", names[0]), names[0]);
     return 0;
 }
+
+/* R-GUARD-1: each message an object with a role the API knows and content of
+ * a type it accepts (string, array of parts, or null where a tool call stands
+ * in for it); a tool message names its tool_call_id. roles: NULL-terminated. */
+static int guard_roles(struct request *r, struct json_object *msgs, const char *const *roles, int anthropic)
+{
+    size_t n = json_object_array_length(msgs);
+    for (size_t i = 0; i < n; i++) {
+        struct json_object *m = json_object_array_get_idx(msgs, i), *v;
+        if (!json_object_is_type(m, json_type_object))
+            return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "messages[%zu] must be an object", i),
+                              arena_printf(r->arena, "messages[%zu]", i));
+        const char *param = arena_printf(r->arena, "messages[%zu].role", i);
+        if (!json_object_object_get_ex(m, "role", &v) || json_object_is_type(v, json_type_null))
+            return guard_fail(r, ERR_MISSING_FIELD, arena_printf(r->arena, "%s: Field required", param), param);
+        int ok = 0;
+        if (json_object_is_type(v, json_type_string))
+            for (int k = 0; roles[k] && !ok; k++)
+                ok = strcmp(json_object_get_string(v), roles[k]) == 0;
+        if (!ok)
+            return guard_fail(r, ERR_INVALID_VALUE,
+                              arena_printf(r->arena, "%s must be one of %s", param,
+                                           anthropic ? "user, assistant" :
+                                           "system, developer, user, assistant, tool, function"), param);
+        const char *role = json_object_get_string(v);
+        const char *cparam = arena_printf(r->arena, "messages[%zu].content", i);
+        int has = json_object_object_get_ex(m, "content", &v) && !json_object_is_type(v, json_type_null);
+        if (has && !json_object_is_type(v, json_type_string) && !json_object_is_type(v, json_type_array))
+            return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be a string or an array", cparam),
+                              cparam);
+        /* Only an assistant message (with tool_calls) may leave content out. */
+        if (!has && (anthropic || strcmp(role, "assistant") != 0))
+            return guard_fail(r, ERR_MISSING_FIELD, arena_printf(r->arena, "%s: Field required", cparam), cparam);
+        if (!anthropic && strcmp(role, "tool") == 0 &&
+            (!json_object_object_get_ex(m, "tool_call_id", &v) || !json_object_is_type(v, json_type_string)))
+            return guard_fail(r, ERR_MISSING_FIELD,
+                              arena_printf(r->arena, "messages[%zu].tool_call_id: Field required", i),
+                              arena_printf(r->arena, "messages[%zu].tool_call_id", i));
+    }
+    return 0;
+}
+
+static const char *const guard_chat_roles[] = {"system", "developer", "user", "assistant", "tool", "function", NULL};
+static const char *const guard_anthropic_roles[] = {"user", "assistant", NULL};
 
 /* "model": a plain non-empty string of at most 256 bytes. */
 static int guard_model(struct request *r, struct json_object *body)
@@ -122,6 +171,8 @@ static int guard_messages(struct request *r, struct json_object *body)
         return guard_fail(r, ERR_MISSING_FIELD, "messages: Field required", "messages");
     if (json_object_get_type(v) != json_type_array || json_object_array_length(v) == 0)
         return guard_fail(r, ERR_INVALID_TYPE, "messages: must be a non-empty array", "messages");
+    if (guard_roles(r, v, guard_anthropic_roles, 1) != 0)
+        return -1;
     if (r->kind == REQ_COUNT_TOKENS)
         return 0;
     static const char *const names[] = {"max_tokens"};
@@ -204,13 +255,15 @@ static int guard_types(struct request *r, struct json_object *body)
     enum json_type t = json_object_get_type(v);
     if (r->kind == REQ_CHAT && (t != json_type_array || json_object_array_length(v) == 0))
         return guard_fail(r, ERR_INVALID_TYPE, "messages must be a non-empty array", "messages");
+    if (r->kind == REQ_CHAT && guard_roles(r, v, guard_chat_roles, 0) != 0)
+        return -1;
     if (r->kind != REQ_CHAT && t != json_type_string && t != json_type_array)
         return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be a string or an array", field), field);
 
     /* R-KEY-5: what the request may produce, for the token pre-deduction. */
     static const char *const max_names[] = {"max_completion_tokens", "max_tokens"};
     if (guard_stream(r, body) != 0 || guard_max_tokens(r, body, max_names, 2, 0) != 0 || guard_number(r, body, "temperature", 0, 2, 0) != 0 ||
-        guard_number(r, body, "top_p", 0, 1, 0) != 0 || guard_number(r, body, "n", 1, 128, 1) != 0)
+        guard_number(r, body, "top_p", 0, 1, 0) != 0 || guard_number(r, body, "n", 1, (double)r->conf->max_n, 1) != 0)
         return -1;
     /* n answers may each be max_tokens long: the reservation counts them all. */
     if (json_object_object_get_ex(body, "n", &v) && json_object_get_type(v) == json_type_int)
@@ -266,6 +319,15 @@ static void guard_rewrite(struct request *r, struct json_object *body, enum req_
             json_object_object_del(body, r->snap->internal_fields[i]);
             changed = 1;
         }
+    /* R-GUARD-1: the clamped max_tokens is what the upstream is asked for. */
+    if (r->clamped_max_tokens) {
+        static const char *const names[] = {"max_tokens", "max_completion_tokens", "max_output_tokens"};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (json_object_object_get_ex(body, names[i], NULL) &&
+                json_object_get_type(json_object_object_get(body, names[i])) != json_type_null)
+                json_object_object_add(body, names[i], json_object_new_int64(r->max_tokens));
+        changed = 1;
+    }
     /* R-USE-1: always ask the upstream for usage (billing does not depend on
      * the client's choice); the relay removes the chunk unless the client asked
      * for it (R-USE-2), and the stream_options it sent are kept otherwise. */

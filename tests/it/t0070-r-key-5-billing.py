@@ -123,7 +123,7 @@ def test_only_max_tokens_can_never_fit_R_KEY_5(c):
     assert r.status in (200, 429), r
     if r.status == 429:
         assert r.headers.get("x-should-retry") != "false" and "never" not in r.json()["error"]["message"], r
-    r = c.gw.chat(key, max_tokens=100, n=30)                  # 3000 tokens of answers: never
+    r = c.gw.chat(key, max_tokens=375, n=8)                   # 3000 tokens of answers (n <= limits.max_n): never
     assert r.status == 429 and r.headers.get("x-should-retry") == "false", r
 
 
