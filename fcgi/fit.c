@@ -1,6 +1,7 @@
 /* fit.c: the context pre-check (R-GUARD-2). */
 #include "fit.h"
 
+#include "estimate.h"
 #include "gate.h"
 #include "reply.h"
 
@@ -34,13 +35,18 @@ int fit_check(struct request *r)
                           arena_printf(r->arena, "max_tokens is %lld; the most model %s allows is %lld",
                                        (long long)r->max_tokens, model,
                                        (long long)p->max_output), "max_tokens");
-    /* R-GUARD-2: the prompt (estimated) plus what the answer may use; without
-     * max_tokens only the prompt must fit. */
-    if (p->max_context > 0 && r->prompt_estimate + r->max_tokens > p->max_context)
+    /* R-GUARD-2: the prompt (the calibrated estimate of what the model reads,
+     * estimate.c) plus what the answer may use; without max_tokens only the
+     * prompt must fit. The reservation keeps its own, byte-based estimate
+     * (r->prompt_estimate): it must never be low, this one must be close. */
+    if (p->max_context <= 0)
+        return 0;
+    int64_t prompt = estimate_request(r->json);
+    if (prompt + r->max_tokens > p->max_context)
         return fit_refuse(r, ERR_CONTEXT_LENGTH_EXCEEDED,
                           arena_printf(r->arena, "This model's maximum context length is %lld tokens. However, you "
                                        "requested about %lld tokens (%lld in the messages, %lld in the completion).",
-                                       (long long)p->max_context, (long long)(r->prompt_estimate + r->max_tokens),
-                                       (long long)r->prompt_estimate, (long long)r->max_tokens), "messages");
+                                       (long long)p->max_context, (long long)(prompt + r->max_tokens),
+                                       (long long)prompt, (long long)r->max_tokens), "messages");
     return 0;
 }

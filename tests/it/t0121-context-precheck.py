@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """t0121-context-precheck: estimated prompt tokens + max_tokens above the served model's
 max_context is a 400 context_length_exceeded before any upstream call (R-GUARD-2); without
-max_tokens only the prompt must fit. The estimate here is still the byte estimate
-(body bytes / 4 + 1); the calibrated estimator and vLLM /tokenize are not in yet."""
-import json
+max_tokens only the prompt must fit. The estimate is the calibrated one (fcgi/estimate.c):
+a short English word is one token, each message 4 more, the reply 3; vLLM /tokenize is
+not in yet."""
 import os
 import sys
 import uuid
@@ -20,7 +20,7 @@ def build(c):
     c.gw.ctl("route", "add", "small", "ep", "--tenant", "acme")
     c.gw.sql_write("INSERT INTO model_policies (model, max_context, max_output) VALUES ('small', 1000, 1000)")
     c.gw.start()
-    wait_for(lambda: post(c, "x" * 5000).status == 400, 5, what="policy live")
+    wait_for(lambda: post(c, "hello " * 2000).status == 400, 5, what="policy live")
     return c
 
 
@@ -44,15 +44,13 @@ def post(c, content, rid=None, **extra):
 
 
 def estimate(content, **extra):
-    return len(json.dumps(body(content, **extra))) // 4 + 1
+    # one user message of short words with single spaces: a token a word, 4 for the
+    # message, 3 for the reply (test_estimate checks the same rule on its own)
+    return len(content.split()) + 4 + 3
 
 
 def test_prompt_alone_both_sides_of_the_limit(c):
-    # the gateway sees the bytes json.dumps makes: the longest content that fits, one more
-    n = 1
-    while estimate("a" * (n + 1)) <= 1000:
-        n += 1
-    fits, over = "a" * n, "a" * (n + 4)
+    fits, over = "hello " * 993, "hello " * 994
     assert estimate(fits) == 1000 and estimate(over) == 1001
     assert post(c, fits).status == 200
     before = c.fake.stats()["requests"]
