@@ -3,6 +3,7 @@
  * global ones before any backend sees it. */
 #include "screen.h"
 
+#include "arena.h"
 #include "content_rules.h"
 #include "log.h"
 #include "reply.h"
@@ -108,6 +109,7 @@ int screen_input(struct request *r)
         snprintf(flags + fl, sizeof flags - fl, "%s%s", fl ? ", " : "", cr->name);
         log_info("request %s: flagged by content rule %s", r->request_id, cr->name);
     }
+    if (rc == 0 && flags[0]) r->obs.content_flag = arena_strdup(r->arena, flags);
     free(text);
 out:
     screen_release(set);

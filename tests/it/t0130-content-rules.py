@@ -30,6 +30,7 @@ def build(c):
     c.gw.ctl("route", "add", "m", "ep", "--tenant", "default")
     rule(c.gw, "no-secrets", r"password\s*[:=]")
     rule(c.gw, "acme-word", "Zebra", tenant="acme", kind="keyword")
+    rule(c.gw, "mention-pii", r"\bSSN\b", action="flag")
     c.gw.start()
     wait_for(lambda: post(c, "hello").status == 200, 5, what="key live")
     time.sleep(0.8)
@@ -70,6 +71,16 @@ def test_block_per_tenant_keyword_R_GUARD_3(c):
     assert r.status == 200, (r, r.body)
     r = post(c, "zebras everywhere", tenant="acme")      # whole word only
     assert r.status == 200, (r, r.body)
+
+
+def test_flag_served_with_header_R_GUARD_3(c):
+    up = upstream(c)
+    r = post(c, "is my SSN safe?", tenant="beta")
+    assert r.status == 200, (r, r.body)
+    assert r.headers.get("x-content-flag") == "mention-pii", r.headers
+    assert upstream(c) == up + 1
+    r = post(c, "plain question", tenant="beta")
+    assert r.status == 200 and r.headers.get("x-content-flag") is None, r.headers
 
 
 if __name__ == "__main__":
