@@ -16,22 +16,23 @@
 /* One compiled set per snapshot version per process; replaced when the
  * configuration changes. Readers hold the mutex only to take a reference. */
 static pthread_mutex_t screen_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct crule_set *screen_set;
-static int screen_set_refs;          /* readers of screen_set (and of an old one, freed by the last) */
-static struct crule_set *screen_old; static int screen_old_refs;
+static struct crule_set *screen_set;  /* holds one reference while current */
+
+static void screen_unref(struct crule_set *s)
+{
+    if (--s->refs == 0) content_rules_set_free(s);
+}
 
 static struct crule_set *screen_acquire(const struct request *r)
 {
     pthread_mutex_lock(&screen_lock);
     if (!screen_set || screen_set->version != r->snap->version) {
-        if (screen_old && screen_old_refs == 0) { content_rules_set_free(screen_old); screen_old = NULL; }
-        if (screen_set && !screen_old) { screen_old = screen_set; screen_old_refs = screen_set_refs; }
-        else if (screen_set) content_rules_set_free(screen_set);   /* two changes in flight: rare; old readers done */
+        if (screen_set) screen_unref(screen_set);   /* freed by its last reader */
         screen_set = content_rules_set_new(r->snap, (uint32_t)r->conf->rule_match_limit);
-        screen_set_refs = 0;
+        screen_set->refs = 1;
     }
-    screen_set_refs++;
     struct crule_set *s = screen_set;
+    s->refs++;
     pthread_mutex_unlock(&screen_lock);
     return s;
 }
@@ -39,8 +40,7 @@ static struct crule_set *screen_acquire(const struct request *r)
 static void screen_release(struct crule_set *s)
 {
     pthread_mutex_lock(&screen_lock);
-    if (s == screen_set) screen_set_refs--;
-    else if (s == screen_old && --screen_old_refs == 0) { content_rules_set_free(screen_old); screen_old = NULL; }
+    screen_unref(s);
     pthread_mutex_unlock(&screen_lock);
 }
 

@@ -22,6 +22,7 @@ struct crule_set {
     int64_t version;
     struct crule *rules; int n_rules;
     uint32_t match_limit;
+    int refs;                     /* the user's (screen.c: under its mutex) */
 };
 
 /* Compile one rule's text: keywords become caseless \bWORD\b (quoted). Returns the
