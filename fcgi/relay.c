@@ -151,6 +151,9 @@ static const char *relay_extra_headers(struct relay *x, int stream)
         : "";
     /* R-CACHE-2: a cacheable request the cache could not answer says so. */
     const char *cache = r->obs.cache ? arena_printf(r->arena, "X-Cache: %s\r\n", r->obs.cache) : "";
+    /* R-GUARD-3: the flag rules the request's text matched. */
+    if (r->obs.content_flag)
+        cache = arena_printf(r->arena, "%sX-Content-Flag: %s\r\n", cache, r->obs.content_flag);
     return arena_printf(r->arena, "%s%s%s%s%s%sX-Routed-Endpoint: %s\r\n%s%s%s", up, nocache, noaccel, session, fallback,
                         cache, r->ep ? r->ep->name : "",
                         *routed ? "X-Routed-Model: " : "", routed, *routed ? "\r\n" : "");

@@ -96,6 +96,7 @@ struct obs {
     const char *cache;            /* X-Cache word ("hit", "miss") or NULL: a cacheable request */
     int64_t cache_lookup_us;      /* R-CACHE-3: the lookup's time (key and database), 0 = none */
     const char *client_addr;      /* REMOTE_ADDR, or the trusted X-Forwarded-For client */
+    const char *content_flag;     /* R-GUARD-3: flag rules that matched ("a, b"), NULL = none */
 };
 
 /* The uniform caller (R-AUTH-1): routing and accounting see only this. */

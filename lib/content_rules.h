@@ -1,0 +1,51 @@
+/* content_rules.h: compile content rules with PCRE2 and match text against them
+ * in bounded time (R-GUARD-3). Used by the responder (screening) and by admin
+ * (refusing a bad pattern at creation). */
+#ifndef SLUICE_CONTENT_RULES_H
+#define SLUICE_CONTENT_RULES_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "snapshot.h"
+
+/* One compiled rule; owned by its set. */
+struct crule {
+    const char *name;             /* borrowed from the snapshot row or the builtin table */
+    int64_t tenant_id;            /* 0: every tenant */
+    enum rule_action action;
+    enum rule_scope scope;
+    void *code;                   /* pcre2_code_8 * */
+};
+
+/* A compiled set for one snapshot version; heap object, owner frees with _free. */
+struct crule_set {
+    int64_t version;
+    struct crule *rules; int n_rules;
+    uint32_t match_limit;
+    int refs;                     /* the user's (screen.c: under its mutex) */
+};
+
+/* Compile one rule's text: keywords become caseless \bWORD\b (quoted). Returns the
+ * pcre2 code or NULL with PCRE2's message and offset in err. */
+void *content_rules_compile(enum rule_kind kind, const char *pattern, char *err, size_t errlen);
+void content_rules_code_free(void *code);
+
+/* Admin check: compile and run against adversarial probes with the match limit;
+ * 0 = acceptable, -1 = refused with a reason in err. */
+int content_rules_check(enum rule_kind kind, const char *pattern, uint32_t match_limit,
+                        char *err, size_t errlen);
+
+/* Match text: 1 = match (or the limit was hit: a crafted text cannot talk past a
+ * rule by making it slow), 0 = no match. *limited set to 1 when a limit was hit. */
+int content_rules_match(void *code, const char *text, size_t len, uint32_t match_limit, int *limited);
+
+/* Build the set for a snapshot (its rules + the builtin set when on); never NULL. */
+struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match_limit);
+void content_rules_set_free(struct crule_set *set);
+
+/* The builtin prompt-injection patterns (name "builtin:X", action flag, scope input). */
+struct content_builtin { const char *name; const char *pattern; };
+extern const struct content_builtin content_builtins[];
+extern const int content_n_builtins;
+
+#endif
