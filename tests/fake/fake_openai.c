@@ -1,6 +1,10 @@
 /* fake_openai.c: the OpenAI data routes (chat, completions, embeddings, models), with SSE streaming. */
 #include "fake.h"
 
+#include <ctype.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 /* ---- completions ---- */
@@ -199,8 +203,48 @@ enum outcome openai_text(struct conn *c, const struct behavior *b)
     return completion_serve(c, b, false);
 }
 
+/* A deterministic, text-dependent vector so cosine similarity means something in tests:
+ * 64 buckets of hashed lower-cased words (letters and digits; punctuation and JSON
+ * syntax separate words) of everything after "input", normalised to unit length.
+ * "what is the capital of France" and "What is the capital of France?" give the same
+ * vector; an unrelated sentence lands far away. Every input item gets this vector. */
+enum { EMBED_DIMS = 64 };
+
+static void embed_text(const char *body, size_t blen, double v[EMBED_DIMS])
+{
+    for (int i = 0; i < EMBED_DIMS; i++)
+        v[i] = 0;
+    const char *end = body + blen, *p = body;
+    static const char key[] = "\"input\"";
+    for (; p + sizeof key - 1 <= end; p++)
+        if (!memcmp(p, key, sizeof key - 1)) { p += sizeof key - 1; break; }
+    if (p + sizeof key - 1 > end)
+        p = body;
+    while (p < end) {
+        while (p < end && !isalnum((unsigned char)*p))
+            p++;
+        if (p >= end)
+            break;
+        uint32_t h = 2166136261u;          /* FNV-1a over the lower-cased word */
+        while (p < end && isalnum((unsigned char)*p)) {
+            h = (h ^ (uint32_t)tolower((unsigned char)*p)) * 16777619u;
+            p++;
+        }
+        v[h % EMBED_DIMS] += 1;
+    }
+    double n = 0;
+    for (int i = 0; i < EMBED_DIMS; i++)
+        n += v[i] * v[i];
+    if (n == 0) { v[0] = 1; return; }
+    n = sqrt(n);
+    for (int i = 0; i < EMBED_DIMS; i++)
+        v[i] /= n;
+}
+
 enum outcome openai_embeddings(struct conn *c, const struct behavior *b)
 {
+    double v[EMBED_DIMS];
+    embed_text(c->req.body, c->req.blen, v);
     struct jscan j;
     json_scan(&j, c->req.body, c->req.blen);
     long items = j.inputs > 0 ? j.inputs : 1;
@@ -209,7 +253,12 @@ enum outcome openai_embeddings(struct conn *c, const struct behavior *b)
     o->len = 0;
     buf_adds(o, "{\"object\":\"list\",\"data\":[");
     for (long i = 0; i < items; i++)
-        buf_printf(o, "%s{\"object\":\"embedding\",\"index\":%ld,\"embedding\":[0.1,0.2,0.3,0.4]}", i ? "," : "", i);
+    {
+        buf_printf(o, "%s{\"object\":\"embedding\",\"index\":%ld,\"embedding\":[", i ? "," : "", i);
+        for (int d = 0; d < EMBED_DIMS; d++)
+            buf_printf(o, "%s%.6f", d ? "," : "", v[d]);
+        buf_adds(o, "]}");
+    }
     buf_adds(o, "],\"model\":\"");
     if (j.model)
         buf_add(o, j.model, j.model_len);
