@@ -16,18 +16,20 @@
 /* One compiled set per snapshot version per process; replaced when the
  * configuration changes. Readers hold the mutex only to take a reference. */
 static pthread_mutex_t screen_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct crule_set *screen_set;  /* holds one reference while current */
+static struct crule_set *screen_set; /* holds one reference while current */
 
 static void screen_unref(struct crule_set *s)
 {
-    if (--s->refs == 0) content_rules_set_free(s);
+    if (--s->refs == 0)
+        content_rules_set_free(s);
 }
 
 static struct crule_set *screen_acquire(const struct request *r)
 {
     pthread_mutex_lock(&screen_lock);
     if (!screen_set || screen_set->version != r->snap->version) {
-        if (screen_set) screen_unref(screen_set);   /* freed by its last reader */
+        if (screen_set)
+            screen_unref(screen_set); /* freed by its last reader */
         screen_set = content_rules_set_new(r->snap, (uint32_t)r->conf->rule_match_limit);
         screen_set->refs = 1;
     }
@@ -47,9 +49,11 @@ static void screen_release(struct crule_set *s)
 /* The keys whose strings are not text the model reads. */
 static int screen_skip_key(const char *k)
 {
-    static const char *skip[] = {"role", "type", "name", "id", "tool_call_id", "url", "image_url",
-                                 "cache_control", "model", NULL};
-    for (int i = 0; skip[i]; i++) if (strcmp(k, skip[i]) == 0) return 1;
+    static const char *skip[] = {"role", "type",      "name",          "id",    "tool_call_id",
+                                 "url",  "image_url", "cache_control", "model", NULL};
+    for (int i = 0; skip[i]; i++)
+        if (strcmp(k, skip[i]) == 0)
+            return 1;
     return 0;
 }
 
@@ -59,44 +63,60 @@ static void screen_collect(struct json_object *v, char **buf, size_t *len, size_
     switch (json_object_get_type(v)) {
     case json_type_string: {
         size_t n = (size_t)json_object_get_string_len(v);
-        if (*len + n + 2 > *cap) { *cap = (*len + n + 2) * 2; *buf = realloc(*buf, *cap); if (!*buf) abort(); }
-        memcpy(*buf + *len, json_object_get_string(v), n); *len += n; (*buf)[(*len)++] = '\n'; (*buf)[*len] = 0;
+        if (*len + n + 2 > *cap) {
+            *cap = (*len + n + 2) * 2;
+            *buf = realloc(*buf, *cap);
+            if (!*buf)
+                abort();
+        }
+        memcpy(*buf + *len, json_object_get_string(v), n);
+        *len += n;
+        (*buf)[(*len)++] = '\n';
+        (*buf)[*len] = 0;
         break;
     }
     case json_type_array:
-        for (size_t i = 0; i < json_object_array_length(v); i++) screen_collect(json_object_array_get_idx(v, i), buf, len, cap);
+        for (size_t i = 0; i < json_object_array_length(v); i++)
+            screen_collect(json_object_array_get_idx(v, i), buf, len, cap);
         break;
     case json_type_object: {
         json_object_object_foreach(v, k, sub) if (!screen_skip_key(k)) screen_collect(sub, buf, len, cap);
         break;
     }
-    default: break;
+    default:
+        break;
     }
 }
 
 int screen_input(struct request *r)
 {
     if (!r->snap || (r->snap->n_rules == 0 && !r->snap->builtin_injection_rules) || !r->json)
-        return 0;                                  /* no rules: zero cost */
+        return 0; /* no rules: zero cost */
     struct crule_set *set = screen_acquire(r);
     int rc = 0, any = 0;
     for (int i = 0; i < set->n_rules && !any; i++)
         any = set->rules[i].scope == RULE_INPUT &&
               (set->rules[i].tenant_id == 0 || set->rules[i].tenant_id == r->caller.tenant_id);
-    if (!any) goto out;
-    char *text = NULL; size_t len = 0, cap = 0;
+    if (!any)
+        goto out;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
     static const char *fields[] = {"messages", "system", "prompt", "input", NULL};
     for (int f = 0; fields[f]; f++) {
         struct json_object *v;
-        if (json_object_object_get_ex(r->json, fields[f], &v)) screen_collect(v, &text, &len, &cap);
+        if (json_object_object_get_ex(r->json, fields[f], &v))
+            screen_collect(v, &text, &len, &cap);
     }
     char flags[512] = "";
     for (int i = 0; text && i < set->n_rules; i++) {
         const struct crule *cr = &set->rules[i];
-        if (cr->scope != RULE_INPUT || (cr->tenant_id != 0 && cr->tenant_id != r->caller.tenant_id)) continue;
+        if (cr->scope != RULE_INPUT || (cr->tenant_id != 0 && cr->tenant_id != r->caller.tenant_id))
+            continue;
         int limited = 0;
-        if (!content_rules_match(cr->code, text, len, set->match_limit, &limited)) continue;
-        if (limited) log_warn("request %s: rule %s hit the match limit, counted as a match", r->request_id, cr->name);
+        if (!content_rules_match(cr->code, text, len, set->match_limit, &limited))
+            continue;
+        if (limited)
+            log_warn("request %s: rule %s hit the match limit, counted as a match", r->request_id, cr->name);
         if (cr->action == RULE_BLOCK) {
             char msg[300];
             snprintf(msg, sizeof msg, "The request was blocked by content rule '%s'.", cr->name);
@@ -109,7 +129,8 @@ int screen_input(struct request *r)
         snprintf(flags + fl, sizeof flags - fl, "%s%s", fl ? ", " : "", cr->name);
         log_info("request %s: flagged by content rule %s", r->request_id, cr->name);
     }
-    if (rc == 0 && flags[0]) r->obs.content_flag = arena_strdup(r->arena, flags);
+    if (rc == 0 && flags[0])
+        r->obs.content_flag = arena_strdup(r->arena, flags);
     free(text);
 out:
     screen_release(set);

@@ -11,9 +11,10 @@
  * builtin_injection_rules). Each is a flag rule on input. */
 const struct content_builtin content_builtins[] = {
     {"builtin:ignore-instructions",
-     "(?i)\\b(ignore|disregard|forget|override)\\s+(all\\s+|any\\s+|the\\s+|your\\s+)*(previous|prior|above|earlier|preceding)\\s+(instructions|prompts?|rules|directions)"},
-    {"builtin:reveal-system-prompt",
-     "(?i)\\b(reveal|print|show|repeat|output|display|leak)\\s+(me\\s+)?(your|the)\\s+(system|hidden|initial|original)\\s+(prompt|instructions|message)"},
+     "(?i)\\b(ignore|disregard|forget|override)\\s+(all\\s+|any\\s+|the\\s+|your\\s+)*(previous|prior|above|earlier|"
+     "preceding)\\s+(instructions|prompts?|rules|directions)"},
+    {"builtin:reveal-system-prompt", "(?i)\\b(reveal|print|show|repeat|output|display|leak)\\s+(me\\s+)?(your|the)\\s+("
+                                     "system|hidden|initial|original)\\s+(prompt|instructions|message)"},
     {"builtin:dan", "(?i)\\byou\\s+are\\s+now\\s+(DAN|in\\s+developer\\s+mode)\\b"},
     {"builtin:developer-mode", "(?i)\\b(developer|god|jailbreak)\\s+mode\\s+(enabled|on|activated)\\b"},
     {"builtin:do-anything-now", "(?i)\\bdo\\s+anything\\s+now\\b"},
@@ -22,7 +23,8 @@ const struct content_builtin content_builtins[] = {
     {"builtin:new-instructions", "(?i)\\b(new|updated)\\s+system\\s+(instructions|prompt)\\s*:"},
     {"builtin:pretend-no-rules",
      "(?i)\\b(pretend|act\\s+as\\s+if)\\s+(you\\s+)?(have|had|are)\\s+no\\s+(rules|restrictions|filters|guidelines)"},
-    {"builtin:bypass-safety", "(?i)\\b(bypass|disable|turn\\s+off)\\s+(your\\s+|the\\s+|all\\s+)*(safety|content)\\s+(filters?|guidelines|policies)"},
+    {"builtin:bypass-safety", "(?i)\\b(bypass|disable|turn\\s+off)\\s+(your\\s+|the\\s+|all\\s+)*(safety|content)\\s+("
+                              "filters?|guidelines|policies)"},
 };
 const int content_n_builtins = (int)(sizeof content_builtins / sizeof content_builtins[0]);
 
@@ -34,19 +36,25 @@ void *content_rules_compile(enum rule_kind kind, const char *pattern, char *err,
         /* Whole word, caseless; \Q..\E quotes the word, except a literal "\E" inside it. */
         size_t n = strlen(pattern);
         src = malloc(n * 4 + 16);
-        if (!src) abort();
+        if (!src)
+            abort();
         char *p = src;
-        memcpy(p, "\\b\\Q", 4); p += 4;
+        memcpy(p, "\\b\\Q", 4);
+        p += 4;
         for (size_t i = 0; i < n; i++) {
-            if (pattern[i] == '\\' && pattern[i + 1] == 'E') { memcpy(p, "\\E\\\\\\Q", 6); p += 6; continue; }
+            if (pattern[i] == '\\' && pattern[i + 1] == 'E') {
+                memcpy(p, "\\E\\\\\\Q", 6);
+                p += 6;
+                continue;
+            }
             *p++ = pattern[i];
         }
         memcpy(p, "\\E\\b", 5);
         opts |= PCRE2_CASELESS;
     }
-    int ec; PCRE2_SIZE off;
-    pcre2_code *code = pcre2_compile((PCRE2_SPTR)(src ? src : pattern), PCRE2_ZERO_TERMINATED,
-                                     opts, &ec, &off, NULL);
+    int ec;
+    PCRE2_SIZE off;
+    pcre2_code *code = pcre2_compile((PCRE2_SPTR)(src ? src : pattern), PCRE2_ZERO_TERMINATED, opts, &ec, &off, NULL);
     free(src);
     if (!code) {
         PCRE2_UCHAR msg[256];
@@ -54,11 +62,14 @@ void *content_rules_compile(enum rule_kind kind, const char *pattern, char *err,
         snprintf(err, errlen, "%s at offset %zu", (char *)msg, (size_t)off);
         return NULL;
     }
-    (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);   /* interpreter if JIT is absent */
+    (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE); /* interpreter if JIT is absent */
     return code;
 }
 
-void content_rules_code_free(void *code) { pcre2_code_free((pcre2_code *)code); }
+void content_rules_code_free(void *code)
+{
+    pcre2_code_free((pcre2_code *)code);
+}
 
 /* Per-thread match state: match data grows to fit, context and JIT stack reused. */
 static _Thread_local pcre2_match_context *tl_mctx;
@@ -70,33 +81,46 @@ int content_rules_match(void *code, const char *text, size_t len, uint32_t match
     if (!tl_mctx) {
         tl_mctx = pcre2_match_context_create(NULL);
         tl_jit = pcre2_jit_stack_create(32 * 1024, 256 * 1024, NULL);
-        if (!tl_mctx || !tl_jit) abort();
+        if (!tl_mctx || !tl_jit)
+            abort();
         pcre2_jit_stack_assign(tl_mctx, NULL, tl_jit);
         pcre2_set_depth_limit(tl_mctx, 10000);
-        pcre2_set_heap_limit(tl_mctx, 8 * 1024);        /* KiB */
+        pcre2_set_heap_limit(tl_mctx, 8 * 1024); /* KiB */
     }
-    if (tl_limit != match_limit) { pcre2_set_match_limit(tl_mctx, match_limit); tl_limit = match_limit; }
+    if (tl_limit != match_limit) {
+        pcre2_set_match_limit(tl_mctx, match_limit);
+        tl_limit = match_limit;
+    }
     pcre2_match_data *md = pcre2_match_data_create_from_pattern((pcre2_code *)code, NULL);
-    if (!md) abort();
+    if (!md)
+        abort();
     int rc = pcre2_match((pcre2_code *)code, (PCRE2_SPTR)text, len, 0, 0, md, tl_mctx);
     pcre2_match_data_free(md);
-    if (limited) *limited = 0;
-    if (rc >= 0) return 1;
-    if (rc == PCRE2_ERROR_NOMATCH) return 0;
-    if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
-        rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_JIT_STACKLIMIT) {
-        if (limited) *limited = 1;
-        return 1;   /* a crafted text cannot talk past a rule by making it slow */
+    if (limited)
+        *limited = 0;
+    if (rc >= 0)
+        return 1;
+    if (rc == PCRE2_ERROR_NOMATCH)
+        return 0;
+    if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT ||
+        rc == PCRE2_ERROR_JIT_STACKLIMIT) {
+        if (limited)
+            *limited = 1;
+        return 1; /* a crafted text cannot talk past a rule by making it slow */
     }
-    return 0;       /* e.g. invalid UTF-8: the caller's text is not text */
+    return 0; /* e.g. invalid UTF-8: the caller's text is not text */
 }
 
-int content_rules_check(enum rule_kind kind, const char *pattern, uint32_t match_limit,
-                        char *err, size_t errlen)
+int content_rules_check(enum rule_kind kind, const char *pattern, uint32_t match_limit, char *err, size_t errlen)
 {
     void *code = content_rules_compile(kind, pattern, err, errlen);
-    if (!code) return -1;
-    static const struct { char c; int n; char tail; } probes[] = {
+    if (!code)
+        return -1;
+    static const struct {
+        char c;
+        int n;
+        char tail;
+    } probes[] = {
         {'a', 30, '!'}, {'a', 5000, '!'}, {' ', 5000, '!'}, {'x', 5000, 0}, {'1', 2000, '!'},
     };
     char buf[5002];
@@ -104,12 +128,14 @@ int content_rules_check(enum rule_kind kind, const char *pattern, uint32_t match
     for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
         memset(buf, probes[i].c, (size_t)probes[i].n);
         size_t n = (size_t)probes[i].n;
-        if (probes[i].tail) buf[n++] = probes[i].tail;
+        if (probes[i].tail)
+            buf[n++] = probes[i].tail;
         int limited = 0;
         content_rules_match(code, buf, n, match_limit, &limited);
         if (limited) {
             snprintf(err, errlen, "pattern refused: catastrophic backtracking (hits the match limit on a probe text)");
-            rc = -1; break;
+            rc = -1;
+            break;
         }
     }
     content_rules_code_free(code);
@@ -119,22 +145,26 @@ int content_rules_check(enum rule_kind kind, const char *pattern, uint32_t match
 struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match_limit)
 {
     struct crule_set *set = calloc(1, sizeof *set);
-    if (!set) abort();
+    if (!set)
+        abort();
     set->version = s->version;
     set->match_limit = match_limit;
     int cap = s->n_rules + (s->builtin_injection_rules ? content_n_builtins : 0);
     set->rules = calloc((size_t)(cap ? cap : 1), sizeof *set->rules);
-    if (!set->rules) abort();
+    if (!set->rules)
+        abort();
     char err[256];
     for (int i = 0; i < s->n_rules; i++) {
         const struct snap_rule *r = &s->rules[i];
         void *code = content_rules_compile(r->kind, r->pattern, err, sizeof err);
-        if (!code) continue;   /* refused at creation; a row edited by hand is skipped */
+        if (!code)
+            continue; /* refused at creation; a row edited by hand is skipped */
         set->rules[set->n_rules++] = (struct crule){r->name, r->tenant_id, r->action, r->scope, code};
     }
     for (int i = 0; s->builtin_injection_rules && i < content_n_builtins; i++) {
         void *code = content_rules_compile(RULE_PATTERN, content_builtins[i].pattern, err, sizeof err);
-        if (!code) continue;
+        if (!code)
+            continue;
         set->rules[set->n_rules++] = (struct crule){content_builtins[i].name, 0, RULE_FLAG, RULE_INPUT, code};
     }
     return set;
@@ -142,8 +172,10 @@ struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match
 
 void content_rules_set_free(struct crule_set *set)
 {
-    if (!set) return;
-    for (int i = 0; i < set->n_rules; i++) content_rules_code_free(set->rules[i].code);
+    if (!set)
+        return;
+    for (int i = 0; i < set->n_rules; i++)
+        content_rules_code_free(set->rules[i].code);
     free(set->rules);
     free(set);
 }
