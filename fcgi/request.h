@@ -178,6 +178,7 @@ struct request {
     int64_t user_tokens_reserved;     /* pre-deducted from the user's day ... */
     char user_day[16];                /* ... of this period */
     int64_t shrunk_max_tokens;    /* max_tokens shrunk to this by a token layer (0 = not) */
+    int context_counted;          /* R-GUARD-2: the prompt was counted by the replica's /tokenize */
     int clamped_max_tokens;       /* R-GUARD-1: max_tokens was above max_output and the policy clamps it */
     int key_qps_taken;            /* admit.c: the key's QPS window counted this request */
     int key_quota_sql;            /* admit.c: the key's calls were counted in SQLite (no shared slot) */

@@ -109,6 +109,9 @@ struct behavior {
     int no_usage;          /* an old server: no usage in bodies, include_usage ignored */
     int client_error;      /* error_after on an OpenAI stream: the caller's error, not the server's */
     int reasoning_tokens;  /* Responses usage: output_tokens_details.reasoning_tokens (part of output_tokens) */
+    int tokenize_count;    /* >= 0: the count POST /tokenize answers (else the prompt's words) */
+    int tokenize_ms;       /* POST /tokenize only: delay before answering */
+    int tokenize_status;   /* POST /tokenize only: not 0: answer this error status */
 };
 
 extern const struct behavior BEHAVIOR_DEFAULT;
@@ -359,6 +362,7 @@ enum outcome vllm_metrics(struct conn *c, const struct behavior *b);
 enum outcome vllm_sleep(struct conn *c, const struct behavior *b);
 enum outcome vllm_wake_up(struct conn *c, const struct behavior *b);
 enum outcome vllm_is_sleeping(struct conn *c, const struct behavior *b);
+enum outcome vllm_tokenize(struct conn *c, const struct behavior *b);
 enum outcome vllm_dcgm(struct conn *c, const struct behavior *b);
 
 /* fake_timeline.c */

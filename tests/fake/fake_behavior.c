@@ -66,7 +66,7 @@ void kv_each(const char *s, size_t n, void (*fn)(void *, const char *, size_t, c
 const struct behavior BEHAVIOR_DEFAULT = {
     .chunks = 3, .die_after = -1, .hang_after = -1, .role_chunks = 1,
     .prompt_tokens = -1, .completion_tokens = -1, .retry_after = -1,
-    .prefix_miss_ms = 150, .prefix_hit_ms = 10, .error_after = -1,
+    .prefix_miss_ms = 150, .prefix_hit_ms = 10, .error_after = -1, .tokenize_count = -1,
 };
 
 /* Directive name, field, accepted range; a value out of range is ignored. */
@@ -87,7 +87,8 @@ static const struct behavior_key {
     BKEY(prefix_miss_ms, 0, 3600000), BKEY(prefix_hit_ms, 0, 3600000),
     BKEY(error_after, 0, INT_MAX),  BKEY(cache_read_tokens, 0, INT_MAX / 2),
     BKEY(cache_write_tokens, 0, INT_MAX / 2), BKEY(no_usage, 0, 1), BKEY(client_error, 0, 1),
-    BKEY(reasoning_tokens, 0, INT_MAX / 2),
+    BKEY(reasoning_tokens, 0, INT_MAX / 2), BKEY(tokenize_count, 0, INT_MAX / 2),
+    BKEY(tokenize_ms, 0, 3600000), BKEY(tokenize_status, 200, 599),
 };
 
 static void behavior_set(void *arg, const char *k, size_t kn, const char *v, size_t vn)

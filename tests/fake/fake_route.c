@@ -58,6 +58,7 @@ static const struct route {
     { "/sleep", false, "POST", ROUTE_CONTROL, vllm_sleep },
     { "/wake_up", false, "POST", ROUTE_CONTROL, vllm_wake_up },
     { "/is_sleeping", false, "GET", ROUTE_PROBE, vllm_is_sleeping },
+    { "/tokenize", false, "POST", ROUTE_DATA, vllm_tokenize },
     { "/_fake/sleep-config", false, "POST", ROUTE_CONTROL, ctl_sleep_config },
     { "/dcgm/metrics", false, "GET", ROUTE_PROBE, vllm_dcgm },
     { "/_fake/dcgm", false, "POST", ROUTE_CONTROL, ctl_dcgm },

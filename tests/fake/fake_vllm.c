@@ -95,6 +95,23 @@ enum outcome vllm_is_sleeping(struct conn *c, const struct behavior *b)
     return reply_send(c, b, 200, CT_JSON);
 }
 
+/* POST /tokenize: the prompt's words are its tokens (the count the chat route
+ * reports as prompt_tokens), or tokenize_count; tokenize_ms / tokenize_status
+ * delay or fail this route alone, so the chat beside it still answers. */
+enum outcome vllm_tokenize(struct conn *c, const struct behavior *b)
+{
+    if (b->tokenize_ms > 0 && conn_wait(c, b->tokenize_ms) < 0)
+        return OUT_ABORTED;
+    if (b->tokenize_status && b->tokenize_status != 200)
+        return reply_error(c, b, b->tokenize_status, "tokenize refused");
+    struct jscan j;
+    json_scan(&j, c->req.body, c->req.blen);
+    long n = b->tokenize_count >= 0 ? b->tokenize_count : j.words;
+    c->rbody.len = 0;
+    buf_printf(&c->rbody, "{\"count\":%ld,\"max_model_len\":4096,\"tokens\":[]}", n);
+    return reply_send(c, b, 200, CT_JSON);
+}
+
 /* ---- DCGM exporter stand-in ---- */
 
 enum outcome vllm_dcgm(struct conn *c, const struct behavior *b)
