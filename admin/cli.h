@@ -60,6 +60,9 @@ struct json_object *cmd_list_quotas(sqlite3 *db, const struct cli *c, struct ops
 #define QUOTA_TARGET_OPTS "tenant= user= endpoint= model="
 struct json_object *cmd_quota_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_quota_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_rules(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_rule_add(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_rule_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_usage(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_usage_prune(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_show(sqlite3 *db, const struct cli *c, struct ops_error *err);

@@ -335,6 +335,21 @@ struct json_object *ops_policy_get(sqlite3 *db, const char *model, struct ops_er
 struct json_object *ops_policy_rm(sqlite3 *db, const char *model, struct ops_error *err);
 struct json_object *ops_policy_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 
+/* ---- content rules (ops_rule.c, R-GUARD-3) ------------------------------------ */
+
+struct ops_rule_opts {
+    const char *pattern, *keyword;   /* exactly one: a PCRE2 expression, or a whole word */
+    const char *tenant;              /* NULL: every tenant */
+    const char *action;              /* block | flag */
+    const char *scope;               /* input | output; NULL: input */
+};
+/* Rule: {"id","name","tenant","tenant_id","kind","pattern","action","scope","created_at"}.
+ * add refuses a pattern that does not compile or that backtracks without bound on
+ * crafted texts; list with l->tenant shows that tenant's rules and the global ones. */
+struct json_object *ops_rule_add(sqlite3 *db, const char *name, const struct ops_rule_opts *o, struct ops_error *err);
+struct json_object *ops_rule_rm(sqlite3 *db, const char *name, struct ops_error *err);
+struct json_object *ops_rule_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+
 /* ---- the answer cache (ops_cache.c) ------------------------------------------ */
 
 /* R-CACHE-3: the cache's TTL bounds, as sql/010_cache.sql checks them. */

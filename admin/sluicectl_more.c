@@ -55,6 +55,23 @@ MORE_LIST(cmd_list_policies, ops_policy_list)
 MORE_LIST(cmd_list_audit, ops_audit_list)
 MORE_LIST(cmd_list_alerts, ops_alert_list)
 MORE_LIST(cmd_list_quotas, ops_quota_list)
+MORE_LIST(cmd_list_rules, ops_rule_list)
+
+/* rule add NAME (--pattern REGEX | --keyword WORD) [--tenant T] --action block|flag
+ * [--scope input|output] (R-GUARD-3) */
+struct json_object *cmd_rule_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    struct ops_rule_opts o = {
+        .pattern = cli_opt(c, "pattern"), .keyword = cli_opt(c, "keyword"), .tenant = cli_opt(c, "tenant"),
+        .action = cli_opt(c, "action"), .scope = cli_opt(c, "scope"),
+    };
+    return ops_rule_add(db, c->pos[0], &o, err);
+}
+
+struct json_object *cmd_rule_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    return ops_rule_rm(db, c->pos[0], err);
+}
 
 struct json_object *cmd_usage(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {

@@ -291,8 +291,15 @@ void settings_format(const struct settings_def *d, const struct settings_value *
     case SETTINGS_NUMBER:
         if (v->num == round_whole(v->num))
             snprintf(out, n, "%lld", (long long)v->num);
-        else
+        else {
+            /* one form for one value: 0.950 and 0.95 are both stored as 0.95 */
             snprintf(out, n, "%.*f", d->decimals, v->num);
+            size_t len = strlen(out);
+            while (len > 1 && out[len - 1] == '0' && strchr(out, '.'))
+                out[--len] = '\0';
+            if (len > 0 && out[len - 1] == '.')
+                out[--len] = '\0';
+        }
         return;
     case SETTINGS_ENUM:
     case SETTINGS_TEXT:

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """t0130-content-rules: content rules on the request's text (R-GUARD-3).
 
-Rules are rows of content_rules (written here with SQL until the CLI lands): a
+Rules are made with `sluicectl rule add` (which refuses a pattern that does not
+compile or backtracks without bound), listed with `list rules`, removed with `rule rm`: a
 global block rule stops every tenant's request with 400 content_policy_violation
 naming the rule and the upstream is not called; a tenant's rule stops only that
 tenant; a keyword matches whole words caselessly."""
@@ -10,13 +11,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, run_tests, setup_with, stop_all, wait_for
+from harness import Fake, Gateway, add_endpoint, audit, ctl_fail, run_tests, setup_with, stop_all, wait_for
 
 
 def rule(gw, name, pattern, tenant=None, kind="pattern", action="block", scope="input"):
-    tid = gw.sql("SELECT id FROM tenants WHERE name = ?", tenant)[0][0] if tenant else None
-    gw.sql_write("INSERT INTO content_rules (name, tenant_id, kind, pattern, action, scope) VALUES (?, ?, ?, ?, ?, ?)",
-                 name, tid, kind, pattern, action, scope)
+    args = ["rule", "add", name, "--" + kind, pattern, "--action", action, "--scope", scope]
+    return gw.ctl(*(args + (["--tenant", tenant] if tenant else [])))
 
 
 def build(c):
@@ -81,6 +81,44 @@ def test_flag_served_with_header_R_GUARD_3(c):
     assert upstream(c) == up + 1
     r = post(c, "plain question", tenant="beta")
     assert r.status == 200 and r.headers.get("x-content-flag") is None, r.headers
+
+
+def test_cli_refuses_what_cannot_be_a_rule(c):
+    cases = [
+        (["bad-re", "--pattern", "(unclosed", "--action", "block"], "pattern", "offset"),
+        (["slow-re", "--pattern", "^(a+)+$", "--action", "block"], "pattern", "catastrophic backtracking"),
+        (["both", "--pattern", "x", "--keyword", "x", "--action", "block"], "pattern", "exactly one"),
+        (["neither", "--action", "block"], "pattern", "exactly one"),
+        (["no-action", "--pattern", "x"], "action", "required"),
+        (["bad-action", "--pattern", "x", "--action", "drop"], "action", ""),
+        (["bad-scope", "--pattern", "x", "--action", "flag", "--scope", "both"], "scope", ""),
+        (["out-scope", "--pattern", "x", "--action", "flag", "--scope", "output"], "scope", "not applied"),
+        (["no-secrets", "--pattern", "x", "--action", "flag"], "name", "exists"),
+        (["ghost-tenant", "--pattern", "x", "--action", "flag", "--tenant", "nobody"], "tenant", ""),
+    ]
+    before = len(c.gw.sql("SELECT id FROM content_rules"))
+    for args, param, words in cases:
+        rc, e, _ = ctl_fail(c.gw, "rule", "add", *args)
+        assert e and e["param"] == param and words in e["message"], (args, e)
+    assert len(c.gw.sql("SELECT id FROM content_rules")) == before
+
+
+def test_cli_list_and_rm_audited(c):
+    names = [r["name"] for r in c.gw.ctl("list", "rules")["rules"]]
+    assert names == ["mention-pii", "no-secrets", "acme-word"], names      # global ones first
+    beta = c.gw.ctl("list", "rules", "--tenant", "beta")["rules"]
+    assert [r["name"] for r in beta] == ["mention-pii", "no-secrets"], beta
+    acme = [r for r in c.gw.ctl("list", "rules", "--tenant", "acme")["rules"] if r["name"] == "acme-word"][0]
+    assert (acme["tenant"], acme["kind"], acme["pattern"], acme["action"], acme["scope"]) == \
+        ("acme", "keyword", "Zebra", "block", "input"), acme
+    made = rule(c.gw, "tmp-rule", "gnu", kind="keyword", action="flag")
+    assert made["name"] == "tmp-rule" and made["tenant"] is None, made
+    gone = c.gw.ctl("rule", "rm", "tmp-rule")
+    assert gone["name"] == "tmp-rule", gone
+    rc, e, _ = ctl_fail(c.gw, "rule", "rm", "tmp-rule")
+    assert e["code"] == "not_found", e
+    rows = audit(c.gw, "content_rule", "action IN ('create', 'delete')")
+    assert [r[1] for r in rows][-2:] == ["create", "delete"], rows
 
 
 if __name__ == "__main__":
