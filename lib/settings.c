@@ -293,12 +293,14 @@ void settings_format(const struct settings_def *d, const struct settings_value *
             snprintf(out, n, "%lld", (long long)v->num);
         else {
             /* one form for one value: 0.950 and 0.95 are both stored as 0.95 */
-            snprintf(out, n, "%.*f", d->decimals, v->num);
-            size_t len = strlen(out);
-            while (len > 1 && out[len - 1] == '0' && strchr(out, '.'))
-                out[--len] = '\0';
-            if (len > 0 && out[len - 1] == '.')
-                out[--len] = '\0';
+            char full[64];
+            snprintf(full, sizeof full, "%.*f", d->decimals, v->num);
+            size_t len = strlen(full);
+            while (len > 1 && full[len - 1] == '0' && strchr(full, '.'))
+                full[--len] = '\0';
+            if (len > 0 && full[len - 1] == '.')
+                full[--len] = '\0';
+            snprintf(out, n, "%s", full);     /* a short buffer gets a prefix of the whole */
         }
         return;
     case SETTINGS_ENUM:
