@@ -132,9 +132,10 @@ int64_t estimate_request(struct json_object *body)
             struct json_object *m = json_object_array_get_idx(msgs, i);
             t += MESSAGE_OVERHEAD + estimate_content(field(m, "content")) + estimate_string(field(m, "name"));
             struct json_object *calls = field(m, "tool_calls");
-            if (calls)
-                t += estimate_text(json_object_to_json_string_ext(calls, JSON_C_TO_STRING_PLAIN),
-                                   strlen(json_object_to_json_string_ext(calls, JSON_C_TO_STRING_PLAIN)));
+            if (calls) {
+                const char *js = json_object_to_json_string_ext(calls, JSON_C_TO_STRING_PLAIN);
+                t += estimate_text(js, strlen(js));
+            }
         }
         t += REPLY_PRIMING;
     }

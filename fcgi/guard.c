@@ -322,9 +322,9 @@ static void guard_rewrite(struct request *r, struct json_object *body, enum req_
     /* R-GUARD-1: the clamped max_tokens is what the upstream is asked for. */
     if (r->clamped_max_tokens) {
         static const char *const names[] = {"max_tokens", "max_completion_tokens", "max_output_tokens"};
+        struct json_object *v;
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-            if (json_object_object_get_ex(body, names[i], NULL) &&
-                json_object_get_type(json_object_object_get(body, names[i])) != json_type_null)
+            if (json_object_object_get_ex(body, names[i], &v) && !json_object_is_type(v, json_type_null))
                 json_object_object_add(body, names[i], json_object_new_int64(r->max_tokens));
         changed = 1;
     }

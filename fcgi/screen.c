@@ -4,13 +4,13 @@
 #include "screen.h"
 
 #include "arena.h"
+#include "buf.h"
 #include "content_rules.h"
 #include "log.h"
 #include "reply.h"
 
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* One compiled set per snapshot version per process; replaced when the
@@ -57,30 +57,23 @@ static int screen_skip_key(const char *k)
     return 0;
 }
 
-/* Append every text string under v, one per line, capped at cap bytes. */
-static void screen_collect(struct json_object *v, char **buf, size_t *len, size_t *cap)
+/* Appends every text string under v, one per line (the body limit bounds it). */
+static void screen_collect(struct json_object *v, struct buf *text)
 {
     switch (json_object_get_type(v)) {
-    case json_type_string: {
-        size_t n = (size_t)json_object_get_string_len(v);
-        if (*len + n + 2 > *cap) {
-            *cap = (*len + n + 2) * 2;
-            *buf = realloc(*buf, *cap);
-            if (!*buf)
-                abort();
-        }
-        memcpy(*buf + *len, json_object_get_string(v), n);
-        *len += n;
-        (*buf)[(*len)++] = '\n';
-        (*buf)[*len] = 0;
+    case json_type_string:
+        buf_append(text, json_object_get_string(v), (size_t)json_object_get_string_len(v));
+        buf_append(text, "\n", 1);
         break;
-    }
     case json_type_array:
         for (size_t i = 0; i < json_object_array_length(v); i++)
-            screen_collect(json_object_array_get_idx(v, i), buf, len, cap);
+            screen_collect(json_object_array_get_idx(v, i), text);
         break;
     case json_type_object: {
-        json_object_object_foreach(v, k, sub) if (!screen_skip_key(k)) screen_collect(sub, buf, len, cap);
+        json_object_object_foreach(v, k, sub) {
+            if (!screen_skip_key(k))
+                screen_collect(sub, text);
+        }
         break;
     }
     default:
@@ -99,21 +92,21 @@ int screen_input(struct request *r)
               (set->rules[i].tenant_id == 0 || set->rules[i].tenant_id == r->caller.tenant_id);
     if (!any)
         goto out;
-    char *text = NULL;
-    size_t len = 0, cap = 0;
+    struct buf text;
+    buf_init(&text, 0);
     static const char *fields[] = {"messages", "system", "prompt", "input", NULL};
     for (int f = 0; fields[f]; f++) {
         struct json_object *v;
         if (json_object_object_get_ex(r->json, fields[f], &v))
-            screen_collect(v, &text, &len, &cap);
+            screen_collect(v, &text);
     }
     char flags[512] = "";
-    for (int i = 0; text && i < set->n_rules; i++) {
+    for (int i = 0; text.len && i < set->n_rules; i++) {
         const struct crule *cr = &set->rules[i];
         if (cr->scope != RULE_INPUT || (cr->tenant_id != 0 && cr->tenant_id != r->caller.tenant_id))
             continue;
         int limited = 0;
-        if (!content_rules_match(cr->code, text, len, set->match_limit, &limited))
+        if (!content_rules_match(cr->code, text.data, text.len, set->match_limit, &limited))
             continue;
         if (limited)
             log_warn("request %s: rule %s hit the match limit, counted as a match", r->request_id, cr->name);
@@ -131,7 +124,7 @@ int screen_input(struct request *r)
     }
     if (rc == 0 && flags[0])
         r->obs.content_flag = arena_strdup(r->arena, flags);
-    free(text);
+    buf_free(&text);
 out:
     screen_release(set);
     return rc;

@@ -75,6 +75,7 @@ void content_rules_code_free(void *code)
 static _Thread_local pcre2_match_context *tl_mctx;
 static _Thread_local pcre2_jit_stack *tl_jit;
 static _Thread_local uint32_t tl_limit;
+static _Thread_local pcre2_match_data *tl_md;   /* one pair: only whether it matched is read */
 
 int content_rules_match(void *code, const char *text, size_t len, uint32_t match_limit, int *limited)
 {
@@ -86,16 +87,15 @@ int content_rules_match(void *code, const char *text, size_t len, uint32_t match
         pcre2_jit_stack_assign(tl_mctx, NULL, tl_jit);
         pcre2_set_depth_limit(tl_mctx, 10000);
         pcre2_set_heap_limit(tl_mctx, 8 * 1024); /* KiB */
+        tl_md = pcre2_match_data_create(1, NULL);
+        if (!tl_md)
+            abort();
     }
     if (tl_limit != match_limit) {
         pcre2_set_match_limit(tl_mctx, match_limit);
         tl_limit = match_limit;
     }
-    pcre2_match_data *md = pcre2_match_data_create_from_pattern((pcre2_code *)code, NULL);
-    if (!md)
-        abort();
-    int rc = pcre2_match((pcre2_code *)code, (PCRE2_SPTR)text, len, 0, 0, md, tl_mctx);
-    pcre2_match_data_free(md);
+    int rc = pcre2_match((pcre2_code *)code, (PCRE2_SPTR)text, len, 0, 0, tl_md, tl_mctx);
     if (limited)
         *limited = 0;
     if (rc >= 0)
