@@ -215,6 +215,8 @@ static void format_line(const struct request *r, struct line *l)
     put_str(l, "cache", r->obs.cache, 64);
     if (r->obs.cache)
         put_int(l, "cache_lookup_us", r->obs.cache_lookup_us);
+    if (r->obs.guard_us >= 0)
+        put_int(l, "guard_us", r->obs.guard_us);
     put_int(l, "bytes_out", (int64_t)r->obs.bytes_out);
     put_str(l, "client", client_of(r), 256);
     put_str(l, "user_agent", request_header(r, "User-Agent"), 1024);

@@ -95,6 +95,7 @@ struct obs {
     uint64_t bytes_out;           /* response body bytes written to the client */
     const char *cache;            /* X-Cache word ("hit", "miss") or NULL: a cacheable request */
     int64_t cache_lookup_us;      /* R-CACHE-3: the lookup's time (key and database), 0 = none */
+    int64_t guard_us;             /* R-GUARD-1..3: guard, screen and fit together; -1 = not run */
     const char *client_addr;      /* REMOTE_ADDR, or the trusted X-Forwarded-For client */
     const char *content_flag;     /* R-GUARD-3: flag rules that matched ("a, b"), NULL = none */
 };

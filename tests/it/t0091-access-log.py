@@ -132,6 +132,8 @@ def test_one_line_per_request_with_its_fields_R_OBS_2(c):
     assert line["prompt_tokens"] > 0 and line["completion_tokens"] > 0, line
     assert line["bytes_out"] == len(ok.body), (line, len(ok.body))
     assert line["user_agent"] == UA and line["client"] == "127.0.0.1" and line["retries"] == 0, line
+    # the guards ran (validation, rules, context pre-check) and say how long they took
+    assert isinstance(line["guard_us"], int) and 0 <= line["guard_us"] < line["latency_ms"] * 1000 + 1000, line
     row = wait_for(lambda: c.gw.usage_events("request_id = 'al-ok'"), 3)[0]
     assert (row["prompt_tokens"], row["completion_tokens"], row["key_id"]) == (
         line["prompt_tokens"], line["completion_tokens"], line["key_id"]), (row, line)
@@ -144,6 +146,7 @@ def test_one_line_per_request_with_its_fields_R_OBS_2(c):
     u = logged(c, "al-401")
     check_types(u)
     assert (u["status"], u["code"], u["tenant"], u["key_id"], u["endpoint"]) == (401, "invalid_api_key", None, None, None), u
+    assert "guard_us" not in u, u                  # refused before the guards
 
     m = logged(c, "al-404-model")
     check_types(m)
