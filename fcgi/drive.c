@@ -102,6 +102,7 @@ void drive_run(struct request *r)
      * plan says wait: a hit never waits. */
     if (cache_lookup(r) == CACHE_HIT) {
         gate_release(r->shm, &r->hold);     /* the place route took goes to the next waiter */
+        serving_unused(r, r->replica);      /* and a half-open trial to the next request */
         cache_replay(r);
         return;
     }

@@ -227,6 +227,7 @@ struct request {
     int client_gone;
     int retries;                  /* attempts after the first (one event, R-USE-4) */
     int candidate_retries;        /* replica retries of the current candidate (R-HC-8) */
+    const struct snap_replica *trial_rep; /* the replica whose half-open trial serving_take last handed out */
     int want_usage_chunk;         /* the client asked for stream_options.include_usage */
     int64_t ttft_ms;
 
