@@ -31,6 +31,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -344,7 +345,10 @@ static struct worker *workers_new(int n)
 static void usage(void)
 {
     fprintf(stderr, "usage: sluice-fcgi [-c sluice.conf]   (also SLUICE_CONF)\n"
-                    "Runs as a FastCGI responder on fd 0, started by the web server.\n");
+                    "       sluice-fcgi --check-config -c sluice.conf\n"
+                    "Runs as a FastCGI responder on fd 0, started by the web server.\n"
+                    "--check-config reads the configuration, prints \"configuration OK\" or its errors\n"
+                    "(file:line: ...) and exits 0 or 1.\n");
 }
 
 int main(int argc, char **argv)
@@ -360,10 +364,14 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     const char *conf_path = getenv("SLUICE_CONF");
-    int opt;
-    while ((opt = getopt(argc, argv, "c:h")) != -1) {
+    static const struct option longopts[] = {
+        {"check-config", no_argument, NULL, 'C'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int opt, check_only = 0;
+    while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
         if (opt == 'c')
             conf_path = optarg;
+        else if (opt == 'C')
+            check_only = 1;
         else {
             usage();
             return opt == 'h' ? 0 : 2;
@@ -372,6 +380,10 @@ int main(int argc, char **argv)
     conf_defaults(&conf);
     if (conf_path && conf_load(&conf, conf_path) != 0)
         return 1;
+    if (check_only) {
+        puts(conf_path ? "configuration OK" : "configuration OK (no file: the built-in defaults)");
+        return 0;
+    }
     const char *ttl = getenv("SLUICE_IDEMPOTENCY_TTL_MINUTES");
     int64_t ttl_v;
     if (ttl && *ttl) {
