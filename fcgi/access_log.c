@@ -247,6 +247,8 @@ int access_log_start(const struct conf *c)
     return linelog_open(&al, "access log", c->access_log, MET_ACCESS_LOG_DROPPED);
 }
 
+int access_log_move(const char *path) { return linelog_move(&al, path); }
+
 void access_log_reopen(void) { linelog_reopen(&al); }
 
 void access_log_stop(void) { linelog_close(&al); }

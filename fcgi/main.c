@@ -41,11 +41,43 @@
 #include <time.h>
 #include <unistd.h>
 
-static struct conf conf;               /* read-only after start-up */
+static struct conf conf;               /* read-only after start-up, but for SIGHUP's live options */
+static struct conf conf_file;          /* what sluice.conf said (before environment overrides) */
 static struct shm shm;                 /* this process's mapping of the state file */
 static atomic_int stopping;
 static atomic_int cut;                 /* the grace ran out: end what still runs (R-DEP-6) */
 static atomic_int inflight;
+
+/* SIGHUP, one changed option: said in the log, a log moved. */
+static int conf_changed(void *arg, const char *name, const char *was, const char *now, enum conf_change how,
+                        const void *value)
+{
+    (void)arg;
+    if (how == CONF_CHANGE_LOG) {
+        const char *path = value;
+        return strcmp(name, "log_file") == 0 ? log_move(path)
+             : strcmp(name, "access_log") == 0 ? access_log_move(path)
+             : strcmp(name, "trace_log") == 0 ? spans_move(path) : -1;
+    }
+    if (how == CONF_CHANGE_APPLIED)
+        log_info("SIGHUP: %s %s -> %s", name, was, now);
+    else
+        log_warn("SIGHUP: %s %s -> %s needs a restart of the pool to take effect; still %s", name, was, now, was);
+    return 0;
+}
+
+/* SIGHUP (R-DEP-5): the options that can change live take their new values,
+ * what needs a restart is said so, then the logs are reopened (logrotate). */
+static void reload(const char *conf_path)
+{
+    if (conf_path && conf_reload(&conf, &conf_file, conf_path, conf_changed, NULL) != 0)
+        log_error("SIGHUP: %s refused (its errors are on standard error); the running configuration stays",
+                  conf_path);
+    log_reopen();
+    access_log_reopen();
+    spans_reopen();
+    log_info("SIGHUP: configuration re-read, log files reopened");
+}
 
 /* GET /v1/models, /v1/models/{id}: a data-plane call too (R-KEY-0), no tokens. */
 static void serve_models(struct request *r)
@@ -380,6 +412,7 @@ int main(int argc, char **argv)
     conf_defaults(&conf);
     if (conf_path && conf_load(&conf, conf_path) != 0)
         return 1;
+    conf_file = conf;
     if (check_only) {
         puts(conf_path ? "configuration OK" : "configuration OK (no file: the built-in defaults)");
         return 0;
@@ -434,13 +467,8 @@ int main(int argc, char **argv)
 
     int sig = 0;
     while (sigwait(&set, &sig) == 0 && sig != SIGTERM && sig != SIGINT) {
-        if (sig == SIGHUP) {
-            /* logrotate's postrotate: the logs move, the responders reopen them. */
-            log_reopen();
-            access_log_reopen();
-            spans_reopen();
-            log_info("SIGHUP: log files reopened");
-        }
+        if (sig == SIGHUP)
+            reload(conf_path);      /* also logrotate's postrotate: the logs moved */
     }
     /* R-DEP-6: stop accepting, let in-flight requests finish (bounded), flush usage. */
     atomic_store(&stopping, 1);

@@ -83,93 +83,101 @@ void conf_defaults(struct conf *c)
 
 enum opt_type { T_STR, T_PATH, T_BOOL, T_INT };
 
+/* What SIGHUP does with a new value (conf_reload). */
+enum opt_when {
+    RESTART,                    /* read once at start: a change waits for the next start */
+    LIVE,                       /* read where it is used: the new value applies at once */
+    LOG,                        /* a log's path: the responder moves its log there */
+};
+
 struct conf_opt {
     const char *name;           /* group.option as written in the file */
     enum opt_type type;
     long long min, max;         /* T_INT */
     size_t off, size;           /* the field in struct conf: a char array, an int or an int64_t */
+    enum opt_when when;
 };
 
 #define FIELD(f) offsetof(struct conf, f), sizeof(((struct conf *)0)->f)
-#define OPT_STR(n, f) {n, T_STR, 0, 0, FIELD(f)}
+#define OPT_STR(n, f, w) {n, T_STR, 0, 0, FIELD(f), w}
 /* A path: relative ones are read against the configuration file's folder. */
-#define OPT_PATH(n, f) {n, T_PATH, 0, 0, FIELD(f)}
-#define OPT_BOOL(n, f) {n, T_BOOL, 0, 1, FIELD(f)}
-#define OPT_INT(n, lo, hi, f) {n, T_INT, lo, hi, FIELD(f)}
+#define OPT_PATH(n, f, w) {n, T_PATH, 0, 0, FIELD(f), w}
+#define OPT_BOOL(n, f, w) {n, T_BOOL, 0, 1, FIELD(f), w}
+#define OPT_INT(n, lo, hi, f, w) {n, T_INT, lo, hi, FIELD(f), w}
 
 static const struct conf_opt conf_opts[] = {
-    OPT_PATH("database", database),
-    OPT_PATH("state_file", state_file),
-    OPT_PATH("log_file", log_file),
-    OPT_PATH("access_log", access_log),
-    OPT_PATH("trace_log", trace_log),
-    OPT_STR("metrics.token", metrics_token),
-    OPT_STR("otlp.endpoint", otlp_endpoint),
-    OPT_STR("billing_tz", billing_tz),
-    OPT_STR("limits.trusted_proxies", trusted_proxies),
-    OPT_PATH("secrets.key_file", secrets_key_file),
-    OPT_PATH("health.log_file", health_log_file),
-    OPT_BOOL("metrics.tenant_labels", metrics_tenant_labels),
-    OPT_INT("pool.processes", 1, 64, pool_processes),
-    OPT_INT("pool.threads", 1, 4096, pool_threads),
-    OPT_INT("limits.max_body_bytes", 1024, 1LL << 32, max_body_bytes),
-    OPT_INT("limits.max_response_bytes", 1024, 1LL << 34, max_response_bytes),
-    OPT_INT("limits.max_sse_event_bytes", 1024, 1LL << 30, max_sse_event_bytes),
-    OPT_INT("limits.max_tokens_cap", 1, 100000000, max_tokens_cap),
-    OPT_INT("limits.quota_db_wait_ms", 1, 10000, quota_db_wait_ms),
-    OPT_INT("stream.keepalive_ms", 1000, 600000, keepalive_ms),
-    OPT_INT("shutdown.grace_ms", 0, 3600000, shutdown_grace_ms),
-    OPT_INT("config.poll_ms", 10, 2000, config_poll_ms),
-    OPT_INT("auth.key_cache_ms", 0, 30000, key_cache_ms),
-    OPT_INT("passive.ban_ms", 0, 3600000, ban_ms),
-    OPT_INT("passive.circuit_failures", 1, 1000, circuit_failures),
-    OPT_INT("passive.circuit_open_ms", 0, 3600000, circuit_open_ms),
-    OPT_INT("passive.half_open_trials", 1, 1000, half_open_trials),
-    OPT_INT("errors.retry_after_s", 1, 3600, retry_after_s),
-    OPT_INT("usage.flush_ms", 10, 1000, usage_flush_ms),
-    OPT_INT("usage.batch_max", 1, 100000, usage_batch_max),
-    OPT_INT("usage.queue_max", 100, 10000000, usage_queue_max),
-    OPT_INT("health.round_ms", 100, 3600000, health_round_ms),
-    OPT_INT("health.timeout_ms", 50, 600000, health_timeout_ms),
-    OPT_INT("health.run_seconds", 1, 86400, health_run_s),
-    OPT_INT("health.lock_wait_ms", 0, 600000, health_lock_wait_ms),
-    OPT_INT("health.scrape_parallel", 1, 1000, health_scrape_parallel),
-    OPT_INT("health.metrics_stale_ms", 100, 3600000, metrics_stale_ms),
-    OPT_INT("health.temperature_stale_ms", 100, 86400000, temperature_stale_ms),
-    OPT_INT("wake.max_wait_ms", 100, 600000, wake_max_wait_ms),
-    OPT_INT("wake.no_health_wait_ms", 100, 600000, wake_no_health_wait_ms),
-    OPT_INT("wake.poll_ms", 10, 10000, wake_poll_ms),
-    OPT_INT("wake.call_timeout_ms", 50, 600000, wake_call_timeout_ms),
-    OPT_INT("wake.retry_after_s", 1, 3600, wake_retry_after_s),
-    OPT_INT("wake.node_retry_after_s", 1, 3600, wake_node_retry_after_s),
-    OPT_INT("admin.session_ttl_s", 1, 2592000, admin_session_ttl_s),
-    OPT_INT("admin.max_body_bytes", 1024, 1LL << 30, admin_max_body_bytes),
-    OPT_INT("admin.login_max_failures", 1, 1000000, admin_login_max_failures),
-    OPT_INT("admin.login_window_s", 1, 86400, admin_login_window_s),
-    OPT_INT("admin.login_lockout_s", 1, 86400, admin_login_lockout_s),
-    OPT_INT("admin.endpoint_test_timeout_ms", 100, 600000, admin_test_timeout_ms),
-    OPT_INT("keys.default_max_output", 1, 10000000, default_max_output),
-    OPT_INT("keys.db_connections", 1, 64, db_connections),
-    OPT_INT("idempotency.ttl_minutes", 1, 1440, idem_ttl_minutes),
-    OPT_INT("idempotency.max_records", 1, 100000000, idem_max_records),
-    OPT_INT("idempotency.max_bytes", 0, 1LL << 40, idem_max_bytes),
-    OPT_INT("idempotency.max_record_bytes", 0, 1LL << 32, idem_max_record_bytes),
-    OPT_INT("cache.max_bytes", 0, 1LL << 40, cache_max_bytes),
-    OPT_INT("cache.max_entry_bytes", 0, 1LL << 32, cache_max_entry_bytes),
-    OPT_INT("cache.semantic_max_entries", 1, 100000000, semantic_max_entries),
-    OPT_INT("limits.max_n", 1, 128, max_n),
-    OPT_INT("guard.tokenize_timeout_ms", 10, 60000, tokenize_timeout_ms),
-    OPT_INT("guard.tokenize_margin_pct", 0, 100, tokenize_margin_pct),
-    OPT_INT("guard.rule_match_limit", 1000, 100000000, rule_match_limit),
-    OPT_INT("auth.fail_limit", 1, 1000000, auth_fail_limit),
-    OPT_INT("affinity.max_entries", 64, 100000, affinity_max_entries),
-    OPT_INT("affinity.abs_margin", 0, 1000000, affinity_abs_margin),
-    OPT_INT("affinity.rel_margin_pct", 100, 100000, affinity_rel_margin_pct),
-    OPT_INT("auth.fail_window_ms", 1000, 3600000, auth_fail_window_ms),
-    OPT_INT("otlp.flush_ms", 10, 600000, otlp_flush_ms),
-    OPT_INT("otlp.batch_max", 1, 100000, otlp_batch_max),
-    OPT_INT("otlp.queue_max", 1, 10000000, otlp_queue_max),
-    OPT_INT("otlp.timeout_ms", 50, 600000, otlp_timeout_ms),
+    OPT_PATH("database", database, RESTART),
+    OPT_PATH("state_file", state_file, RESTART),
+    OPT_PATH("log_file", log_file, LOG),
+    OPT_PATH("access_log", access_log, LOG),
+    OPT_PATH("trace_log", trace_log, LOG),
+    OPT_STR("metrics.token", metrics_token, RESTART),
+    OPT_STR("otlp.endpoint", otlp_endpoint, RESTART),
+    OPT_STR("billing_tz", billing_tz, RESTART),
+    OPT_STR("limits.trusted_proxies", trusted_proxies, RESTART),
+    OPT_PATH("secrets.key_file", secrets_key_file, RESTART),
+    OPT_PATH("health.log_file", health_log_file, LIVE),
+    OPT_BOOL("metrics.tenant_labels", metrics_tenant_labels, RESTART),
+    OPT_INT("pool.processes", 1, 64, pool_processes, RESTART),
+    OPT_INT("pool.threads", 1, 4096, pool_threads, RESTART),
+    OPT_INT("limits.max_body_bytes", 1024, 1LL << 32, max_body_bytes, LIVE),
+    OPT_INT("limits.max_response_bytes", 1024, 1LL << 34, max_response_bytes, LIVE),
+    OPT_INT("limits.max_sse_event_bytes", 1024, 1LL << 30, max_sse_event_bytes, LIVE),
+    OPT_INT("limits.max_tokens_cap", 1, 100000000, max_tokens_cap, LIVE),
+    OPT_INT("limits.quota_db_wait_ms", 1, 10000, quota_db_wait_ms, RESTART),
+    OPT_INT("stream.keepalive_ms", 1000, 600000, keepalive_ms, LIVE),
+    OPT_INT("shutdown.grace_ms", 0, 3600000, shutdown_grace_ms, LIVE),
+    OPT_INT("config.poll_ms", 10, 2000, config_poll_ms, RESTART),
+    OPT_INT("auth.key_cache_ms", 0, 30000, key_cache_ms, RESTART),
+    OPT_INT("passive.ban_ms", 0, 3600000, ban_ms, LIVE),
+    OPT_INT("passive.circuit_failures", 1, 1000, circuit_failures, LIVE),
+    OPT_INT("passive.circuit_open_ms", 0, 3600000, circuit_open_ms, LIVE),
+    OPT_INT("passive.half_open_trials", 1, 1000, half_open_trials, LIVE),
+    OPT_INT("errors.retry_after_s", 1, 3600, retry_after_s, LIVE),
+    OPT_INT("usage.flush_ms", 10, 1000, usage_flush_ms, RESTART),
+    OPT_INT("usage.batch_max", 1, 100000, usage_batch_max, RESTART),
+    OPT_INT("usage.queue_max", 100, 10000000, usage_queue_max, RESTART),
+    OPT_INT("health.round_ms", 100, 3600000, health_round_ms, LIVE),
+    OPT_INT("health.timeout_ms", 50, 600000, health_timeout_ms, LIVE),
+    OPT_INT("health.run_seconds", 1, 86400, health_run_s, LIVE),
+    OPT_INT("health.lock_wait_ms", 0, 600000, health_lock_wait_ms, LIVE),
+    OPT_INT("health.scrape_parallel", 1, 1000, health_scrape_parallel, LIVE),
+    OPT_INT("health.metrics_stale_ms", 100, 3600000, metrics_stale_ms, LIVE),
+    OPT_INT("health.temperature_stale_ms", 100, 86400000, temperature_stale_ms, LIVE),
+    OPT_INT("wake.max_wait_ms", 100, 600000, wake_max_wait_ms, LIVE),
+    OPT_INT("wake.no_health_wait_ms", 100, 600000, wake_no_health_wait_ms, LIVE),
+    OPT_INT("wake.poll_ms", 10, 10000, wake_poll_ms, LIVE),
+    OPT_INT("wake.call_timeout_ms", 50, 600000, wake_call_timeout_ms, LIVE),
+    OPT_INT("wake.retry_after_s", 1, 3600, wake_retry_after_s, LIVE),
+    OPT_INT("wake.node_retry_after_s", 1, 3600, wake_node_retry_after_s, LIVE),
+    OPT_INT("admin.session_ttl_s", 1, 2592000, admin_session_ttl_s, LIVE),
+    OPT_INT("admin.max_body_bytes", 1024, 1LL << 30, admin_max_body_bytes, LIVE),
+    OPT_INT("admin.login_max_failures", 1, 1000000, admin_login_max_failures, LIVE),
+    OPT_INT("admin.login_window_s", 1, 86400, admin_login_window_s, LIVE),
+    OPT_INT("admin.login_lockout_s", 1, 86400, admin_login_lockout_s, LIVE),
+    OPT_INT("admin.endpoint_test_timeout_ms", 100, 600000, admin_test_timeout_ms, LIVE),
+    OPT_INT("keys.default_max_output", 1, 10000000, default_max_output, LIVE),
+    OPT_INT("keys.db_connections", 1, 64, db_connections, RESTART),
+    OPT_INT("idempotency.ttl_minutes", 1, 1440, idem_ttl_minutes, RESTART),
+    OPT_INT("idempotency.max_records", 1, 100000000, idem_max_records, RESTART),
+    OPT_INT("idempotency.max_bytes", 0, 1LL << 40, idem_max_bytes, RESTART),
+    OPT_INT("idempotency.max_record_bytes", 0, 1LL << 32, idem_max_record_bytes, RESTART),
+    OPT_INT("cache.max_bytes", 0, 1LL << 40, cache_max_bytes, LIVE),
+    OPT_INT("cache.max_entry_bytes", 0, 1LL << 32, cache_max_entry_bytes, LIVE),
+    OPT_INT("cache.semantic_max_entries", 1, 100000000, semantic_max_entries, RESTART),
+    OPT_INT("limits.max_n", 1, 128, max_n, LIVE),
+    OPT_INT("guard.tokenize_timeout_ms", 10, 60000, tokenize_timeout_ms, LIVE),
+    OPT_INT("guard.tokenize_margin_pct", 0, 100, tokenize_margin_pct, LIVE),
+    OPT_INT("guard.rule_match_limit", 1000, 100000000, rule_match_limit, RESTART),
+    OPT_INT("auth.fail_limit", 1, 1000000, auth_fail_limit, LIVE),
+    OPT_INT("affinity.max_entries", 64, 100000, affinity_max_entries, RESTART),
+    OPT_INT("affinity.abs_margin", 0, 1000000, affinity_abs_margin, LIVE),
+    OPT_INT("affinity.rel_margin_pct", 100, 100000, affinity_rel_margin_pct, LIVE),
+    OPT_INT("auth.fail_window_ms", 1000, 3600000, auth_fail_window_ms, LIVE),
+    OPT_INT("otlp.flush_ms", 10, 600000, otlp_flush_ms, RESTART),
+    OPT_INT("otlp.batch_max", 1, 100000, otlp_batch_max, RESTART),
+    OPT_INT("otlp.queue_max", 1, 10000000, otlp_queue_max, RESTART),
+    OPT_INT("otlp.timeout_ms", 50, 600000, otlp_timeout_ms, RESTART),
 };
 #define CONF_NOPTS (sizeof conf_opts / sizeof conf_opts[0])
 
@@ -414,4 +422,54 @@ int conf_load(struct conf *c, const char *path) { return conf_read(c, path, NULL
 int conf_load_string(struct conf *c, const char *text, const char *name)
 {
     return conf_read(c, name ? name : "<string>", text ? text : "");
+}
+
+/* ---- SIGHUP ---- */
+
+static void conf_value_text(const struct conf_opt *o, const struct conf *c, char *out, size_t cap)
+{
+    const char *p = (const char *)c + o->off;
+    if (o->type == T_STR || o->type == T_PATH)
+        snprintf(out, cap, "\"%s\"", p);
+    else if (o->type == T_BOOL)
+        snprintf(out, cap, "%s", *(const int *)(const void *)p ? "true" : "false");
+    else if (o->size == sizeof(int64_t))
+        snprintf(out, cap, "%lld", (long long)*(const int64_t *)(const void *)p);
+    else
+        snprintf(out, cap, "%d", *(const int *)(const void *)p);
+}
+
+int conf_reload(struct conf *live, struct conf *file, const char *path, conf_changed_fn changed, void *arg)
+{
+    struct conf next;
+    conf_defaults(&next);
+    if (conf_load(&next, path) != 0)
+        return -1;
+    for (size_t i = 0; i < CONF_NOPTS; i++) {
+        const struct conf_opt *o = &conf_opts[i];
+        char *was = (char *)file + o->off, *now = (char *)&next + o->off;
+        int text = o->type == T_STR || o->type == T_PATH;
+        if (text ? strcmp(was, now) == 0 : memcmp(was, now, o->size) == 0)
+            continue;
+        char a[600], b[600];
+        conf_value_text(o, file, a, sizeof a);
+        conf_value_text(o, &next, b, sizeof b);
+        int applied = o->when == LIVE;
+        if (o->when == LOG)
+            applied = changed(arg, o->name, a, b, CONF_CHANGE_LOG, now) == 0;
+        if (applied) {
+            char *dst = (char *)live + o->off;
+            /* Other threads read the numbers as they run: one aligned store each,
+             * never a half-written value. A live text is read by main only. */
+            if (text)
+                memcpy(dst, now, strlen(now) + 1);
+            else if (o->size == sizeof(int64_t))
+                __atomic_store_n((int64_t *)(void *)dst, *(int64_t *)(void *)now, __ATOMIC_RELAXED);
+            else
+                __atomic_store_n((int *)(void *)dst, *(int *)(void *)now, __ATOMIC_RELAXED);
+        }
+        changed(arg, o->name, a, b, applied ? CONF_CHANGE_APPLIED : CONF_CHANGE_RESTART, now);
+    }
+    *file = next;
+    return 0;
 }

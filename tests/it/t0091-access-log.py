@@ -206,14 +206,14 @@ def test_strings_escaped_lines_stay_json_R_OBS_2(c):
 def test_sighup_reopens_after_rotation_R_OBS_2(c):
     """logrotate's way: the file is moved, each responder gets SIGHUP, the next lines go to
     a new file by the configured name (none to the moved one)."""
-    before = c.gw.log_text().count("SIGHUP: log files reopened")
+    before = c.gw.log_text().count("SIGHUP: configuration re-read, log files reopened")
     rotated = c.log + ".1"
     os.rename(c.log, rotated)
     pids = c.gw.responder_pids()
     assert len(pids) == c.gw.procs, pids
     for pid in pids:
         os.kill(pid, signal.SIGHUP)
-    wait_for(lambda: c.gw.log_text().count("SIGHUP: log files reopened") >= before + len(pids), 3,
+    wait_for(lambda: c.gw.log_text().count("SIGHUP: configuration re-read, log files reopened") >= before + len(pids), 3,
              what="every responder to reopen its logs")
     assert c.gw.responder_pids() == pids, "SIGHUP must not end a responder"
     rids = ["al-rot-%d" % i for i in range(8)]      # several, so both responders write

@@ -10,12 +10,14 @@ is read against the file's folder. A database whose schema is newer than the bin
 refused by sluicectl, healthd and the responder with a message that says so, unchanged."""
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, FCGI, HEALTHD, OUTDIR, Gateway, run_tests, setup_with, stop_all
+from harness import (CTL, FCGI, HEALTHD, OUTDIR, Fake, Gateway, add_endpoint, run_tests, setup_tenant, setup_with,
+                     stop_all, wait_for)
 
 
 def build(c):
@@ -30,7 +32,7 @@ def setup():
 
 
 def teardown(c):
-    stop_all(c, "gw")
+    stop_all(c, "gw", "fake")
 
 
 def write(c, name, text):
@@ -119,6 +121,59 @@ def test_a_newer_schema_is_refused(c):
     assert con.execute("PRAGMA user_version").fetchone()[0] == have + 1
     assert con.execute("SELECT count(*) FROM tenants").fetchone()[0] == n_before
     con.close()
+
+
+def test_sighup_rereads_what_can_change_live(c):
+    """SIGHUP: a live option (limits.max_body_bytes) holds at once, a moved access log is
+    written at its new path, an option read at start (pool.threads) is logged as needing a
+    restart; a file with a mistake is refused and the running configuration stays."""
+    c.gw = gw = Gateway("t0140hup", procs=2, threads=4)
+    key = setup_tenant(gw, "acme", "alice")
+    fake = Fake("t0140")
+    c.fake = fake
+    add_endpoint(gw, "ep", "acme", [fake])
+    gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
+    gw.start()
+    wait_for(lambda: gw.chat(key).status == 200, 5, what="key live")
+    big = {"model": "m", "messages": [{"role": "user", "content": "x" * 6000}]}
+    assert gw.request("POST", "/v1/chat/completions", big, key=key).status == 200
+    with open(gw.conf_path) as f:
+        text = f.read()
+    moved = os.path.join(gw.dir, "access-moved.log")
+    new = (text.replace("max_body_bytes = 8388608;", "max_body_bytes = 4096;")
+           .replace("threads = 4;", "threads = 8;")
+           .replace('access_log = "%s/access.log";' % gw.dir, 'access_log = "%s";' % moved))
+    assert new.count("4096") >= 1 and moved in new and "threads = 8;" in new, new
+    with open(gw.conf_path, "w") as f:
+        f.write(new)
+    pids = gw.responder_pids()
+    before = gw.log_text().count("SIGHUP: configuration re-read")
+    for pid in pids:
+        os.kill(pid, signal.SIGHUP)
+    wait_for(lambda: gw.log_text().count("SIGHUP: configuration re-read") >= before + len(pids), 5,
+             what="every responder re-read")
+    log = gw.log_text()
+    assert "SIGHUP: limits.max_body_bytes 8388608 -> 4096" in log, log[-3000:]
+    assert "SIGHUP: pool.threads 4 -> 8 needs a restart" in log, log[-3000:]
+    assert "SIGHUP: access_log" in log, log[-3000:]
+    assert gw.responder_pids() == pids, "SIGHUP must not end a responder"
+    for i in range(4):                  # every responder: the new limit
+        r = gw.request("POST", "/v1/chat/completions", big, key=key)
+        assert r.status == 413, r
+    r = gw.request("POST", "/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                   key=key, headers={"X-Request-Id": "t0140-moved"})
+    assert r.status == 200, r
+    wait_for(lambda: os.path.exists(moved) and "t0140-moved" in open(moved).read(), 5, what="the moved access log")
+    # a mistake: refused, the running configuration (4096) stays
+    with open(gw.conf_path, "w") as f:
+        f.write(new.replace("max_body_bytes = 4096;", "max_body_bytes = 4096; max_bodyy = 1;"))
+    before = gw.log_text().count("SIGHUP: configuration re-read")
+    for pid in pids:
+        os.kill(pid, signal.SIGHUP)
+    wait_for(lambda: gw.log_text().count("SIGHUP: configuration re-read") >= before + len(pids), 5,
+             what="every responder re-read")
+    assert "refused" in gw.log_text(), gw.log_text()[-2000:]
+    assert gw.request("POST", "/v1/chat/completions", big, key=key).status == 413
 
 
 run_tests(globals(), setup, teardown)
