@@ -27,6 +27,7 @@
 #include "shm.h"
 #include "snapshot.h"
 #include "spans.h"
+#include "supervise.h"
 #include "usage_writer.h"
 #include "util.h"
 
@@ -377,8 +378,13 @@ static struct worker *workers_new(int n)
 static void usage(void)
 {
     fprintf(stderr, "usage: sluice-fcgi [-c sluice.conf]   (also SLUICE_CONF)\n"
+                    "       sluice-fcgi --listen unix:PATH|127.0.0.1:PORT [--processes N] [--daemon]\n"
+                    "                   [--pid-file PATH] [-c sluice.conf]\n"
                     "       sluice-fcgi --check-config -c sluice.conf\n"
-                    "Runs as a FastCGI responder on fd 0, started by the web server.\n"
+                    "Runs as a FastCGI responder on fd 0, started by the web server (lighttpd's bin-path).\n"
+                    "--listen opens the socket itself and keeps N responders (pool.processes) running:\n"
+                    "one that dies is started again, SIGHUP is passed on, SIGTERM drains and stops them\n"
+                    "(for Apache mod_proxy_fcgi and nginx, which do not start FastCGI programs).\n"
                     "--check-config reads the configuration, prints \"configuration OK\" or its errors\n"
                     "(file:line: ...) and exits 0 or 1.\n");
 }
@@ -397,17 +403,35 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     const char *conf_path = getenv("SLUICE_CONF");
     static const struct option longopts[] = {
-        {"check-config", no_argument, NULL, 'C'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"check-config", no_argument, NULL, 'C'}, {"listen", required_argument, NULL, 'L'},
+        {"processes", required_argument, NULL, 'P'}, {"daemon", no_argument, NULL, 'D'},
+        {"pid-file", required_argument, NULL, 'F'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int opt, check_only = 0;
+    struct supervise_opts sup = {0};
     while ((opt = getopt_long(argc, argv, "c:h", longopts, NULL)) != -1) {
+        int64_t v;
         if (opt == 'c')
             conf_path = optarg;
         else if (opt == 'C')
             check_only = 1;
+        else if (opt == 'L')
+            sup.listen = optarg;
+        else if (opt == 'P' && parse_i64(optarg, 1, 64, &v) == 0)
+            sup.processes = (int)v;
+        else if (opt == 'D')
+            sup.daemon = 1;
+        else if (opt == 'F')
+            sup.pid_file = optarg;
         else {
+            if (opt == 'P')
+                fprintf(stderr, "sluice-fcgi: --processes must be 1-64\n");
             usage();
             return opt == 'h' ? 0 : 2;
         }
+    }
+    if ((sup.processes || sup.daemon || sup.pid_file) && !sup.listen) {
+        fprintf(stderr, "sluice-fcgi: --processes, --daemon and --pid-file go with --listen\n");
+        return 2;
     }
     conf_defaults(&conf);
     if (conf_path && conf_load(&conf, conf_path) != 0)
@@ -432,6 +456,13 @@ int main(int argc, char **argv)
     if (log_open(conf.log_file, "sluice-fcgi") != 0) {
         fprintf(stderr, "cannot open log file %s: %s\n", conf.log_file, strerror(errno));
         return 1;
+    }
+    /* --listen: the supervisor keeps this process; each responder goes on below. */
+    if (sup.listen) {
+        if (!sup.processes)
+            sup.processes = conf.pool_processes;
+        if (supervise(&sup, &set) != 0)
+            return 1;
     }
     raise_fd_limit(conf.pool_threads);
     secret_use_key_file(conf.secrets_key_file);   /* R-SEC-9: opens upstream credentials */
