@@ -103,6 +103,8 @@ void account_record(struct request *r)
     u->stream = r->stream;
     snprintf(u->error_code, sizeof u->error_code, "%s", r->error_code ? r->error_code : "");
     snprintf(u->finish_reason, sizeof u->finish_reason, "%s", r->finish_reason);
+    const char *rule = r->obs.content_block ? r->obs.content_block : r->obs.content_flag;
+    snprintf(u->content_rule, sizeof u->content_rule, "%s", rule ? rule : "");
     if (u->status >= 400) {
         /* R-USE-4: failures carry tokens only when the upstream produced some
          * (a client that left, a stream ended by the shutdown). */

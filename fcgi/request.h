@@ -97,6 +97,7 @@ struct obs {
     int64_t cache_lookup_us;      /* R-CACHE-3: the lookup's time (key and database), 0 = none */
     const char *client_addr;      /* REMOTE_ADDR, or the trusted X-Forwarded-For client */
     const char *content_flag;     /* R-GUARD-3: flag rules that matched ("a, b"), NULL = none */
+    const char *content_block;    /* R-GUARD-3: the block rule that refused it, NULL = none */
 };
 
 /* The uniform caller (R-AUTH-1): routing and accounting see only this. */

@@ -7,6 +7,8 @@
 #include "buf.h"
 #include "content_rules.h"
 #include "log.h"
+#include "metrics.h"
+#include "util.h"
 #include "reply.h"
 
 #include <pthread.h>
@@ -110,7 +112,9 @@ int screen_input(struct request *r)
             continue;
         if (limited)
             log_warn("request %s: rule %s hit the match limit, counted as a match", r->request_id, cr->name);
+        metrics_rule_add(r->shm, cr->key, now_ms());
         if (cr->action == RULE_BLOCK) {
+            r->obs.content_block = arena_strdup(r->arena, cr->name);
             char msg[300];
             snprintf(msg, sizeof msg, "The request was blocked by content rule '%s'.", cr->name);
             log_info("request %s: blocked by content rule %s", r->request_id, cr->name);

@@ -142,6 +142,14 @@ int content_rules_check(enum rule_kind kind, const char *pattern, uint32_t match
     return rc;
 }
 
+uint64_t content_rules_key(int64_t id, const char *name)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)id; /* FNV-1a over the id, then the name */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return h ? h : 1;
+}
+
 struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match_limit)
 {
     struct crule_set *set = calloc(1, sizeof *set);
@@ -159,13 +167,17 @@ struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match
         void *code = content_rules_compile(r->kind, r->pattern, err, sizeof err);
         if (!code)
             continue; /* refused at creation; a row edited by hand is skipped */
-        set->rules[set->n_rules++] = (struct crule){r->name, r->tenant_id, r->action, r->scope, code};
+        set->rules[set->n_rules++] = (struct crule){.name = r->name, .key = content_rules_key(r->id, r->name),
+                                                    .tenant_id = r->tenant_id, .action = r->action,
+                                                    .scope = r->scope, .code = code};
     }
     for (int i = 0; s->builtin_injection_rules && i < content_n_builtins; i++) {
         void *code = content_rules_compile(RULE_PATTERN, content_builtins[i].pattern, err, sizeof err);
         if (!code)
             continue;
-        set->rules[set->n_rules++] = (struct crule){content_builtins[i].name, 0, RULE_FLAG, RULE_INPUT, code};
+        const char *name = content_builtins[i].name;
+        set->rules[set->n_rules++] = (struct crule){.name = name, .key = content_rules_key(-(int64_t)i - 1, name),
+                                                    .action = RULE_FLAG, .scope = RULE_INPUT, .code = code};
     }
     return set;
 }
