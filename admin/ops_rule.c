@@ -1,5 +1,6 @@
 /* ops_rule.c: content rules (R-GUARD-3): added, listed and removed; the responder
- * reads them with the snapshot. A pattern is compiled and tried against crafted
+ * reads them with the snapshot (scope input: the request's text, fcgi/screen.c
+ * screen_input; output: the answer's, screen_output_body / _event). A pattern is compiled and tried against crafted
  * texts here, so one that does not compile or backtracks without bound never
  * reaches the data plane. */
 #include "ops_internal.h"
@@ -70,12 +71,6 @@ static int rule_check(const struct ops_rule_opts *o, struct ops_error *err)
     if (ops_check_enum("action", o->action, rule_actions, err) != 0 ||
         (o->scope && ops_check_enum("scope", o->scope, rule_scopes, err) != 0))
         return -1;
-    /* R-GUARD-3 output scope is not applied to answers yet: a rule that would do
-     * nothing is refused rather than stored as if it protected anything. */
-    if (o->scope && strcmp(o->scope, "output") == 0) {
-        ops_fail(err, OPS_ERR_INVALID, "scope", "output rules are not applied to answers yet; use --scope input");
-        return -1;
-    }
     char why[300];
     if (content_rules_check(o->pattern ? RULE_PATTERN : RULE_KEYWORD, text, RULE_CHECK_MATCH_LIMIT, why,
                             sizeof why) != 0) {

@@ -229,6 +229,10 @@ struct request {
     int candidate_retries;        /* replica retries of the current candidate (R-HC-8) */
     int want_usage_chunk;         /* the client asked for stream_options.include_usage */
     int64_t ttft_ms;
+    /* R-GUARD-3 output rules (screen.c) */
+    int screen_output;            /* 0 not known yet, 1 no output rule applies, 2 some do */
+    struct screen_stream *screen_stream;  /* a stream's recent text and flagged rules, request arena */
+    int output_blocked;           /* an output rule refused the upstream's answer: its tokens are billed */
 
     /* R-CACHE-1..3 (cache.c): the exact cache's part. On a cacheable miss
      * reply_body captures what the client gets, and the length of each write,

@@ -165,7 +165,6 @@ def test_cli_refuses_what_cannot_be_a_rule(c):
         (["no-action", "--pattern", "x"], "action", "required"),
         (["bad-action", "--pattern", "x", "--action", "drop"], "action", ""),
         (["bad-scope", "--pattern", "x", "--action", "flag", "--scope", "both"], "scope", ""),
-        (["out-scope", "--pattern", "x", "--action", "flag", "--scope", "output"], "scope", "not applied"),
         (["no-secrets", "--pattern", "x", "--action", "flag"], "name", "exists"),
         (["ghost-tenant", "--pattern", "x", "--action", "flag", "--tenant", "nobody"], "tenant", ""),
     ]

@@ -423,6 +423,7 @@ test('issue 15: the Rules tab: rules added, a refusal shown in the form, listed,
   await page.fill('#rule-form [name="text"]', 'Confidential');
   await page.selectOption('#rule-form [name="tenant"]', 'acme');
   await page.selectOption('#rule-form [name="action"]', 'flag');
+  await page.selectOption('#rule-form [name="scope"]', 'output');
   await page.click('#rule-form button[type="submit"]');
   await rowOf('ui-flag').waitFor();
   // What the API refuses, the form says (a 400 for a bad pattern is t0131's; a taken name is a 409).
@@ -446,7 +447,7 @@ test('issue 15: the Rules tab: rules added, a refusal shown in the form, listed,
   const flag = rules.find((r) => r.name === 'ui-flag');
   const block = rules.find((r) => r.name === 'ui-block');
   assert.ok(flag && block, JSON.stringify(rules));
-  assert.deepEqual([flag.tenant, flag.kind, flag.pattern, flag.action, flag.scope], ['acme', 'keyword', 'Confidential', 'flag', 'input']);
+  assert.deepEqual([flag.tenant, flag.kind, flag.pattern, flag.action, flag.scope], ['acme', 'keyword', 'Confidential', 'flag', 'output']);
   assert.deepEqual([block.tenant, block.kind, block.pattern, block.action, block.scope], [null, 'pattern', 'password\\s*[:=]', 'block', 'input']);
   await shoot('rules-1280');
 

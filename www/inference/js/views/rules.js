@@ -9,7 +9,7 @@ import { badge, confirmDialog, field, fmtTime, h, notify, onSubmit, replace, sel
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
 
 const ALL = '';   // the tenant picker's value for a global rule (every tenant)
-const SCOPES = [['input', 'Input (the request)']];
+const SCOPES = [['input', 'Input (the request)'], ['output', 'Output (the answer; a stream ends at a block)']];
 
 export async function render(root, ctx) {
   const list = h('section', { class: 'card', id: 'rule-list' });
