@@ -187,6 +187,21 @@ def test_stream_block_anthropic_ingress_error_event_R_GUARD_3(c):
     assert (row["status"], row["content_rule"]) == (400, "g-block"), row
 
 
+def test_responses_api_answer_and_stream_R_GUARD_3(c):
+    b = {"model": "m", "input": "say it [[fake chunks=10]]"}
+    r = c.gw.request("POST", "/v1/responses", b, key=c.key, headers={"X-Sluice-Tenant": "beta"})
+    assert r.status == 400 and "'g-block'" in r.json()["error"]["message"], (r, r.body)
+    r = c.gw.request("POST", "/v1/responses", dict(b, input="say it [[fake chunks=5]]"), key=c.key,
+                     headers={"X-Sluice-Tenant": "beta"})
+    assert r.status == 200 and r.headers.get("x-content-flag") == "g-flag", (r, r.headers)
+    status, _, text = stream(c, "/v1/responses", dict(b, stream=True), "beta", "out-rblock")
+    assert status == 200, (status, text)
+    name, last = events(text)[-1]
+    assert name == "error" and "content_policy_violation" in last and "'g-block'" in last, (name, last)
+    assert "response.completed" not in text and "w8" not in text, text
+    assert usage_row(c, "out-rblock")["content_rule"] == "g-block"
+
+
 def test_blocked_answer_never_cached_R_GUARD_3(c):
     up = c.fake.stats()["requests"]
     for i in range(2):
