@@ -242,6 +242,8 @@ static int relay_translates(const struct relay *x)
 static int relay_event(struct relay *x, const struct sse_event *ev)
 {
     struct request *r = x->r;
+    if (x->abort == ABORT_BLOCKED)
+        return -1;              /* R-GUARD-3: an adapter's later events of the same upstream one */
     if (ev->comment_only || !ev->has_data) {
         if (x->holding)
             return buf_append(&x->held, ev->raw, ev->raw_len) == 0 ? 0 : -1;

@@ -31,6 +31,10 @@ def build(c):
     add_endpoint(c.gw, "ep", "default", [c.fake])
     for model in ("m", "mc"):
         c.gw.ctl("route", "add", model, "ep", "--tenant", "default")
+    # R-ANT-1: answers translated from an Anthropic upstream (the stand-in wants a credential)
+    c.gw.ctl_secret("sk-ant-t0132", "endpoint", "add", "ep-ant", "--tenant", "default", "--protocol", "anthropic")
+    c.gw.ctl("replica", "add", "ep-ant", c.fake.url)
+    c.gw.ctl("route", "add", "ma", "ep-ant", "--tenant", "default")
     c.gw.sql_write("INSERT INTO model_policies (model, cache, cache_ttl_s, default_greedy) VALUES ('mc', 'exact', 60, 1)")
     for name, pattern, action, tenant in (("g-block", r"w7 w8\b", "block", None), ("g-flag", r"w4 w5\b", "flag", None),
                                           ("acme-block", r"w2 w3\b", "block", "acme")):
@@ -200,6 +204,20 @@ def test_responses_api_answer_and_stream_R_GUARD_3(c):
     assert name == "error" and "content_policy_violation" in last and "'g-block'" in last, (name, last)
     assert "response.completed" not in text and "w8" not in text, text
     assert usage_row(c, "out-rblock")["content_rule"] == "g-block"
+
+
+def test_translated_anthropic_upstream_R_GUARD_3(c):
+    """An OpenAI caller of an Anthropic endpoint: the rules read the translated answer."""
+    r = chat(c, 8, "beta", model="ma")
+    assert r.status == 400 and "'g-block'" in r.json()["error"]["message"], (r, r.body)
+    r = chat(c, 5, "beta", model="ma")
+    assert r.status == 200 and r.headers.get("x-content-flag") == "g-flag", (r, r.body)
+    status, _, text = stream(c, "/v1/chat/completions", body(10, stream=True, model="ma"), "beta", "out-tblock")
+    assert status == 200, (status, text)
+    last = json.loads(events(text)[-1][1])
+    assert last["error"]["code"] == "content_policy_violation", last
+    assert "[DONE]" not in text and "w8" not in text and "w7" in text, text
+    assert usage_row(c, "out-tblock")["content_rule"] == "g-block"
 
 
 def test_blocked_answer_never_cached_R_GUARD_3(c):
