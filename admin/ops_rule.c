@@ -1,8 +1,8 @@
 /* ops_rule.c: content rules (R-GUARD-3): added, listed and removed; the responder
  * reads them with the snapshot (scope input: the request's text, fcgi/screen.c
- * screen_input; output: the answer's, screen_output_body / _event). A pattern is compiled and tried against crafted
- * texts here, so one that does not compile or backtracks without bound never
- * reaches the data plane. */
+ * screen_input; output: the answer's, screen_output_body / _event). A pattern is
+ * compiled and tried against crafted texts here, so one that does not compile or
+ * backtracks without bound never reaches the data plane. */
 #include "ops_internal.h"
 
 #include "content_rules.h"
