@@ -18,12 +18,15 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+case $port in
+  ''|*[!0-9]*) echo "run.sh: PORT must be a number from 1024 to 65535, not '$port'" >&2; exit 2 ;;
+esac
+[ "$port" -ge 1024 ] && [ "$port" -le 65535 ] || { echo "run.sh: PORT must be from 1024 to 65535, not $port" >&2; exit 2; }
 [ -n "$lighttpd" ] || lighttpd=$(command -v lighttpd || echo /usr/sbin/lighttpd)
 [ -x "$lighttpd" ] || { echo "lighttpd not found: apt-get install lighttpd" >&2; exit 1; }
 # R-SEC-9: a state folder made here is 0750 (an existing one is left as it is).
 [ -d "$state" ] || (umask 027 && mkdir -p "$state")
 state=$(cd "$state" && pwd)
-[ -n "$upstream_port" ] || upstream_port=$((port + 10000))
 ctl="$builddir/admin/sluicectl"
 db="$state/sluice.db"
 conf="$state/sluice.conf"
@@ -37,8 +40,20 @@ fresh=0
 [ -f "$db" ] || fresh=1
 "$ctl" --db "$db" init >/dev/null
 
-"$builddir/tests/fake/sluice-fake-upstream" --port "$upstream_port" --name demo > "$state/upstream.out" 2>&1 &
+# The demo upstream: UPSTREAM_PORT, or a free port the stand-in picks (it says which).
+: > "$state/upstream.out"
+"$builddir/tests/fake/sluice-fake-upstream" --port "${upstream_port:-0}" --name demo > "$state/upstream.out" 2>&1 &
 upstream_pid=$!
+i=0
+until grep -q '^listening on ' "$state/upstream.out" 2>/dev/null; do
+  i=$((i + 1))
+  if [ $i -gt 100 ] || ! kill -0 "$upstream_pid" 2>/dev/null; then
+    echo "run.sh: the demo upstream did not start:" >&2; cat "$state/upstream.out" >&2; exit 1
+  fi
+  sleep 0.05
+done
+upstream_port=$(sed -n 's/^listening on \([0-9]*\).*/\1/p' "$state/upstream.out" | head -n 1)
+upstream_url="http://127.0.0.1:$upstream_port"
 lighttpd_pid= healthd_pid=
 stop() {
   trap - INT TERM EXIT
@@ -54,12 +69,21 @@ if [ "$fresh" = 1 ]; then
   "$ctl" --db "$db" tenant add demo >/dev/null
   "$ctl" --db "$db" user add demo --tenant demo --role member >/dev/null
   "$ctl" --db "$db" endpoint add demo-endpoint --tenant demo --algorithm least_connections >/dev/null
-  "$ctl" --db "$db" replica add demo-endpoint "http://127.0.0.1:$upstream_port" --engine vllm >/dev/null
+  "$ctl" --db "$db" replica add demo-endpoint "$upstream_url" --engine vllm >/dev/null
   "$ctl" --db "$db" route add demo demo-endpoint --tenant demo >/dev/null
   "$ctl" --db "$db" --json key add --user demo --name demo \
     | sed -n 's/.*"key":"\([^"]*\)".*/\1/p' > "$state/demo-key.txt"
   chmod 600 "$state/demo-key.txt"
 fi
+# A later start may have another upstream port: the demo endpoint's replica follows it.
+if "$ctl" --db "$db" --json list replicas --endpoint demo-endpoint > "$state/.replicas" 2>/dev/null; then
+  for old in $(grep -o '"url":"[^"]*"' "$state/.replicas" | cut -d'"' -f4); do
+    [ "$old" = "$upstream_url" ] || "$ctl" --db "$db" replica rm demo-endpoint "$old" >/dev/null
+  done
+  grep -q "\"url\":\"$upstream_url\"" "$state/.replicas" ||
+    "$ctl" --db "$db" replica add demo-endpoint "$upstream_url" --engine vllm >/dev/null
+fi
+rm -f "$state/.replicas"
 key=$(cat "$state/demo-key.txt" 2>/dev/null || echo "(see $state/demo-key.txt)")
 # The demo operator for /inference and the API (R-ADM-2): created once with a random
 # password, kept in admin-password.txt (mode 600) and shown in the banner.
@@ -83,6 +107,7 @@ healthd_pid=$!
 
 cat <<MSG
 sluice is serving on http://127.0.0.1:$port  (state in $state)
+demo upstream (stand-in model server): $upstream_url
 demo member key: $key
 management page: http://127.0.0.1:$port/inference  (user admin, password $admin_pw)
   API: curl -s -c jar http://127.0.0.1:$port/api/v1/auth/login -d '{"username":"admin","password":"$admin_pw"}'

@@ -215,6 +215,8 @@ static void format_line(const struct request *r, struct line *l)
     put_str(l, "cache", r->obs.cache, 64);
     if (r->obs.cache)
         put_int(l, "cache_lookup_us", r->obs.cache_lookup_us);
+    if (r->obs.guard_us >= 0)
+        put_int(l, "guard_us", r->obs.guard_us);
     if (r->obs.content_flag)                                  /* R-GUARD-3: flag rules that matched */
         put_str(l, "content_flag", r->obs.content_flag, 600);
     if (r->obs.content_block)                                 /* the block rule that refused it */
@@ -248,6 +250,8 @@ int access_log_start(const struct conf *c)
 {
     return linelog_open(&al, "access log", c->access_log, MET_ACCESS_LOG_DROPPED);
 }
+
+int access_log_move(const char *path) { return linelog_move(&al, path); }
 
 void access_log_reopen(void) { linelog_reopen(&al); }
 

@@ -8,6 +8,7 @@
 
 int access_log_start(const struct conf *c);   /* 0, or -1 (logged) */
 void access_log_write(const struct request *r);
+int access_log_move(const char *path);          /* SIGHUP: a new access_log (linelog_move) */
 void access_log_reopen(void);                 /* SIGHUP: after logrotate moved the file */
 void access_log_stop(void);                   /* writes what is queued */
 

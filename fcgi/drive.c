@@ -104,6 +104,7 @@ void drive_run(struct request *r)
      * apply: a stored answer would go out unscreened. */
     if (!screen_output_wanted(r) && cache_lookup(r) == CACHE_HIT) {
         gate_release(r->shm, &r->hold);     /* the place route took goes to the next waiter */
+        serving_unused(r, r->replica);      /* and a half-open trial to the next request */
         cache_replay(r);
         return;
     }

@@ -149,6 +149,14 @@ int linelog_open(struct linelog *l, const char *what, const char *path, enum met
     return 0;
 }
 
+int linelog_move(struct linelog *l, const char *path)
+{
+    if (l->fd < 0 || !*path)
+        return -1;
+    snprintf(l->path, sizeof l->path, "%s", path);
+    return 0;
+}
+
 void linelog_reopen(struct linelog *l)
 {
     if (l->fd < 0)

@@ -44,6 +44,14 @@ void passive_on_failure(struct passive_state *s, const struct passive_conf *c, i
     }
 }
 
+int passive_on_unused(struct passive_state *s)
+{
+    if (s->circuit != CIRCUIT_HALF_OPEN || s->trials <= 0)
+        return 0;
+    s->trials--;
+    return 1;
+}
+
 int passive_on_success(struct passive_state *s)
 {
     if (s->circuit == CIRCUIT_CLOSED && s->failures == 0 && s->ban_until_ms == 0)

@@ -28,5 +28,9 @@ int passive_on_pick(struct passive_state *s, const struct passive_conf *c, int64
 void passive_on_failure(struct passive_state *s, const struct passive_conf *c, int64_t now);
 /* A success closes everything. Returns 1 when the state changed. */
 int passive_on_success(struct passive_state *s);
+/* A trial was handed out but its request never went to the replica (the
+ * answer cache served it): the trial goes back, so the next request may try
+ * at once instead of after circuit_open_ms. Returns 1 when the state changed. */
+int passive_on_unused(struct passive_state *s);
 
 #endif

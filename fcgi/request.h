@@ -95,6 +95,7 @@ struct obs {
     uint64_t bytes_out;           /* response body bytes written to the client */
     const char *cache;            /* X-Cache word ("hit", "miss") or NULL: a cacheable request */
     int64_t cache_lookup_us;      /* R-CACHE-3: the lookup's time (key and database), 0 = none */
+    int64_t guard_us;             /* R-GUARD-1..3: guard, screen and fit together; -1 = not run */
     const char *client_addr;      /* REMOTE_ADDR, or the trusted X-Forwarded-For client */
     const char *content_flag;     /* R-GUARD-3: flag rules that matched ("a, b"), NULL = none */
     const char *content_block;    /* R-GUARD-3: the block rule that refused it, NULL = none */
@@ -227,6 +228,7 @@ struct request {
     int client_gone;
     int retries;                  /* attempts after the first (one event, R-USE-4) */
     int candidate_retries;        /* replica retries of the current candidate (R-HC-8) */
+    const struct snap_replica *trial_rep; /* the replica whose half-open trial serving_take last handed out */
     int want_usage_chunk;         /* the client asked for stream_options.include_usage */
     int64_t ttft_ms;
     /* R-GUARD-3 output rules (screen.c) */

@@ -109,7 +109,23 @@ int serving_take(struct request *r, const struct snap_replica *rep)
             passive_write(r->shm, rep->slot, &ps);
         shm_unlock(r->shm);
     }
+    if (rc > 0 && ps.circuit == CIRCUIT_HALF_OPEN)
+        r->trial_rep = rep;
     return rc < 0 ? -1 : 0;
+}
+
+void serving_unused(struct request *r, const struct snap_replica *rep)
+{
+    if (!rep || rep != r->trial_rep || rep->slot < 0)
+        return;
+    r->trial_rep = NULL;
+    struct passive_state ps;
+    if (shm_lock(r->shm) != 0)
+        return;
+    passive_read(r->shm, rep->slot, &ps);
+    if (passive_on_unused(&ps))
+        passive_write(r->shm, rep->slot, &ps);
+    shm_unlock(r->shm);
 }
 
 void serving_report(struct request *r, const struct snap_replica *rep, int ok, const char *why)

@@ -23,6 +23,10 @@ int serving_endpoint_up(const struct request *r, const struct snap_endpoint *e, 
  * another request since the choice was made. */
 int serving_take(struct request *r, const struct snap_replica *rep);
 
+/* The replica route took is not used after all (the answer cache served the
+ * request): a half-open trial serving_take handed out for it goes back. */
+void serving_unused(struct request *r, const struct snap_replica *rep);
+
 /* Passive health after an attempt (R-HC-5), and the data-plane recovery of a
  * removed replica that answered (R-HC-2). */
 void serving_report(struct request *r, const struct snap_replica *rep, int ok, const char *why);

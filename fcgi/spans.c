@@ -78,6 +78,8 @@ int spans_start(const struct conf *c)
     return otlp_start(c);
 }
 
+int spans_move(const char *path) { return linelog_move(&T, path); }
+
 void spans_reopen(void) { linelog_reopen(&T); }
 
 void spans_stop(void)

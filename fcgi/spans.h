@@ -12,6 +12,7 @@ int spans_start(const struct conf *c);        /* 0, or -1 (logged) */
 void spans_begin(struct request *r);          /* r->obs trace context from traceparent/tracestate */
 void spans_end(const struct request *r);
 void spans_new_span_id(struct request *r, char out[17]);   /* 16 hex digits, never all zeros */
+int spans_move(const char *path);               /* SIGHUP: a new trace_log (linelog_move) */
 void spans_reopen(void);                      /* SIGHUP */
 void spans_stop(void);                        /* exports what is queued (bounded) */
 

@@ -38,6 +38,7 @@ struct options {
     const char *conf_path;
     const char *db, *state, *log;
     int forever;
+    int check_config;           /* --check-config: read the configuration, say what is wrong, exit */
     int64_t round_ms, timeout_ms, rounds;   /* 0 = from the configuration / unlimited */
 };
 
@@ -46,7 +47,9 @@ static void usage(FILE *f)
     fputs("usage: sluice-healthd [-c sluice.conf] [--db PATH] [--state PATH] [--log PATH]\n"
           "                      [--forever] [--round-ms N] [--timeout-ms N] [--rounds N]\n"
           "  -c FILE        configuration (default $SLUICE_CONF); health.* options apply\n"
+          "                      [--check-config]\n"
           "  --forever      keep going instead of exiting after health.run_seconds (no cron)\n"
+          "  --check-config print \"configuration OK\" or the configuration's errors; exit 0 or 1\n"
           "  --rounds N     exit after N rounds\n", f);
 }
 
@@ -59,6 +62,10 @@ static int options_parse(int argc, char **argv, struct options *o)
         int64_t *num = NULL;
         if (strcmp(a, "--forever") == 0) {
             o->forever = 1;
+            continue;
+        }
+        if (strcmp(a, "--check-config") == 0) {
+            o->check_config = 1;
             continue;
         }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -156,7 +163,11 @@ int main(int argc, char **argv)
     }
     conf_defaults(&conf);
     if (o.conf_path && conf_load(&conf, o.conf_path) != 0)
-        return 2;
+        return o.check_config ? 1 : 2;
+    if (o.check_config) {
+        puts(o.conf_path ? "configuration OK" : "configuration OK (no file: the built-in defaults)");
+        return 0;
+    }
     if (o.db)
         snprintf(conf.database, sizeof conf.database, "%s", o.db);
     if (o.state)

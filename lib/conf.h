@@ -91,4 +91,19 @@ int conf_load(struct conf *c, const char *path);
  * for the file in messages (NULL: "<string>"). */
 int conf_load_string(struct conf *c, const char *text, const char *name);
 
+/* SIGHUP (R-DEP-5): how a changed option was taken. */
+enum conf_change {
+    CONF_CHANGE_APPLIED,        /* the new value holds from now on */
+    CONF_CHANGE_RESTART,        /* read once at start: the next start takes it */
+    CONF_CHANGE_LOG,            /* a log's new path: return 0 when the log moved there, else -1 */
+};
+typedef int (*conf_changed_fn)(void *arg, const char *name, const char *was, const char *now,
+                               enum conf_change how, const void *value);
+
+/* Re-reads path. file holds what the file said last time (before environment
+ * overrides); every option whose value in the file changed is reported to
+ * changed, and the live ones (and the logs that moved) take their new value in
+ * live. 0; -1 when the file is refused (the errors are printed, nothing changes). */
+int conf_reload(struct conf *live, struct conf *file, const char *path, conf_changed_fn changed, void *arg);
+
 #endif

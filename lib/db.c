@@ -39,7 +39,7 @@ static int db_user_version(sqlite3 *db)
     return v;
 }
 
-static int db_migrate(sqlite3 *db)
+static int db_migrate(sqlite3 *db, const char *path)
 {
     /* BEGIN IMMEDIATE serialises concurrent first starts of several processes. */
     if (db_exec(db, "BEGIN IMMEDIATE") != 0)
@@ -47,6 +47,14 @@ static int db_migrate(sqlite3 *db)
     int have = db_user_version(db);
     if (have < 0)
         goto fail;
+    /* A newer sluice migrated it: these binaries do not know its tables, and
+     * writing through them could lose what the newer schema holds. */
+    if (have > db_schema_version()) {
+        log_error("database %s has schema version %d, newer than this sluice knows (%d): it was upgraded by a "
+                  "newer sluice; install that version again, or restore a backup taken before the upgrade",
+                  path, have, db_schema_version());
+        goto fail;
+    }
     for (int i = 0; i < db_migrations_count; i++) {
         const struct db_migration *m = &db_migrations[i];
         if (m->version <= have)
@@ -103,7 +111,7 @@ sqlite3 *db_open(const char *path, int create)
     }
     sqlite3_busy_timeout(db, 5000);
     if (db_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;") != 0 ||
-        db_migrate(db) != 0) {
+        db_migrate(db, path) != 0) {
         sqlite3_close(db);
         return NULL;
     }

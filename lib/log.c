@@ -58,6 +58,14 @@ int log_reopen(void)
     return 0;
 }
 
+int log_move(const char *path)
+{
+    if (!log_path[0] || !*path || strcmp(path, "-") == 0)
+        return -1;
+    snprintf(log_path, sizeof log_path, "%s", path);
+    return 0;
+}
+
 void log_set_level(enum log_level level) { log_max = level; }
 
 void log_set_repeat_window_ms(int ms) { atomic_store(&repeat_window_ms, ms > 0 ? ms : 0); }

@@ -132,6 +132,8 @@ def test_one_line_per_request_with_its_fields_R_OBS_2(c):
     assert line["prompt_tokens"] > 0 and line["completion_tokens"] > 0, line
     assert line["bytes_out"] == len(ok.body), (line, len(ok.body))
     assert line["user_agent"] == UA and line["client"] == "127.0.0.1" and line["retries"] == 0, line
+    # the guards ran (validation, rules, context pre-check) and say how long they took
+    assert isinstance(line["guard_us"], int) and 0 <= line["guard_us"] < line["latency_ms"] * 1000 + 1000, line
     row = wait_for(lambda: c.gw.usage_events("request_id = 'al-ok'"), 3)[0]
     assert (row["prompt_tokens"], row["completion_tokens"], row["key_id"]) == (
         line["prompt_tokens"], line["completion_tokens"], line["key_id"]), (row, line)
@@ -144,6 +146,7 @@ def test_one_line_per_request_with_its_fields_R_OBS_2(c):
     u = logged(c, "al-401")
     check_types(u)
     assert (u["status"], u["code"], u["tenant"], u["key_id"], u["endpoint"]) == (401, "invalid_api_key", None, None, None), u
+    assert "guard_us" not in u, u                  # refused before the guards
 
     m = logged(c, "al-404-model")
     check_types(m)
@@ -203,14 +206,14 @@ def test_strings_escaped_lines_stay_json_R_OBS_2(c):
 def test_sighup_reopens_after_rotation_R_OBS_2(c):
     """logrotate's way: the file is moved, each responder gets SIGHUP, the next lines go to
     a new file by the configured name (none to the moved one)."""
-    before = c.gw.log_text().count("SIGHUP: log files reopened")
+    before = c.gw.log_text().count("SIGHUP: configuration re-read, log files reopened")
     rotated = c.log + ".1"
     os.rename(c.log, rotated)
     pids = c.gw.responder_pids()
     assert len(pids) == c.gw.procs, pids
     for pid in pids:
         os.kill(pid, signal.SIGHUP)
-    wait_for(lambda: c.gw.log_text().count("SIGHUP: log files reopened") >= before + len(pids), 3,
+    wait_for(lambda: c.gw.log_text().count("SIGHUP: configuration re-read, log files reopened") >= before + len(pids), 3,
              what="every responder to reopen its logs")
     assert c.gw.responder_pids() == pids, "SIGHUP must not end a responder"
     rids = ["al-rot-%d" % i for i in range(8)]      # several, so both responders write

@@ -416,4 +416,45 @@ def test_size_cap_evicts_the_oldest_R_CACHE_3(c):
         gw.stop()
 
 
+def test_a_hit_gives_a_half_open_trial_back_R_HC_5(c):
+    """A hit was routed first (the key names the endpoint), so it may have been handed a
+    half-open circuit's trial; served from the cache it never tries the replica, and the
+    trial goes back: the next requests may be the trial, not turned away for circuit_open_ms."""
+    a, b = Fake("cache-trial-a"), Fake("cache-trial-b")
+    gw = Gateway("t0110trial", procs=1, threads=4,
+                 conf={"passive": "ban_ms = 0; circuit_failures = 1; circuit_open_ms = 1500; half_open_trials = 1;"})
+    try:
+        key = setup_tenant(gw, "acme", "alice")
+        add_endpoint(gw, "ep", "acme", [a, b])        # round robin
+        gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
+        policy(gw, "m")
+        gw.start()
+        wait_for(lambda: gw.chat(key).status == 200, 5, what="key live")
+        cached = body(unique("trial"))
+        assert gw.request("POST", "/v1/chat/completions", cached, key=key).headers.get("x-cache") == "miss"
+        wait_for(lambda: gw.request("POST", "/v1/chat/completions", cached, key=key).headers.get("x-cache") == "hit",
+                 5, what="the entry stored")
+        a.behavior("status=503")
+        n = a.stats()["requests"]
+        for i in range(4):                              # A fails once (retried on B): its circuit opens
+            assert gw.request("POST", "/v1/chat/completions", body(unique("fail")), key=key).status == 200
+            if a.stats()["requests"] > n:
+                break
+        assert a.stats()["requests"] == n + 1, a.stats()
+        a.behavior("")
+        time.sleep(1.7)                                 # past the open time: A's next pick is the trial
+        for i in range(2):                              # round robin: one of the two hits is routed to A
+            hit = gw.request("POST", "/v1/chat/completions", cached, key=key)
+            assert hit.status == 200 and hit.headers.get("x-cache") == "hit", hit
+        n = a.stats()["requests"]
+        for i in range(2):                              # well inside the trial window
+            r = gw.request("POST", "/v1/chat/completions", body(unique("after")), key=key)
+            assert r.status == 200 and r.headers.get("x-cache") == "miss", r
+        assert a.stats()["requests"] == n + 1, "the hit kept A's trial: %r" % a.stats()
+    finally:
+        gw.stop()
+        a.stop()
+        b.stop()
+
+
 run_tests(globals(), setup, teardown)

@@ -172,6 +172,12 @@ int main(void)
         CHECK_INT(s.trials, 1, "trials counted");
         CHECK_INT(passive_on_pick(&s, &conf, 33001), 1, "second trial");
         CHECK_INT(s.trials, 2, "trials counted");
+        CHECK_INT(passive_on_pick(&s, &conf, 33002), -1, "every trial out");
+        CHECK_INT(passive_on_unused(&s), 1, "an unused trial goes back");
+        CHECK_INT(s.trials, 1, "one trial out");
+        CHECK_INT(s.circuit, CIRCUIT_HALF_OPEN, "still half-open");
+        CHECK_INT(passive_on_pick(&s, &conf, 33003), 1, "the trial given back is handed out again");
+        CHECK_INT(s.trials, 2, "trials counted");
         CHECK_INT(passive_on_success(&s), 1, "success changes");
         CHECK_INT(s.circuit, CIRCUIT_CLOSED, "closed");
         CHECK_INT(s.failures, 0, "failures cleared");

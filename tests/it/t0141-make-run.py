@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""t0141-make-run: `make run` (conf/run.sh) on any port from 1024 to 65535 (issue 13).
+
+The demo upstream no longer sits at PORT+10000 (which does not exist above 55535): it takes
+a free port and says which, or UPSTREAM_PORT; on a later start with another upstream port
+the demo replica follows it (one replica, the new URL). A PORT outside 1024..65535 is
+refused with a message. Ended by SIGTERM to run.sh's PID, which stops what it started."""
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from harness import BUILDDIR, CTL, LIGHTTPD, OUTDIR, SRCDIR, http_request, run_tests, wait_for
+
+STATE = os.path.join(OUTDIR, "t0141-%d" % os.getpid())
+
+
+def high_free_port():
+    """A free port above 55535, where PORT+10000 would not exist."""
+    for _ in range(200):
+        port = random.randint(55536, 65000)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free high port")
+
+
+def start(port, upstream_port=None):
+    args = ["sh", os.path.join(SRCDIR, "conf", "run.sh"), "--port", str(port), "--state", STATE,
+            "--builddir", BUILDDIR, "--srcdir", SRCDIR, "--lighttpd", LIGHTTPD, "--procs", "1", "--threads", "8"]
+    if upstream_port:
+        args += ["--upstream-port", str(upstream_port)]
+    out = open(os.path.join(OUTDIR, "t0141-run-%d.out" % port), "w+")
+    p = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+    p.out = out
+    return p
+
+
+def banner(p):
+    def ready():
+        p.out.seek(0)
+        text = p.out.read()
+        return text if "Ctrl-C stops it." in text else None
+    return wait_for(ready, 20, what="the make run banner")
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def chat(port):
+    with open(os.path.join(STATE, "demo-key.txt")) as f:
+        key = f.read().strip()
+    return http_request(port, "POST", "/v1/chat/completions",
+                        {"model": "demo", "messages": [{"role": "user", "content": "hi"}]},
+                        headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+
+
+def replicas():
+    p = subprocess.run([CTL, "--db", os.path.join(STATE, "sluice.db"), "--json", "list", "replicas", "--endpoint",
+                        "demo-endpoint"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p
+    return re.findall(r'"url":"([^"]*)"', p.stdout)
+
+
+def test_a_high_port_then_another_upstream_port():
+    shutil.rmtree(STATE, ignore_errors=True)
+    port = high_free_port()
+    p = start(port)
+    try:
+        text = banner(p)
+        assert "sluice is serving on http://127.0.0.1:%d" % port in text, text
+        m = re.search(r"demo upstream \(stand-in model server\): http://127.0.0.1:(\d+)", text)
+        assert m, text
+        first = int(m.group(1))
+        r = chat(port)
+        assert r.status == 200 and r.json()["choices"], r
+        assert replicas() == ["http://127.0.0.1:%d" % first]
+    finally:
+        stop(p)
+    # the same state folder, a fixed upstream port: the demo replica follows it
+    fixed = high_free_port()
+    while fixed == first:
+        fixed = high_free_port()
+    p = start(port, fixed)
+    try:
+        text = banner(p)
+        assert "demo upstream (stand-in model server): http://127.0.0.1:%d" % fixed in text, text
+        assert chat(port).status == 200
+        assert replicas() == ["http://127.0.0.1:%d" % fixed]
+    finally:
+        stop(p)
+    # everything it started has gone with it
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    finally:
+        s.close()
+
+
+def test_a_port_out_of_range_is_refused():
+    for bad in ("80", "70000", "many"):
+        p = subprocess.run(["sh", os.path.join(SRCDIR, "conf", "run.sh"), "--port", bad, "--state", STATE + "-bad",
+                            "--builddir", BUILDDIR, "--srcdir", SRCDIR], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and "PORT must be" in p.stderr, (bad, p)
+    assert not os.path.exists(STATE + "-bad")
+
+
+run_tests(globals())
