@@ -53,11 +53,13 @@ static const struct {
     [AUTHZ_QUOTA] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}},
     /* R-CACHE-3: the stored answers of the admin's own tenant (stats, clear); nothing is created */
     [AUTHZ_CACHE] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_TENANT}},
+    /* R-GUARD-3: the admin's own tenant's rules; the global ones it also reads (authz_rule) */
+    [AUTHZ_RULE] = {{SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_TENANT}, {SCOPE_NONE, SCOPE_NONE}, {SCOPE_NONE, SCOPE_TENANT}},
 };
 
 static const char *const authz_res_names[AUTHZ_NRES] = {
     "tenants", "users", "endpoints", "routes", "keys", "model policies", "settings", "nodes",
-    "usage", "the audit log", "alerts", "quotas", "the answer cache"};
+    "usage", "the audit log", "alerts", "quotas", "the answer cache", "content rules"};
 static const char *const authz_op_names[AUTHZ_NOPS] = {"read", "create", "change", "delete"};
 
 static int deny(char *why, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -135,6 +137,19 @@ int authz_list(const struct authz_actor *a, enum authz_res r, const struct authz
     }
     return deny(why, n, "your role may not read %s", (int)r >= 0 && r < AUTHZ_NRES
                 ? authz_res_names[r] : "this");
+}
+
+int authz_rule(const struct authz_actor *a, enum authz_op op, int64_t rule_tenant_id, char *why, size_t n)
+{
+    if (a->role == AUTHZ_OPERATOR)
+        return 0;
+    if (authz_reach(a, AUTHZ_RULE, op) == SCOPE_NONE)
+        return deny(why, n, "your role may not %s content rules", (int)op >= 0 && op < AUTHZ_NOPS
+                    ? authz_op_names[op] : "use");
+    if (rule_tenant_id == 0)
+        return op == AUTHZ_READ ? 0 : deny(why, n, "global content rules (every tenant's) are the operator's");
+    const struct authz_target t = {.tenant_id = rule_tenant_id};
+    return authz_check(a, AUTHZ_RULE, op, &t, why, n);
 }
 
 int authz_route(const struct authz_actor *a, const struct authz_route_change *c, char *why,

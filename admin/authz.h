@@ -46,6 +46,7 @@ struct authz_actor {
 enum authz_res {
     AUTHZ_TENANT, AUTHZ_USER, AUTHZ_ENDPOINT, AUTHZ_ROUTE, AUTHZ_KEY, AUTHZ_POLICY,
     AUTHZ_SETTINGS, AUTHZ_NODE, AUTHZ_USAGE, AUTHZ_AUDIT, AUTHZ_ALERT, AUTHZ_QUOTA, AUTHZ_CACHE,
+    AUTHZ_RULE,
     AUTHZ_NRES
 };
 enum authz_op { AUTHZ_READ, AUTHZ_CREATE, AUTHZ_UPDATE, AUTHZ_DELETE, AUTHZ_NOPS };
@@ -135,6 +136,12 @@ unsigned authz_quota_scopes(enum authz_role role);
  * clears a limit of it (a delete, a limit made higher or 0). 0 allowed; -1 refused. */
 int authz_quota(const struct authz_actor *a, enum authz_op op, enum authz_quota_scope scope,
                 const struct authz_target *t, int loosens, char *why, size_t n);
+
+/* R-GUARD-3 on one content rule of tenant rule_tenant_id (0: a global rule, every
+ * tenant's): the operator does anything; a tenant admin reads its own tenant's rules
+ * and the global ones, creates and deletes its own tenant's (the global ones bound
+ * it, so they are read-only to it); members nothing. 0 allowed; -1 refused. */
+int authz_rule(const struct authz_actor *a, enum authz_op op, int64_t rule_tenant_id, char *why, size_t n);
 
 /* R-PRIO-2, R-SEC-5 on a key's priority (0 the highest): a non-operator does not raise its
  * own key's priority or the most it may ask (max_priority) above what it has: old values

@@ -340,6 +340,7 @@ struct json_object *ops_policy_list(sqlite3 *db, const struct ops_list *l, struc
 struct ops_rule_opts {
     const char *pattern, *keyword;   /* exactly one: a PCRE2 expression, or a whole word */
     const char *tenant;              /* NULL: every tenant */
+    struct ops_i64 tenant_id;        /* the tenant by id instead of tenant (the API's tenant_id) */
     const char *action;              /* block | flag */
     const char *scope;               /* input | output; NULL: input */
 };
@@ -348,6 +349,8 @@ struct ops_rule_opts {
  * crafted texts; list with l->tenant shows that tenant's rules and the global ones. */
 struct json_object *ops_rule_add(sqlite3 *db, const char *name, const struct ops_rule_opts *o, struct ops_error *err);
 struct json_object *ops_rule_rm(sqlite3 *db, const char *name, struct ops_error *err);
+struct json_object *ops_rule_get_id(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_rule_rm_id(sqlite3 *db, int64_t id, struct ops_error *err);
 struct json_object *ops_rule_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- the answer cache (ops_cache.c) ------------------------------------------ */

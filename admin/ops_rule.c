@@ -1,7 +1,8 @@
 /* ops_rule.c: content rules (R-GUARD-3): added, listed and removed; the responder
- * reads them with the snapshot. A pattern is compiled and tried against crafted
- * texts here, so one that does not compile or backtracks without bound never
- * reaches the data plane. */
+ * reads them with the snapshot (scope input: the request's text, fcgi/screen.c
+ * screen_input; output: the answer's, screen_output_body / _event). A pattern is
+ * compiled and tried against crafted texts here, so one that does not compile or
+ * backtracks without bound never reaches the data plane. */
 #include "ops_internal.h"
 
 #include "content_rules.h"
@@ -41,6 +42,14 @@ static struct json_object *rule_get(sqlite3 *db, const char *name, struct ops_er
     return res;
 }
 
+struct json_object *ops_rule_get_id(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    struct json_object *res = ops_query_one(db, err, rule_row, "rule", RULE_SELECT " WHERE r.id = ?1", "i", id);
+    if (!res && err->kind == OPS_ERR_NOT_FOUND)
+        ops_fail(err, OPS_ERR_NOT_FOUND, "id", "content rule not found: %lld", (long long)id);
+    return res;
+}
+
 /* Exactly one of pattern / keyword; it compiles and matches in bounded time. */
 static int rule_check(const struct ops_rule_opts *o, struct ops_error *err)
 {
@@ -62,12 +71,6 @@ static int rule_check(const struct ops_rule_opts *o, struct ops_error *err)
     if (ops_check_enum("action", o->action, rule_actions, err) != 0 ||
         (o->scope && ops_check_enum("scope", o->scope, rule_scopes, err) != 0))
         return -1;
-    /* R-GUARD-3 output scope is not applied to answers yet: a rule that would do
-     * nothing is refused rather than stored as if it protected anything. */
-    if (o->scope && strcmp(o->scope, "output") == 0) {
-        ops_fail(err, OPS_ERR_INVALID, "scope", "output rules are not applied to answers yet; use --scope input");
-        return -1;
-    }
     char why[300];
     if (content_rules_check(o->pattern ? RULE_PATTERN : RULE_KEYWORD, text, RULE_CHECK_MATCH_LIMIT, why,
                             sizeof why) != 0) {
@@ -91,7 +94,19 @@ struct json_object *ops_rule_add(sqlite3 *db, const char *name, const struct ops
         ops_fail(err, OPS_ERR_CONFLICT, "name", "a content rule named %s exists", name);
     if (rc != 0 || (o->tenant && ops_tenant_id(db, o->tenant, &tid, err) != 0))
         goto out;
-    struct ops_i64 tenant = {.set = o->tenant != NULL, .v = tid};
+    if (o->tenant && o->tenant_id.set) {
+        ops_fail(err, OPS_ERR_INVALID, "tenant", "give tenant or tenant_id, not both");
+        goto out;
+    }
+    if (o->tenant_id.set) {
+        tid = o->tenant_id.v;
+        rc = ops_query_i64(db, err, &tid, "SELECT id FROM tenants WHERE id = ?1", "i", tid);
+        if (rc == 0)
+            ops_fail(err, OPS_ERR_NOT_FOUND, "tenant_id", "tenant not found: %lld", (long long)o->tenant_id.v);
+        if (rc != 1)
+            goto out;
+    }
+    struct ops_i64 tenant = {.set = o->tenant != NULL || o->tenant_id.set, .v = tid};
     if (ops_run(db, err,
                 "INSERT INTO content_rules (name, tenant_id, kind, pattern, action, scope)"
                 " VALUES (?1, ?2, ?3, ?4, ?5, COALESCE(?6, 'input'))",
@@ -103,17 +118,31 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_rule_rm(sqlite3 *db, const char *name, struct ops_error *err)
+/* Deletes the rule res (in the caller's transaction) and audits it; res or NULL. */
+static struct json_object *rule_delete(sqlite3 *db, struct json_object *res, struct ops_error *err)
 {
-    if (ops_check_name("name", name, err) != 0 || ops_begin(db, err) != 0)
-        return NULL;
-    struct json_object *res = rule_get(db, name, err);
-    if (res && (ops_run(db, err, "DELETE FROM content_rules WHERE name = ?1", "t", name) != 0 ||
-                ops_audit(db, err, "delete", "content_rule", res, NULL) != 0)) {
+    struct json_object *id;
+    if (res && json_object_object_get_ex(res, "id", &id) &&
+        (ops_run(db, err, "DELETE FROM content_rules WHERE id = ?1", "i", (int64_t)json_object_get_int64(id)) != 0 ||
+         ops_audit(db, err, "delete", "content_rule", res, NULL) != 0)) {
         json_object_put(res);
         res = NULL;
     }
     return ops_finish(db, res, err);
+}
+
+struct json_object *ops_rule_rm(sqlite3 *db, const char *name, struct ops_error *err)
+{
+    if (ops_check_name("name", name, err) != 0 || ops_begin(db, err) != 0)
+        return NULL;
+    return rule_delete(db, rule_get(db, name, err), err);
+}
+
+struct json_object *ops_rule_rm_id(sqlite3 *db, int64_t id, struct ops_error *err)
+{
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    return rule_delete(db, ops_rule_get_id(db, id, err), err);
 }
 
 struct json_object *ops_rule_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)

@@ -96,6 +96,11 @@ static const struct router_route router_routes[] = {
     {"GET", "cache", api_cache_stats, 0},
     {"DELETE", "cache", api_cache_clear, 0},
 
+    {"GET", "rules", api_rules_list, 0},
+    {"POST", "rules", api_rules_create, 0},
+    {"GET", "rules/{id}", api_rules_get, 0},
+    {"DELETE", "rules/{id}", api_rules_delete, 0},
+
     {"GET", "audit-log", api_audit_list, 0},
     {"GET", "alerts", api_alerts_list, 0},
     {"GET", "alerts/{id}", api_alerts_get, 0},

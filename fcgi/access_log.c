@@ -15,7 +15,7 @@
 #include <string.h>
 #include <time.h>
 
-#define AL_LINE_MAX 8192          /* every field's cap below sums to less */
+#define AL_LINE_MAX 10240         /* every field's cap below (and its key) sums to less */
 
 /* ---- formatting: a bounded line builder ---- */
 
@@ -217,6 +217,10 @@ static void format_line(const struct request *r, struct line *l)
         put_int(l, "cache_lookup_us", r->obs.cache_lookup_us);
     if (r->obs.guard_us >= 0)
         put_int(l, "guard_us", r->obs.guard_us);
+    if (r->obs.content_flag)                                  /* R-GUARD-3: flag rules that matched */
+        put_str(l, "content_flag", r->obs.content_flag, 600);
+    if (r->obs.content_block)                                 /* the block rule that refused it */
+        put_str(l, "content_block", r->obs.content_block, 200);
     put_int(l, "bytes_out", (int64_t)r->obs.bytes_out);
     put_str(l, "client", client_of(r), 256);
     put_str(l, "user_agent", request_header(r, "User-Agent"), 1024);

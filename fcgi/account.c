@@ -50,7 +50,8 @@ int account_status(const struct request *r)
 void account_charged_tokens(const struct request *r, int status, int64_t *prompt, int64_t *completion)
 {
     account_billable_tokens(r, prompt, completion);
-    if (!req_kind_spends_tokens(r->kind) || (status >= 400 && !r->client_gone && !r->data_sent) ||
+    if (!req_kind_spends_tokens(r->kind) ||
+        (status >= 400 && !r->client_gone && !r->data_sent && !r->output_blocked) ||
         *prompt < 0 || *completion < 0)
         *prompt = *completion = 0;
 }
@@ -103,10 +104,13 @@ void account_record(struct request *r)
     u->stream = r->stream;
     snprintf(u->error_code, sizeof u->error_code, "%s", r->error_code ? r->error_code : "");
     snprintf(u->finish_reason, sizeof u->finish_reason, "%s", r->finish_reason);
+    const char *rule = r->obs.content_block ? r->obs.content_block : r->obs.content_flag;
+    snprintf(u->content_rule, sizeof u->content_rule, "%s", rule ? rule : "");
     if (u->status >= 400) {
         /* R-USE-4: failures carry tokens only when the upstream produced some
-         * (a client that left, a stream ended by the shutdown). */
-        if (!r->client_gone && !r->data_sent)
+         * (a client that left, a stream ended by the shutdown, an answer an
+         * output rule refused, R-GUARD-3). */
+        if (!r->client_gone && !r->data_sent && !r->output_blocked)
             u->prompt_tokens = u->completion_tokens = u->cache_read_tokens = u->cache_creation_tokens =
                 u->reasoning_tokens = 0;
     }

@@ -10,6 +10,7 @@
 #include "reply.h"
 #include "retry.h"
 #include "route.h"
+#include "screen.h"
 #include "serving.h"
 
 #include <errno.h>
@@ -99,8 +100,9 @@ void drive_run(struct request *r)
 {
     /* R-CACHE-1: before the first attempt, the route having chosen what
      * answers (the key names the endpoint and its model name); also when the
-     * plan says wait: a hit never waits. */
-    if (cache_lookup(r) == CACHE_HIT) {
+     * plan says wait: a hit never waits. R-GUARD-3: not when output rules
+     * apply: a stored answer would go out unscreened. */
+    if (!screen_output_wanted(r) && cache_lookup(r) == CACHE_HIT) {
         gate_release(r->shm, &r->hold);     /* the place route took goes to the next waiter */
         serving_unused(r, r->replica);      /* and a half-open trial to the next request */
         cache_replay(r);

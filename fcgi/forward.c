@@ -137,6 +137,8 @@ static enum attempt_outcome forward_transfer(struct request *r, struct relay *x,
         return ATTEMPT_TOO_LARGE;
     if (x->abort == ABORT_FAILED_EARLY)
         return ATTEMPT_BROKEN;
+    if (x->abort == ABORT_BLOCKED)
+        return ATTEMPT_DONE;        /* R-GUARD-3: answered; an output rule ended it */
     if (result == CURLE_OK)
         return ATTEMPT_DONE;
     if (result == CURLE_OPERATION_TIMEDOUT && !x->upstream_bytes)

@@ -8,6 +8,7 @@
  * scrape of 50 models x 20 endpoints stays well under 5 ms. */
 #include "metrics_render.h"
 
+#include "content_rules.h"
 #include "gate.h"
 #include "metrics.h"
 #include "reply.h"
@@ -296,6 +297,34 @@ static void render_backlog(struct out *o, const struct shm *s)
     sample_u64(o, "", (uint64_t)(sum > 0 ? sum : 0));
 }
 
+/* R-GUARD-3: one line per content rule of the snapshot, and per builtin while
+ * the set is on (or it has matches); names, action and scope from the rule. */
+static void rule_line(struct out *o, const struct shm *s, int64_t id, const char *name, enum rule_action action,
+                      enum rule_scope scope, int always)
+{
+    uint64_t v = metrics_rule_value(s, content_rules_key(id, name));
+    if (!always && v == 0)
+        return;
+    char l[SHM_MET_LABELS * 2];
+    int n = metrics_label(l, sizeof l, 0, "rule", name);
+    if (n >= 0)
+        n = metrics_label(l, sizeof l, (size_t)n, "action", action == RULE_BLOCK ? "block" : "flag");
+    if (n >= 0)
+        n = metrics_label(l, sizeof l, (size_t)n, "scope", scope == RULE_OUTPUT ? "output" : "input");
+    if (n >= 0)
+        sample_u64(o, l, v);
+}
+
+static void render_rules(struct out *o, const struct request *r)
+{
+    const struct snapshot *sn = r->snap;
+    for (int i = 0; i < sn->n_rules; i++)
+        rule_line(o, r->shm, sn->rules[i].id, sn->rules[i].name, sn->rules[i].action, sn->rules[i].scope, 1);
+    for (int i = 0; i < content_n_builtins; i++)
+        rule_line(o, r->shm, -(int64_t)i - 1, content_builtins[i].name, RULE_FLAG, RULE_INPUT,
+                  sn->builtin_injection_rules);
+}
+
 static void render_derived(struct out *o, const struct request *r, enum metric_id m, int64_t now)
 {
     switch (m) {
@@ -331,6 +360,9 @@ static void render_derived(struct out *o, const struct request *r, enum metric_i
         series(o, "", "", NULL);
         put_fixed(o, atomic_load(&r->shm->r->metrics.healthd_round_ms), 1000, 3);
         put(o, "\n");
+        break;
+    case MET_CONTENT_RULE_MATCHES:
+        render_rules(o, r);
         break;
     case MET_BUILD_INFO:
         sample_u64(o, "version=\"" PACKAGE_VERSION "\"", 1);

@@ -4,6 +4,7 @@
 #include "auto.h"
 #include "proto.h"
 #include "reply.h"
+#include "screen.h"
 #include "sticky.h"
 #include "util.h"
 
@@ -241,6 +242,8 @@ static int relay_translates(const struct relay *x)
 static int relay_event(struct relay *x, const struct sse_event *ev)
 {
     struct request *r = x->r;
+    if (x->abort == ABORT_BLOCKED)
+        return -1;              /* R-GUARD-3: an adapter's later events of the same upstream one */
     if (ev->comment_only || !ev->has_data) {
         if (x->holding)
             return buf_append(&x->held, ev->raw, ev->raw_len) == 0 ? 0 : -1;
@@ -286,6 +289,11 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
         const char *p = relay_rewrite(x, ev->raw, ev->raw_len, &n);
         buf_append(&x->early_error, p, n);
         x->abort = ABORT_FAILED_EARLY;
+        return -1;
+    }
+    /* R-GUARD-3: output rules read the answer as it goes; a block ends it here. */
+    if ((kind == CHUNK_CONTENT || kind == CHUNK_OTHER) && screen_output_event(r, ev->data, ev->data_len) != 0) {
+        x->abort = ABORT_BLOCKED;
         return -1;
     }
     if (x->holding) {
@@ -373,6 +381,8 @@ int relay_keepalive(struct relay *x)
 void relay_finish_sse(struct relay *x)
 {
     struct sse_event ev;
+    if (x->abort == ABORT_BLOCKED)
+        return;                 /* R-GUARD-3: ended by its error event, nothing more */
     if (x->held.len)
         relay_send_raw(x, x->held.data, x->held.len, 1);
     buf_reset(&x->held);
@@ -435,6 +445,9 @@ void relay_send_buffered(struct relay *x)
     if (ok && req_kind_spends_tokens(r->kind) && !have_usage &&
         r->kind != REQ_EMBEDDINGS && r->kind != REQ_PROXY)
         r->content_chunks = (int64_t)(b->len / 4) + 1;   /* R-USE-1: no usage: about 4 bytes a token */
+    /* R-GUARD-3: output rules read the whole answer before any of it goes out. */
+    if (ok && screen_output_body(r, b->data ? b->data : "", b->len) != 0)
+        return;
     if (ok && r->kind == REQ_RESPONSES)
         relay_pin_response(r, b->data ? b->data : "", b->len);
     size_t n = b->len;

@@ -9,8 +9,10 @@
 
 enum relay_mode { RELAY_UNDECIDED, RELAY_BUFFER, RELAY_SSE };
 /* ABORT_FAILED_EARLY: an error event before any content while the stream-start
- * guard still held everything back (R-SSE-5): the attempt failed invisibly. */
-enum relay_abort { ABORT_NONE, ABORT_CLIENT_GONE, ABORT_TOO_LARGE, ABORT_FAILED_EARLY };
+ * guard still held everything back (R-SSE-5): the attempt failed invisibly.
+ * ABORT_BLOCKED: an output rule ended the stream (R-GUARD-3); the client has its
+ * error already, and the attempt counts as answered. */
+enum relay_abort { ABORT_NONE, ABORT_CLIENT_GONE, ABORT_TOO_LARGE, ABORT_FAILED_EARLY, ABORT_BLOCKED };
 
 struct proto_ops;
 

@@ -98,6 +98,7 @@ struct obs {
     int64_t guard_us;             /* R-GUARD-1..3: guard, screen and fit together; -1 = not run */
     const char *client_addr;      /* REMOTE_ADDR, or the trusted X-Forwarded-For client */
     const char *content_flag;     /* R-GUARD-3: flag rules that matched ("a, b"), NULL = none */
+    const char *content_block;    /* R-GUARD-3: the block rule that refused it, NULL = none */
 };
 
 /* The uniform caller (R-AUTH-1): routing and accounting see only this. */
@@ -230,6 +231,10 @@ struct request {
     const struct snap_replica *trial_rep; /* the replica whose half-open trial serving_take last handed out */
     int want_usage_chunk;         /* the client asked for stream_options.include_usage */
     int64_t ttft_ms;
+    /* R-GUARD-3 output rules (screen.c) */
+    int screen_output;            /* 0 not known yet, 1 no output rule applies, 2 some do */
+    struct screen_stream *screen_stream;  /* a stream's recent text and flagged rules, request arena */
+    int output_blocked;           /* an output rule refused the upstream's answer: its tokens are billed */
 
     /* R-CACHE-1..3 (cache.c): the exact cache's part. On a cacheable miss
      * reply_body captures what the client gets, and the length of each write,

@@ -9,4 +9,17 @@
 /* Input rules of the caller's tenant (and the global ones). 0, or -1 after replying. */
 int screen_input(struct request *r);
 
+/* Do output rules apply to this request (its tenant's, the global ones, an answer
+ * with text)? Asked once, then remembered. */
+int screen_output_wanted(struct request *r);
+
+/* Output rules, only when some apply to the caller's tenant (else no cost). The
+ * buffered answer in the caller's protocol: 0 send it (a flag is noted for the
+ * X-Content-Flag header), -1 refused after replying 400 content_policy_violation. */
+int screen_output_body(struct request *r, const char *body, size_t len);
+/* One event's data of a stream in the caller's protocol: its text joins the text so
+ * far (the last SCREEN_WINDOW bytes), which is matched at once. 0 relay it, -1 the
+ * stream was ended with an error event (the event is not sent). */
+int screen_output_event(struct request *r, const char *data, size_t len);
+
 #endif

@@ -111,35 +111,69 @@ int content_rules_match(void *code, const char *text, size_t len, uint32_t match
     return 0; /* e.g. invalid UTF-8: the caller's text is not text */
 }
 
+/* The probe texts: a run of one character, a character that ends no run ("!"),
+ * then the pattern's own literal characters. Fixed runs alone miss a pattern like
+ * (x+x+)+y, which PCRE2 rejects at once when the text has no "y" after the start
+ * (its required character); the literals after the run make the engine try it.
+ * Runs of the literals themselves and of a letter, a space, a digit. */
+#define PROBE_LITERALS 24
+#define PROBE_RUN 3000
+
+static int probe_literals(const char *pattern, char *lit)
+{
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)pattern; *p && n < PROBE_LITERALS; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == ' ' ||
+              *p == '-' || *p == '_' || *p == '@' || *p == '.'))
+            continue;
+        if (!memchr(lit, *p, (size_t)n))
+            lit[n++] = (char)*p;
+    }
+    return n;
+}
+
 int content_rules_check(enum rule_kind kind, const char *pattern, uint32_t match_limit, char *err, size_t errlen)
 {
     void *code = content_rules_compile(kind, pattern, err, errlen);
     if (!code)
         return -1;
-    static const struct {
-        char c;
-        int n;
-        char tail;
-    } probes[] = {
-        {'a', 30, '!'}, {'a', 5000, '!'}, {' ', 5000, '!'}, {'x', 5000, 0}, {'1', 2000, '!'},
-    };
-    char buf[5002];
+    char lit[PROBE_LITERALS + 4];
+    int nlit = probe_literals(pattern, lit);
+    char runs[PROBE_LITERALS + 4];
+    memcpy(runs, lit, (size_t)nlit);
+    int nruns = nlit;
+    for (const char *c = "a x1"; *c; c++)
+        if (!memchr(runs, *c, (size_t)nruns))
+            runs[nruns++] = *c;
+    char buf[PROBE_LITERALS + PROBE_RUN + 2];
     int rc = 0;
-    for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
-        memset(buf, probes[i].c, (size_t)probes[i].n);
-        size_t n = (size_t)probes[i].n;
-        if (probes[i].tail)
-            buf[n++] = probes[i].tail;
-        int limited = 0;
-        content_rules_match(code, buf, n, match_limit, &limited);
-        if (limited) {
-            snprintf(err, errlen, "pattern refused: catastrophic backtracking (hits the match limit on a probe text)");
-            rc = -1;
-            break;
+    /* each run as it is, with the end, and with the end and the literals */
+    for (int i = 0; i < nruns && rc == 0; i++) {
+        memset(buf, runs[i], PROBE_RUN);
+        buf[PROBE_RUN] = '!';
+        memcpy(buf + PROBE_RUN + 1, lit, (size_t)nlit);
+        const size_t lens[] = {PROBE_RUN, PROBE_RUN + 1, PROBE_RUN + 1 + (size_t)nlit};
+        for (int k = 0; k < 3; k++) {
+            int limited = 0;
+            content_rules_match(code, buf, lens[k], match_limit, &limited);
+            if (limited) {
+                snprintf(err, errlen,
+                         "pattern refused: catastrophic backtracking (hits the match limit on a probe text)");
+                rc = -1;
+                break;
+            }
         }
     }
     content_rules_code_free(code);
     return rc;
+}
+
+uint64_t content_rules_key(int64_t id, const char *name)
+{
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)id; /* FNV-1a over the id, then the name */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return h ? h : 1;
 }
 
 struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match_limit)
@@ -159,13 +193,17 @@ struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match
         void *code = content_rules_compile(r->kind, r->pattern, err, sizeof err);
         if (!code)
             continue; /* refused at creation; a row edited by hand is skipped */
-        set->rules[set->n_rules++] = (struct crule){r->name, r->tenant_id, r->action, r->scope, code};
+        set->rules[set->n_rules++] = (struct crule){.name = r->name, .key = content_rules_key(r->id, r->name),
+                                                    .tenant_id = r->tenant_id, .action = r->action,
+                                                    .scope = r->scope, .code = code};
     }
     for (int i = 0; s->builtin_injection_rules && i < content_n_builtins; i++) {
         void *code = content_rules_compile(RULE_PATTERN, content_builtins[i].pattern, err, sizeof err);
         if (!code)
             continue;
-        set->rules[set->n_rules++] = (struct crule){content_builtins[i].name, 0, RULE_FLAG, RULE_INPUT, code};
+        const char *name = content_builtins[i].name;
+        set->rules[set->n_rules++] = (struct crule){.name = name, .key = content_rules_key(-(int64_t)i - 1, name),
+                                                    .action = RULE_FLAG, .scope = RULE_INPUT, .code = code};
     }
     return set;
 }

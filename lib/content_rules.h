@@ -11,6 +11,7 @@
 /* One compiled rule; owned by its set. */
 struct crule {
     const char *name;             /* borrowed from the snapshot row or the builtin table */
+    uint64_t key;                 /* content_rules_key(): its match counter in the shared state */
     int64_t tenant_id;            /* 0: every tenant */
     enum rule_action action;
     enum rule_scope scope;
@@ -38,6 +39,11 @@ int content_rules_check(enum rule_kind kind, const char *pattern, uint32_t match
 /* Match text: 1 = match (or the limit was hit: a crafted text cannot talk past a
  * rule by making it slow), 0 = no match. *limited set to 1 when a limit was hit. */
 int content_rules_match(void *code, const char *text, size_t len, uint32_t match_limit, int *limited);
+
+/* The key of a rule's match counter (sluice_content_rule_matches_total): its id
+ * and name together, so a new rule that gets a deleted one's id starts at 0.
+ * Builtins have the ids -1, -2, ... (their index + 1, negated). Never 0. */
+uint64_t content_rules_key(int64_t id, const char *name);
 
 /* Build the set for a snapshot (its rules + the builtin set when on); never NULL. */
 struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match_limit);

@@ -320,3 +320,67 @@ void metrics_drop(struct shm *s)
     if (s && s->r)
         atomic_fetch_add_explicit(&s->r->metrics.dropped, 1, memory_order_relaxed);
 }
+
+/* R-GUARD-3: the per-rule table is small (SHM_RULE_COUNTERS): open addressing
+ * from the key's hash; a free slot is claimed with a compare-and-swap, a full
+ * table's least recently used slot under the pool lock. */
+static int rule_find(const struct shm *s, uint64_t key, int *free_slot)
+{
+    const struct shm_rule_counter *t = s->r->metrics.rules;
+    if (free_slot)
+        *free_slot = -1;
+    int start = (int)(key % SHM_RULE_COUNTERS);
+    for (int k = 0; k < SHM_RULE_COUNTERS; k++) {
+        int i = (start + k) % SHM_RULE_COUNTERS;
+        uint64_t cur = atomic_load(&t[i].key);
+        if (cur == key)
+            return i;
+        if (cur == 0) {
+            if (free_slot)
+                *free_slot = i;
+            return -1;
+        }
+    }
+    return -1;
+}
+
+void metrics_rule_add(struct shm *s, uint64_t key, int64_t now_ms)
+{
+    if (!s || !s->r || key == 0)
+        return;
+    struct shm_rule_counter *t = s->r->metrics.rules;
+    int free_slot, i = rule_find(s, key, &free_slot);
+    while (i < 0 && free_slot >= 0) {
+        uint64_t expect = 0;
+        if (atomic_compare_exchange_strong(&t[free_slot].key, &expect, key) || expect == key)
+            i = free_slot;
+        else
+            i = rule_find(s, key, &free_slot);   /* another rule took it: look again */
+    }
+    if (i < 0) {
+        if (shm_lock(s) != 0)
+            return;
+        i = rule_find(s, key, NULL);
+        if (i < 0) {
+            i = 0;
+            for (int k = 1; k < SHM_RULE_COUNTERS; k++)
+                if (atomic_load(&t[k].used_ms) < atomic_load(&t[i].used_ms))
+                    i = k;
+            /* the table is full, so no probe stops early; an add of the old
+             * rule racing with this may land in the new one's count */
+            atomic_store(&t[i].matches, 0);
+            atomic_store(&t[i].key, key);
+        }
+        shm_unlock(s);
+    }
+    atomic_fetch_add_explicit(&t[i].matches, 1, memory_order_relaxed);
+    atomic_store_explicit(&t[i].used_ms, now_ms, memory_order_relaxed);
+}
+
+uint64_t metrics_rule_value(const struct shm *s, uint64_t key)
+{
+    if (!s || !s->r || key == 0)
+        return 0;
+    int i = rule_find(s, key, NULL);
+    return i < 0 ? 0 : atomic_load_explicit(&s->r->metrics.rules[i].matches, memory_order_relaxed);
+}

@@ -91,6 +91,11 @@ void metrics_window(const struct shm *s, enum metric_id m, const char *match, in
  * Prometheus' histogram_quantile does; microseconds, -1 when empty. */
 int64_t metrics_quantile_us(const uint64_t buckets[MET_BUCKETS + 1], double q);
 
+/* R-GUARD-3: one match of the content rule with counter key key (its
+ * content_rules_key()), and the count so far (0 for a key never seen). */
+void metrics_rule_add(struct shm *s, uint64_t key, int64_t now_ms);
+uint64_t metrics_rule_value(const struct shm *s, uint64_t key);
+
 /* Series that could not be stored (table full, labels too long). */
 uint64_t metrics_dropped(const struct shm *s);
 /* Counts one such series: a caller whose label text did not fit its buffer. */

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x534c434553544154ULL /* "SLCESTAT" */
-#define SHM_VERSION 6
+#define SHM_VERSION 7
 #define SHM_MAX_PROCS 128
 #define SHM_MAX_REPLICAS 4096
 #define SHM_MAX_ENDPOINTS 1024
@@ -236,6 +236,19 @@ struct shm_met_hist {
     struct shm_met_minute live[SHM_MET_MINUTES];
 };
 
+/* R-GUARD-3: one content rule's matches (sluice_content_rule_matches_total).
+ * Keyed by content_rules_key() (rule id and name); the names, action and
+ * scope are rendered from the snapshot of the scrape, so a deleted rule's
+ * counter is no longer shown. A full table hands its least recently used slot
+ * to a new rule (that rule's counter restarts at 0, which Prometheus reads as
+ * a reset). */
+#define SHM_RULE_COUNTERS 256
+struct shm_rule_counter {
+    _Atomic uint64_t key;             /* 0 = free */
+    _Atomic uint64_t matches;
+    _Atomic int64_t used_ms;          /* last match (wall clock ms) */
+};
+
 struct shm_metrics {
     _Atomic uint64_t dropped;         /* series that found no room */
     _Atomic int64_t healthd_round_ms; /* sluice-healthd's last finished round (wall clock ms) */
@@ -247,6 +260,7 @@ struct shm_metrics {
     _Atomic int64_t cache_summed_ms;  /* when a writer last summed cache_entries (wall clock ms, 0 = never) */
     struct shm_met_counter counters[SHM_MET_COUNTERS];
     struct shm_met_hist hists[SHM_MET_HISTS];
+    struct shm_rule_counter rules[SHM_RULE_COUNTERS];
 };
 
 /* One row per live responder process; only that process writes its counters. */

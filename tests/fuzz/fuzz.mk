@@ -14,7 +14,7 @@ FUZZ_SECONDS = 60
 FUZZ_ENGINE = libfuzzer
 FUZZ_TARGETS = sse usage pathcheck metrics dcgm conf settings guard \
 	anthropic_request anthropic_response anthropic_stream \
-	messages_request messages_response messages_stream dialect
+	messages_request messages_response messages_stream dialect screen
 FUZZ_DIR = tests/fuzz/build-$(FUZZ_ENGINE)
 FUZZ_SANITIZE = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 # libFuzzer instruments the code for coverage and supplies main(); standalone.c is the
@@ -30,7 +30,7 @@ FUZZ_LIBS = $(JSONC_LIBS) $(LIBCONFIG_LIBS) $(CRYPTO_LIBS) -lm -lpthread
 # The pure modules the harnesses reach (fuzz_guard.c includes fcgi/guard.c itself).
 FUZZ_PURE = lib/buf lib/arena lib/util lib/log lib/conf lib/settings \
 	fcgi/errors fcgi/sse fcgi/usage fcgi/pathcheck fcgi/anthropic fcgi/anthropic_stream \
-	fcgi/messages fcgi/messages_stream fcgi/xlate fcgi/dialect \
+	fcgi/messages fcgi/messages_stream fcgi/xlate fcgi/dialect fcgi/screen_text \
 	healthd/metrics healthd/dcgm
 FUZZ_LIB = $(FUZZ_DIR)/libfuzzpure.a
 FUZZ_BINS = $(patsubst %,$(FUZZ_DIR)/fuzz_%,$(FUZZ_TARGETS))

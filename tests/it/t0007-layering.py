@@ -106,13 +106,17 @@ def test_stages_never_reach_back():
                         ("serving", "route"), ("serving", "auto"), ("serving", "wake"),
                         ("wake", "route"), ("auto", "route"), ("route", "drive"), ("forward", "admit"),
                         ("cache", "drive"), ("cache", "route"), ("cache", "account"), ("cache", "forward"),
-                        ("cache_store", "usage_writer"), ("cache_store", "cache")]:
+                        ("cache_store", "usage_writer"), ("cache_store", "cache"),
+                        ("screen", "relay"), ("screen", "forward"), ("screen", "drive"), ("screen", "cache")]:
         if late in edges:
             assert early not in edges[late], "%s.c calls back into %s.c" % (late, early)
     # R-CACHE: the answer cache is one module the driver and account call, with a pure key
     assert "cache" in edges and "cache_key" in edges, sorted(edges)
     assert "cache" in edges["drive"] and "cache" in edges["account"], (edges["drive"], edges["account"])
     assert not (edges["cache_key"] - {"errors", "usage"}), edges["cache_key"]
+    # R-GUARD-3: the relay hands answers to screen.c; the texts it reads are pure
+    assert "screen" in edges["relay"], edges["relay"]
+    assert "screen_text" in edges and not edges["screen_text"], edges.get("screen_text")
 
 
 def test_the_translation_is_pure():

@@ -5,8 +5,12 @@ Rules are made with `sluicectl rule add` (which refuses a pattern that does not
 compile or backtracks without bound), listed with `list rules`, removed with `rule rm`: a
 global block rule stops every tenant's request with 400 content_policy_violation
 naming the rule and the upstream is not called; a tenant's rule stops only that
-tenant; a keyword matches whole words caselessly."""
+tenant; a keyword matches whole words caselessly. Blocked and flagged requests
+name their rules in the usage row (content_rule), the access log (content_flag,
+content_block) and sluice_content_rule_matches_total."""
+import json
 import os
+import re
 import sys
 import time
 
@@ -45,9 +49,34 @@ def teardown(c):
     stop_all(c, "gw", "fake")
 
 
-def post(c, content, tenant="acme"):
+def post(c, content, tenant="acme", rid=None):
     b = {"model": "m", "messages": [{"role": "user", "content": content}]}
-    return c.gw.request("POST", "/v1/chat/completions", b, key=c.key, headers={"X-Sluice-Tenant": tenant})
+    h = {"X-Sluice-Tenant": tenant}
+    if rid:
+        h["X-Request-Id"] = rid
+    return c.gw.request("POST", "/v1/chat/completions", b, key=c.key, headers=h)
+
+
+def access_line(c, rid):
+    try:
+        with open(os.path.join(c.gw.dir, "access.log")) as f:
+            for line in f:
+                o = json.loads(line)
+                if o.get("request_id") == rid:
+                    return o
+    except FileNotFoundError:
+        pass
+    return None
+
+
+def matches(c, rule):
+    """sluice_content_rule_matches_total of one rule: (action, scope, value), or None."""
+    body = c.gw.request("GET", "/metrics").body.decode()
+    for m in re.finditer(r'^sluice_content_rule_matches_total\{rule="([^"]*)",action="(\w+)",scope="(\w+)"\} (\d+)$',
+                         body, re.M):
+        if m.group(1) == rule:
+            return m.group(2), m.group(3), int(m.group(4))
+    return None
 
 
 def upstream(c):
@@ -98,6 +127,35 @@ def test_builtin_injection_set_off_by_default_then_on_R_GUARD_3(c):
         c.gw.ctl("settings", "rm", "builtin_injection_rules")
 
 
+def test_accounting_usage_row_access_log_metric_R_GUARD_3(c):
+    blocks, flags = matches(c, "no-secrets"), matches(c, "mention-pii")
+    assert blocks and blocks[:2] == ("block", "input"), blocks
+    assert flags and flags[:2] == ("flag", "input"), flags
+    wait_for(lambda: matches(c, "builtin:dan") is None, 5, what="builtins not shown while off (and never matched)")
+    assert matches(c, "builtin:ignore-instructions")[2] >= 1, "a builtin that matched keeps its line"
+    assert post(c, "password = x", tenant="beta", rid="cr-block").status == 400
+    assert post(c, "my SSN is", tenant="beta", rid="cr-flag").status == 200
+    assert post(c, "nothing here", tenant="beta", rid="cr-none").status == 200
+    rows = {}
+    for rid in ("cr-block", "cr-flag", "cr-none"):
+        rows[rid] = wait_for(lambda: c.gw.usage_events("request_id = ?", rid) or None, 5, what="usage row")[0]
+    assert (rows["cr-block"]["status"], rows["cr-block"]["error_code"], rows["cr-block"]["content_rule"]) == \
+        (400, "content_policy_violation", "no-secrets"), rows["cr-block"]
+    assert rows["cr-block"]["prompt_tokens"] == 0 and rows["cr-block"]["completion_tokens"] == 0, rows["cr-block"]
+    assert (rows["cr-flag"]["status"], rows["cr-flag"]["content_rule"]) == (200, "mention-pii"), rows["cr-flag"]
+    assert rows["cr-none"]["content_rule"] is None, rows["cr-none"]
+    lines = {rid: wait_for(lambda: access_line(c, rid), 5, what="access line " + rid)
+             for rid in ("cr-block", "cr-flag", "cr-none")}
+    assert lines["cr-block"].get("content_block") == "no-secrets" and "content_flag" not in lines["cr-block"], \
+        lines["cr-block"]
+    assert lines["cr-flag"].get("content_flag") == "mention-pii" and "content_block" not in lines["cr-flag"], \
+        lines["cr-flag"]
+    assert "content_flag" not in lines["cr-none"] and "content_block" not in lines["cr-none"], lines["cr-none"]
+    assert matches(c, "no-secrets")[2] == blocks[2] + 1, (blocks, matches(c, "no-secrets"))
+    assert matches(c, "mention-pii")[2] == flags[2] + 1, (flags, matches(c, "mention-pii"))
+    assert matches(c, "acme-word")[:2] == ("block", "input")
+
+
 def test_cli_refuses_what_cannot_be_a_rule(c):
     cases = [
         (["bad-re", "--pattern", "(unclosed", "--action", "block"], "pattern", "offset"),
@@ -107,7 +165,6 @@ def test_cli_refuses_what_cannot_be_a_rule(c):
         (["no-action", "--pattern", "x"], "action", "required"),
         (["bad-action", "--pattern", "x", "--action", "drop"], "action", ""),
         (["bad-scope", "--pattern", "x", "--action", "flag", "--scope", "both"], "scope", ""),
-        (["out-scope", "--pattern", "x", "--action", "flag", "--scope", "output"], "scope", "not applied"),
         (["no-secrets", "--pattern", "x", "--action", "flag"], "name", "exists"),
         (["ghost-tenant", "--pattern", "x", "--action", "flag", "--tenant", "nobody"], "tenant", ""),
     ]

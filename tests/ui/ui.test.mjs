@@ -161,7 +161,7 @@ test('R-ADM-3: sign in through the form; a wrong password is refused', { timeout
   assert.match(await page.textContent('#who-name'), /^oper · default$/);
   assert.equal(await page.textContent('#who-role'), 'operator');
   const tabs = await page.$$eval('#tabs a', (as) => as.map((a) => a.textContent));
-  assert.deepEqual(tabs, ['Endpoints', 'Routes', 'Keys', 'Quotas', 'Models', 'Usage', 'Alerts', 'Audit', 'Users', 'Live']);
+  assert.deepEqual(tabs, ['Endpoints', 'Routes', 'Keys', 'Quotas', 'Models', 'Rules', 'Usage', 'Alerts', 'Audit', 'Users', 'Live']);
   // R-SEC-7: the password travelled in the body only.
   assert.ok(!page.url().includes(ENV.password) && !page.url().includes('password'), page.url());
   const cookies = await contexts[0].cookies(BASE);
@@ -413,6 +413,62 @@ test('issue 15: the Models tab: a policy with an exact cache, listed, its TTL ed
   assert.deepEqual([r.cache, r.cache_ttl_s], [null, null]);
 });
 
+test('issue 15: the Rules tab: rules added, a refusal shown in the form, listed, deleted after a confirmation', { timeout: 30000 }, async () => {
+  await tab('rules');
+  const rowOf = (name) => page.locator('#rule-list tbody tr').filter({ has: page.locator('.rule-name', { hasText: new RegExp(`^${name}$`) }) });
+  await openPanel('new-rule');
+  // A keyword rule of tenant acme that flags.
+  await page.fill('#rule-form [name="name"]', 'ui-flag');
+  await page.selectOption('#rule-form [name="kind"]', 'keyword');
+  await page.fill('#rule-form [name="text"]', 'Confidential');
+  await page.selectOption('#rule-form [name="tenant"]', 'acme');
+  await page.selectOption('#rule-form [name="action"]', 'flag');
+  await page.selectOption('#rule-form [name="scope"]', 'output');
+  await page.click('#rule-form button[type="submit"]');
+  await rowOf('ui-flag').waitFor();
+  // What the API refuses, the form says (a 400 for a bad pattern is t0131's; a taken name is a 409).
+  await openPanel('new-rule');
+  await page.fill('#rule-form [name="name"]', 'ui-flag');
+  await page.fill('#rule-form [name="text"]', 'other');
+  await page.click('#rule-form button[type="submit"]');
+  await page.locator('#rule-form .form-error:not([hidden])', { hasText: 'exists' }).waitFor();
+  assert.equal((await apiGet('rules')).data.filter((r) => r.name === 'ui-flag').length, 1, 'nothing more stored');
+  // A global regular expression that blocks (the picker's default: all tenants).
+  await openPanel('new-rule');
+  await page.fill('#rule-form [name="name"]', 'ui-block');
+  await page.selectOption('#rule-form [name="kind"]', 'pattern');
+  await page.fill('#rule-form [name="text"]', 'password\\s*[:=]');
+  await page.selectOption('#rule-form [name="action"]', 'block');
+  await page.click('#rule-form button[type="submit"]');
+  await rowOf('ui-block').waitFor();
+  assert.match(await rowOf('ui-block').textContent(), /all tenants/);
+  assert.match(await rowOf('ui-flag').textContent(), /acme/);
+  const rules = (await apiGet('rules')).data;
+  const flag = rules.find((r) => r.name === 'ui-flag');
+  const block = rules.find((r) => r.name === 'ui-block');
+  assert.ok(flag && block, JSON.stringify(rules));
+  assert.deepEqual([flag.tenant, flag.kind, flag.pattern, flag.action, flag.scope], ['acme', 'keyword', 'Confidential', 'flag', 'output']);
+  assert.deepEqual([block.tenant, block.kind, block.pattern, block.action, block.scope], [null, 'pattern', 'password\\s*[:=]', 'block', 'input']);
+  await shoot('rules-1280');
+
+  // Delete: the confirmation names the rule and what it matched; cancel keeps it.
+  await rowOf('ui-block').locator('[data-action="delete"]').click();
+  const dlg = page.locator('dialog.dialog[open]');
+  assert.match(await dlg.textContent(), /ui-block/);
+  assert.match(await dlg.textContent(), /password\\s\*\[:=\]/);
+  assert.match(await dlg.textContent(), /all tenants/);
+  await dlg.locator('button', { hasText: 'Cancel' }).click();
+  await dlg.waitFor({ state: 'detached' });
+  assert.ok((await apiGet('rules')).data.some((r) => r.id === block.id), 'cancel kept it');
+  for (const name of ['ui-block', 'ui-flag']) {
+    await rowOf(name).locator('[data-action="delete"]').click();
+    await page.locator('dialog.dialog[open] button', { hasText: 'Delete' }).click();
+    await rowOf(name).waitFor({ state: 'detached' });
+  }
+  const left = (await apiGet('rules')).data;
+  assert.ok(!left.some((r) => r.id === block.id || r.id === flag.id), JSON.stringify(left));
+});
+
 test('traffic with the new key follows the route', { timeout: 30000 }, async () => {
   assert.ok(state.key, 'the key test ran');
   // A new key reaches each responder at its next configuration poll (config.poll_ms, 250):
@@ -531,7 +587,7 @@ test('R-ADM-3: alerts and audit tables', { timeout: T }, async () => {
 
 test('R-ADM-3: phone width (390x844): every section fits, tables scroll in their box', { timeout: 40000 }, async () => {
   await page.setViewportSize({ width: 390, height: 844 });
-  for (const id of ['endpoints', 'routes', 'keys', 'quotas', 'models', 'usage', 'alerts', 'audit', 'people', 'live']) {
+  for (const id of ['endpoints', 'routes', 'keys', 'quotas', 'models', 'rules', 'usage', 'alerts', 'audit', 'people', 'live']) {
     await page.evaluate((v) => { location.hash = v; }, id);
     await page.waitForSelector(`.view-body[data-view="${id}"][data-ready]`);
     if (id === 'usage') await page.waitForSelector('#usage-requests svg.chart');
@@ -553,6 +609,7 @@ test('R-ADM-2: a member sees only routes, its keys and its usage', { timeout: 30
   await p.waitForSelector('#app:not([hidden])');
   const tabs = await p.$$eval('#tabs a', (as) => as.map((a) => a.textContent));
   assert.deepEqual(tabs, ['Routes', 'Keys', 'Usage']);
+  assert.equal(await p.locator('#tabs a[data-view="rules"]').count(), 0, 'no Rules tab for members (R-GUARD-3)');
   await p.waitForSelector('.view-body[data-view="routes"] .empty-card');
   assert.equal(await p.locator('#new-route').count(), 0, 'no route form for members');
   await p.click('#tabs a[data-view="keys"]');

@@ -375,8 +375,49 @@ static void test_key_priority(void)
           "the operator sets what it likes");
 }
 
+/* R-GUARD-3: content rules: the admin reads its own tenant's and the global ones,
+ * creates and deletes its own only; members nothing; the operator everything. */
+static void test_rule(void)
+{
+    static const struct {
+        const char *what;
+        const struct authz_actor *who;
+        enum authz_op op;
+        int64_t tenant;
+        int allowed;
+    } rows[] = {
+        {"op reads a global rule", &OP, AUTHZ_READ, 0, A},
+        {"op creates a global rule", &OP, AUTHZ_CREATE, 0, A},
+        {"op deletes another tenant's rule", &OP, AUTHZ_DELETE, T_B, A},
+        {"admin reads own tenant's rule", &ADM, AUTHZ_READ, T_A, A},
+        {"admin reads a global rule", &ADM, AUTHZ_READ, 0, A},
+        {"admin reads another tenant's rule", &ADM, AUTHZ_READ, T_B, D},
+        {"admin creates in own tenant", &ADM, AUTHZ_CREATE, T_A, A},
+        {"admin creates a global rule", &ADM, AUTHZ_CREATE, 0, D},
+        {"admin creates in another tenant", &ADM, AUTHZ_CREATE, T_B, D},
+        {"admin deletes own tenant's rule", &ADM, AUTHZ_DELETE, T_A, A},
+        {"admin deletes a global rule", &ADM, AUTHZ_DELETE, 0, D},
+        {"admin updates (no such operation)", &ADM, AUTHZ_UPDATE, T_A, D},
+        {"member reads own tenant's rule", &MEM, AUTHZ_READ, T_A, D},
+        {"member reads a global rule", &MEM, AUTHZ_READ, 0, D},
+        {"member creates", &MEM, AUTHZ_CREATE, T_A, D},
+    };
+    char why[256];
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        why[0] = '\0';
+        int got = authz_rule(rows[r].who, rows[r].op, rows[r].tenant, why, sizeof why) == 0;
+        CHECK(got == rows[r].allowed, "%s: got %s (%s)", rows[r].what, got ? "allowed" : "denied", why);
+        CHECK(got || why[0], "%s: a refusal says why", rows[r].what);
+    }
+    struct authz_scope asked = {0, 0}, out;
+    CHECK(authz_list(&ADM, AUTHZ_RULE, &asked, &out, why, sizeof why) == 0 && out.tenant_id == T_A,
+          "an admin's listing is narrowed to its tenant (and the global ones)");
+    CHECK(authz_list(&MEM, AUTHZ_RULE, &asked, &out, why, sizeof why) != 0, "members list no rules");
+}
+
 int main(void)
 {
+    test_rule();
     test_check();
     test_list();
     test_route();

@@ -251,6 +251,31 @@ static void test_record_cost(struct shm *s)
     CHECK(per < 20, "%.2f us per request", per);
 }
 
+/* R-GUARD-3: per-rule match counters: one per key, a full table hands out the slot
+ * used longest ago (its count restarts), the others keep theirs. */
+static void test_rule_counters(struct shm *s)
+{
+    CHECK(metrics_rule_value(s, 12345) == 0, "an unknown rule has 0");
+    metrics_rule_add(s, 12345, 1000);
+    metrics_rule_add(s, 12345, 1001);
+    metrics_rule_add(s, 999, 1002);
+    CHECK(metrics_rule_value(s, 12345) == 2 && metrics_rule_value(s, 999) == 1, "counted by key: %llu %llu",
+          (unsigned long long)metrics_rule_value(s, 12345), (unsigned long long)metrics_rule_value(s, 999));
+    metrics_rule_add(s, 0, 1003);
+    CHECK(metrics_rule_value(s, 0) == 0, "key 0 is never counted");
+    /* fill the table: keys 1..SHM_RULE_COUNTERS-2 more, then one too many */
+    for (uint64_t k = 1; k <= SHM_RULE_COUNTERS - 2; k++)
+        metrics_rule_add(s, 5000000 + k, 2000 + (int64_t)k);
+    metrics_rule_add(s, 12345, 9000);            /* 999 is now the one used longest ago */
+    metrics_rule_add(s, 777777, 9001);
+    CHECK(metrics_rule_value(s, 777777) == 1, "a new rule finds a place in a full table");
+    CHECK(metrics_rule_value(s, 999) == 0, "the least recently matched gave its place");
+    CHECK(metrics_rule_value(s, 12345) == 3, "the others keep their counts: %llu",
+          (unsigned long long)metrics_rule_value(s, 12345));
+    CHECK(metrics_rule_value(s, 5000001) == 1 && metrics_rule_value(s, 5000000 + SHM_RULE_COUNTERS - 2) == 1,
+          "the rest untouched");
+}
+
 int main(void)
 {
     char path[] = "/tmp/test_metrics.XXXXXX";
@@ -264,6 +289,7 @@ int main(void)
         return check_done();
     }
     test_family_table();
+    test_rule_counters(&s);
     test_label();
     test_buckets(&s);
     test_series(&s);

@@ -14,6 +14,7 @@ import * as alerts from './js/views/alerts.js';
 import * as audit from './js/views/audit.js';
 import * as people from './js/views/people.js';
 import * as live from './js/views/live.js';
+import * as rules from './js/views/rules.js';
 
 // Section table: id (the hash), label, the roles that see it, the module (render(root, ctx)).
 const VIEWS = [
@@ -25,6 +26,8 @@ const VIEWS = [
   // Model policies (limits, answer cache): the operator edits them; an admin reads them and
   // clears its tenant's cached answers (R-CACHE-3).
   { id: 'models', label: 'Models', roles: ['operator', 'admin'], mod: models },
+  // R-GUARD-3: content rules; an admin manages its tenant's and reads the global ones.
+  { id: 'rules', label: 'Rules', roles: ['operator', 'admin'], mod: rules },
   { id: 'usage', label: 'Usage', roles: ['operator', 'admin', 'member'], mod: usage },
   { id: 'alerts', label: 'Alerts', roles: ['operator', 'admin'], mod: alerts },
   { id: 'audit', label: 'Audit', roles: ['operator', 'admin'], mod: audit },
