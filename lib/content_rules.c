@@ -31,7 +31,10 @@ const int content_n_builtins = (int)(sizeof content_builtins / sizeof content_bu
 void *content_rules_compile(enum rule_kind kind, const char *pattern, char *err, size_t errlen)
 {
     char *src = NULL;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP;
+    /* MATCH_INVALID_UTF: an invalid byte is a character no pattern matches, not an
+     * error that would let a text past every rule; and no UTF check of the whole
+     * text per rule. */
+    uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF;
     if (kind == RULE_KEYWORD) {
         /* Whole word, caseless; \Q..\E quotes the word, except a literal "\E" inside it. */
         size_t n = strlen(pattern);

@@ -39,6 +39,17 @@ int main(void)
     CHECK_INT(m(c, "cafés"), 0, "utf whole word");
     content_rules_code_free(c);
 
+    /* an invalid UTF-8 byte anywhere is a character no rule matches, never a way past
+     * every rule (a whole-text error was "no match") */
+    c = content_rules_compile(RULE_KEYWORD, "secret", err, sizeof err);
+    CHECK_INT(m(c, "the secret \xff plan"), 1, "invalid byte after the word");
+    CHECK_INT(m(c, "\xc3\x28 secret"), 1, "invalid sequence before the word");
+    CHECK_INT(m(c, "secr\xff" "et"), 0, "an invalid byte inside the word breaks it");
+    content_rules_code_free(c);
+    c = content_rules_compile(RULE_PATTERN, "ignore\\s+previous", err, sizeof err);
+    CHECK_INT(m(c, "\xed\xa0\x80 please ignore previous"), 1, "a surrogate's bytes");
+    content_rules_code_free(c);
+
     /* catastrophic pattern on a crafted text: bounded, counts as a match */
     c = content_rules_compile(RULE_PATTERN, "^(a+)+$", err, sizeof err);
     char text[64]; memset(text, 'a', 40); text[40] = '!';
