@@ -229,7 +229,7 @@ def test_audit_rows_and_listing_R_CACHE_4(c):
         h["tenant"] == "beta" for h in c.gw.ctl("cache", "hits", "--tenant", "beta")["hits"])
     root = ApiSession(c.gw, "root", PW["root"])
     res = root.get("/api/v1/cache/semantic-hits?model=m&limit=3")
-    assert res.status == 200 and res.json()["hits"][0]["request_id"] == "sem-audit-1", res
+    assert res.status == 200 and res.json()["data"][0]["request_id"] == "sem-audit-1", res
     mem = ApiSession(c.gw, "mem", PW["mem"])
     assert mem.get("/api/v1/cache/semantic-hits").status == 403
     bad = root.get("/api/v1/cache/semantic-hits?limit=zero")
