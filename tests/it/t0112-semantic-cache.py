@@ -101,14 +101,26 @@ def sem_entries(gw, where="1=1", *params):
                   " FROM semantic_entries WHERE " + where, *params)
 
 
-def last_id(gw):
+def newest(gw):
     return gw.sql("SELECT coalesce(max(id), 0) FROM semantic_entries")[0][0]
+
+
+def last_id(gw):
+    """The newest entry once the writer has stored what earlier tests left it (it writes
+    in batches, after the answer went out)."""
+    seen = newest(gw)
+    while True:
+        time.sleep(0.25)
+        now = newest(gw)
+        if now == seen:
+            return now
+        seen = now
 
 
 def stored(gw, id_before):
     """Waits for the usage writer to store a semantic entry newer than id_before (expiry
     may take others out in the same batch: the count is no measure); the rows by id."""
-    wait_for(lambda: last_id(gw) > id_before, 5, what="a semantic entry stored")
+    wait_for(lambda: newest(gw) > id_before, 5, what="a semantic entry stored")
     return sem_entries(gw, "1=1 ORDER BY id")
 
 
@@ -185,9 +197,12 @@ def test_other_tenant_misses_R_CACHE_4(c):
     r = post(c, body(NEAR, system=s), tenant="beta")
     assert r.status == 200 and r.headers.get("x-cache") == "miss", r.headers
     assert chat_calls(c) == up + 2
-    tenants = {row[2] for row in sem_entries(c.gw)}
-    wait_for(lambda: len({row[2] for row in sem_entries(c.gw)}) >= 2, 5, what="both tenants' entries")
-    assert r.status == 200 and tenants
+    # beta's answer is an entry of its own; beta's near-duplicate hits it, acme's stays acme's
+    beta = c.gw.sql("SELECT id FROM tenants WHERE name = 'beta'")[0][0]
+    rows = wait_for(lambda: sem_entries(c.gw, "id > ? AND tenant_id = ?", n, beta), 5, what="beta's entry")
+    assert rows[0][7] == NEAR, rows
+    assert post(c, body(Q, system=s), tenant="beta").headers.get("x-cache") == "hit-semantic"
+    assert chat_calls(c) == up + 2
 
 
 def test_changed_parameter_misses_R_CACHE_4(c):
@@ -236,7 +251,22 @@ def test_audit_rows_and_listing_R_CACHE_4(c):
     assert bad.status == 400, bad
     # stats count the semantic entries by kind
     stats = c.gw.ctl("cache", "stats", "--model", "m")
-    assert stats["semantic_entries"] >= 1, stats
+    assert stats["semantic_entries"] >= 1 and stats["models"][0]["semantic_entries"] >= 1, stats
+    # audit percent 0: hits are served, none recorded
+    c.gw.ctl("config", "set", "semantic_cache_audit_percent", "0")
+    try:
+        time.sleep(0.8)     # every responder's poll
+        before = c.gw.sql("SELECT count(*) FROM semantic_hits")[0][0]
+        for i in range(3):
+            r = post(c, body(NEAR, system=s), rid="sem-audit-off-%d" % i)
+            assert r.headers.get("x-cache") == "hit-semantic", r.headers
+        wait_for(lambda: c.gw.usage_events("request_id = 'sem-audit-off-2' AND cached = 1"), 5,
+                 what="the hits' events")
+        time.sleep(0.3)
+        assert c.gw.sql("SELECT count(*) FROM semantic_hits")[0][0] == before
+    finally:
+        c.gw.ctl("config", "set", "semantic_cache_audit_percent", "100")
+        time.sleep(0.8)
 
 
 def test_ttl_expiry_R_CACHE_4(c):
@@ -261,10 +291,39 @@ def test_embedding_down_is_a_plain_miss_R_CACHE_4(c):
     finally:
         c.emb.behavior("")
     assert chat_calls(c) == up + 2
-    # the first answer was stored as an exact entry: the second asking was its exact hit? no:
-    # both went upstream before the writer stored one; now the exact key answers
+    # without an embedding the answer is still stored under its exact key (no vector)
     wait_for(lambda: post(c, body(Q, system=s)).headers.get("x-cache") == "hit", 5, what="an exact hit")
     assert "semantic cache could not embed" in c.gw.log_text()
+
+
+def test_embedding_fails_over_to_the_next_replica_R_CACHE_4(c):
+    """The embedding model is routed like any request: a dead replica is passed over."""
+    dead = Fake("semdead")
+    dead_url = dead.url
+    dead.stop()
+    if not c.gw.sql("SELECT 1 FROM endpoints WHERE name = 'embep2'"):
+        c.gw.ctl("endpoint", "add", "embep2", "--tenant", "default", "--algorithm", "round_robin")
+        c.gw.ctl("replica", "add", "embep2", dead_url)
+        c.gw.ctl("replica", "add", "embep2", c.emb.url)
+        c.gw.ctl("route", "add", "emb2", "embep2", "--tenant", "default")
+    c.gw.ctl("config", "set", "semantic_cache_embedding_model", "emb2")
+    try:
+        time.sleep(0.8)
+        s = system()
+        n, eup = last_id(c.gw), emb_calls(c)
+        for i in range(3):       # round robin: the dead one comes first at least once
+            q = "question number %s about failover" % ("one two three".split()[i])
+            r = post(c, body(q, system=s))
+            assert r.status == 200 and r.headers.get("x-cache") == "miss", r.headers
+        assert emb_calls(c) == eup + 3
+        rows = stored(c.gw, n)
+        wait_for(lambda: len(sem_entries(c.gw, "id > ? AND embed_model = 'emb2'", n)) == 3, 5, what="three entries")
+        # another embedding model's vectors are never compared with these
+        assert post(c, body("question number one about failover", system=s)).headers.get("x-cache") == "hit"
+        assert rows
+    finally:
+        c.gw.ctl("config", "set", "semantic_cache_embedding_model", "emb")
+        time.sleep(0.8)
 
 
 def stream_records(c, sock, b):
