@@ -249,6 +249,13 @@ def test_audit_rows_and_listing_R_CACHE_4(c):
     assert mem.get("/api/v1/cache/semantic-hits").status == 403
     bad = root.get("/api/v1/cache/semantic-hits?limit=zero")
     assert bad.status == 400, bad
+    # usage prune takes audit rows past the retention with the events they sample
+    c.gw.sql_write("INSERT INTO semantic_hits (ts_ms, request_id, tenant_id, model, similarity, entry_id, key_hash,"
+                   " prompt, matched) VALUES (1000, 'sem-ancient', 2, 'm', 0.97, 1, 'k', 'a', 'b')")
+    pruned = c.gw.ctl("usage", "prune", "--days", "30")
+    assert pruned["semantic_hits_deleted"] == 1, pruned
+    assert not c.gw.sql("SELECT 1 FROM semantic_hits WHERE request_id = 'sem-ancient'")
+    assert c.gw.sql("SELECT 1 FROM semantic_hits WHERE request_id = 'sem-audit-1'")
     # stats count the semantic entries by kind
     stats = c.gw.ctl("cache", "stats", "--model", "m")
     assert stats["semantic_entries"] >= 1 and stats["models"][0]["semantic_entries"] >= 1, stats
