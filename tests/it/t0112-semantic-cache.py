@@ -167,6 +167,17 @@ def test_near_duplicate_hits_R_CACHE_4(c):
     miss, hit = sorted(chats, key=lambda g: g[0])[::-1]
     assert miss[0] == "sem-miss-1" and miss[5] == 0 and hit[5] == 1, chats
     assert miss[7] == hit[7] == embeds[0][7], got        # all the caller's tenant
+    # the access log says which cache answered
+
+    def lines():
+        got = {}
+        with open(os.path.join(c.gw.dir, "access.log")) as f:
+            for line in f:
+                j = json.loads(line)
+                if j.get("request_id") in ("sem-miss-1", "sem-hit-1"):
+                    got[j["request_id"]] = j.get("cache")
+        return got if len(got) == 2 else None
+    assert wait_for(lines, 5, what="access log lines") == {"sem-miss-1": "miss", "sem-hit-1": "hit-semantic"}
 
 
 def test_different_question_misses_R_CACHE_4(c):
