@@ -6,7 +6,10 @@
  * and the whole request. The lookup is one primary-key read through the
  * responder's database pool; a miss captures what the client gets and, when
  * the answer was complete, account hands it to the usage writer, which stores
- * it in the same transaction as the usage event (cache_store.c). */
+ * it in the same transaction as the usage event (cache_store.c).
+ * In the semantic mode (R-CACHE-4) an exact miss asks cache_semantic.c for the
+ * most similar entry of the request's scope; its answer is replayed the same
+ * way, as X-Cache: hit-semantic. */
 #include "cache.h"
 
 #include "cache_key.h"

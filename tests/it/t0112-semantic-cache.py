@@ -24,7 +24,7 @@ from harness import (ApiSession, Fake, Gateway, add_endpoint, add_user_with_pass
 Q = "what is the capital city of France please tell me"
 NEAR = "please tell me what is the capital city of France now"      # cosine ~0.953
 OTHER = "how do I bake sourdough bread at home"                     # cosine 0
-PW = {"root": "root-pass-1", "mem": "mem-pass-1"}
+PW = {"root": "root-pass-1", "mem": "mem-pass-1", "adm": "adm-pass-1"}
 
 
 def policy(gw, model, cache="semantic", ttl=60, threshold=None):
@@ -59,6 +59,7 @@ def build(c):
     c.key = setup_gateway(c.gw, c.chat, c.emb, c)
     add_user_with_password(c.gw, "root", "default", "operator", PW["root"])
     add_user_with_password(c.gw, "mem", "acme", "member", PW["mem"])
+    add_user_with_password(c.gw, "adm", "acme", "admin", PW["adm"])
     c.gw.start()
     wait_for(lambda: post(c, body("warm up " + uuid.uuid4().hex, model="x", temperature=0.5)).status == 200, 5,
              what="key live")
@@ -256,6 +257,13 @@ def test_audit_rows_and_listing_R_CACHE_4(c):
     root = ApiSession(c.gw, "root", PW["root"])
     res = root.get("/api/v1/cache/semantic-hits?model=m&limit=3")
     assert res.status == 200 and res.json()["data"][0]["request_id"] == "sem-audit-1", res
+    # a tenant admin sees its own tenant's hits only (beta's near-duplicate hit is audited too)
+    every = root.get("/api/v1/cache/semantic-hits?limit=1000").json()["data"]
+    assert {h["tenant"] for h in every} >= {"acme", "beta"}, every
+    adm = ApiSession(c.gw, "adm", PW["adm"])
+    own = adm.get("/api/v1/cache/semantic-hits?limit=1000")
+    assert own.status == 200 and own.json()["data"] and {h["tenant"] for h in own.json()["data"]} == {"acme"}, own
+    assert adm.get("/api/v1/cache/semantic-hits?tenant=beta").status == 403
     mem = ApiSession(c.gw, "mem", PW["mem"])
     assert mem.get("/api/v1/cache/semantic-hits").status == 403
     bad = root.get("/api/v1/cache/semantic-hits?limit=zero")
