@@ -1,7 +1,7 @@
 /* cache.c: the exact answer cache on the request path (R-CACHE-1..3, cache.h).
  *
  * A request is cacheable when its route (or else the model policy of the name
- * it asked for) says cache = exact and it asks for the greedy answer; the key
+ * it asked for) says cache = exact (or semantic) and it asks for the greedy answer; the key
  * (cache_key.c) names the tenant, the endpoint and model name the route chose,
  * and the whole request. The lookup is one primary-key read through the
  * responder's database pool; a miss captures what the client gets and, when

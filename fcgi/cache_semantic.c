@@ -21,6 +21,7 @@
 
 #define SEM_CANDIDATES 1000         /* the newest of a scope that are compared */
 #define SEM_PROMPT_MAX 1000         /* bytes of a prompt kept for the audit */
+#define SEM_BATCH 64                /* candidates decoded and compared at a time */
 
 static const char SQL_CANDIDATES[] =
     "SELECT id, key_hash, dims, vector, prompt FROM semantic_entries"
@@ -74,56 +75,80 @@ static float le_float(const unsigned char *p)
     return f;
 }
 
-/* The scope's candidates, the best of them against the threshold. */
+/* One batch of candidates, decoded; heap, reused batch after batch. */
+struct sem_batch {
+    size_t n, dims;
+    float *vecs;                              /* SEM_BATCH x dims */
+    struct semantic_cand cand[SEM_BATCH];
+    int64_t id[SEM_BATCH];
+    char key[SEM_BATCH][65];
+    char prompt[SEM_BATCH][SEM_PROMPT_MAX + 1];
+};
+
+/* The batch's best at or above the threshold, when better than the best so far
+ * (which came from newer rows: a tie keeps it). */
+static void batch_best(struct cache_sem *s, struct sem_batch *b, double threshold, char matched[65])
+{
+    double sim = 0;
+    long k = semantic_best(s->emb.vec, s->emb.dims, b->cand, b->n, threshold, &sim);
+    if (k >= 0 && (!s->matched || sim > s->similarity)) {
+        s->matched = 1;
+        s->entry_id = b->id[k];
+        s->similarity = sim;
+        memcpy(s->matched_prompt, b->prompt[k], sizeof s->matched_prompt);
+        memcpy(matched, b->key[k], 65);
+    }
+    b->n = 0;
+}
+
+/* The scope's newest SEM_CANDIDATES, compared a batch at a time (so a large
+ * dimension never holds them all in memory), the best against the threshold.
+ * 1 (s->matched, matched set) or 0. */
 static int best_of_scope(struct request *r, struct cache_sem *s, double threshold, char matched[65])
 {
-    struct semantic_cand *cand = arena_alloc(r->arena, SEM_CANDIDATES * sizeof *cand);
-    struct { int64_t id; char key[65]; const char *prompt; } *meta = arena_alloc(r->arena, SEM_CANDIDATES * sizeof *meta);
-    size_t n = 0;
+    struct sem_batch *b = xcalloc(1, sizeof *b);
+    b->dims = s->emb.dims;
+    b->vecs = xcalloc(SEM_BATCH * b->dims, sizeof *b->vecs);
     struct dbconn *c = dbpool_get();
     sqlite3_stmt *st = dbpool_stmt(c, DBQ_SEM_CANDIDATES, SQL_CANDIDATES);
     if (!st) {
         warn_db(r, c->db);
-        dbpool_put(c);
-        return 0;
+        goto out;
     }
     sqlite3_bind_text(st, 1, s->scope, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 2, r->caller.tenant_id);
     sqlite3_bind_text(st, 3, s->embed_model, -1, SQLITE_STATIC);
     sqlite3_bind_int64(st, 4, now_ms());
     sqlite3_bind_int(st, 5, SEM_CANDIDATES);
-    int rc = SQLITE_DONE;
-    while (n < SEM_CANDIDATES && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t dims = sqlite3_column_int64(st, 2);
         const unsigned char *blob = sqlite3_column_blob(st, 3);
         const char *key = (const char *)sqlite3_column_text(st, 1), *prompt = (const char *)sqlite3_column_text(st, 4);
-        if (dims != (int64_t)s->emb.dims || !blob || sqlite3_column_bytes(st, 3) != dims * 4 || !key ||
+        if (dims != (int64_t)b->dims || !blob || sqlite3_column_bytes(st, 3) != dims * 4 || !key ||
             strlen(key) != 64)
             continue;               /* another dimension never compares; a damaged row is skipped */
-        float *v = arena_alloc(r->arena, (size_t)dims * sizeof *v);
-        for (int64_t i = 0; i < dims; i++)
+        float *v = b->vecs + b->n * b->dims;
+        for (size_t i = 0; i < b->dims; i++)
             v[i] = le_float(blob + 4 * i);
-        cand[n].vec = v;
-        cand[n].dims = (size_t)dims;
-        meta[n].id = sqlite3_column_int64(st, 0);
-        memcpy(meta[n].key, key, 65);
-        meta[n].prompt = arena_strdup(r->arena, prompt ? prompt : "");
-        n++;
+        b->cand[b->n].vec = v;
+        b->cand[b->n].dims = b->dims;
+        b->id[b->n] = sqlite3_column_int64(st, 0);
+        memcpy(b->key[b->n], key, 65);
+        prompt = prompt ? prompt : "";
+        cut_text(b->prompt[b->n], prompt, strlen(prompt), SEM_PROMPT_MAX);
+        if (++b->n == SEM_BATCH)
+            batch_best(s, b, threshold, matched);
     }
-    if (n < SEM_CANDIDATES && rc != SQLITE_DONE)
-        warn_db(r, c->db);
+    if (rc != SQLITE_DONE)
+        warn_db(r, c->db);          /* what was read still counts */
+    batch_best(s, b, threshold, matched);
     sqlite3_reset(st);
+out:
     dbpool_put(c);
-    double best = 0;
-    long k = semantic_best(s->emb.vec, s->emb.dims, cand, n, threshold, &best);
-    if (k < 0)
-        return 0;
-    s->matched = 1;
-    s->entry_id = meta[k].id;
-    s->similarity = best;
-    cut_text(s->matched_prompt, meta[k].prompt, strlen(meta[k].prompt), SEM_PROMPT_MAX);
-    memcpy(matched, meta[k].key, 65);
-    return 1;
+    free(b->vecs);
+    free(b);
+    return s->matched;
 }
 
 int cache_semantic_match(struct request *r, const struct snap_policy *policy, const struct cache_key_in *in,

@@ -201,6 +201,22 @@ def test_different_question_misses_R_CACHE_4(c):
     assert chat_calls(c) == up + 4
 
 
+def test_match_among_many_candidates_R_CACHE_4(c):
+    """The scope's newest entries are compared a batch at a time: a match older than the
+    first batch (64) is still found."""
+    s = system()
+    n, up = last_id(c.gw), chat_calls(c)
+    assert post(c, body(Q, system=s)).headers.get("x-cache") == "miss"
+    for i in range(70):
+        words = " ".join("w%s" % uuid.uuid4().hex[:8] for _ in range(4))
+        r = post(c, body(words, system=s))
+        assert r.status == 200 and r.headers.get("x-cache") == "miss", (i, r.headers)
+    wait_for(lambda: len(sem_entries(c.gw, "id > ?", n)) == 71, 10, what="71 entries")
+    r = post(c, body(NEAR, system=s), rid="sem-many-1")
+    assert r.headers.get("x-cache") == "hit-semantic", r.headers
+    assert chat_calls(c) == up + 71
+
+
 def test_other_tenant_misses_R_CACHE_4(c):
     s = system()
     n, up = last_id(c.gw), chat_calls(c)
