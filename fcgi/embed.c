@@ -182,9 +182,11 @@ int embed_text(struct request *r, const char *model, const char *text, size_t le
         int64_t tokens = -1;
         CURLcode err = CURLE_OK;
         long status = 0;
+        int posted = 0;
         if (s->ep->protocol != PROTO_OPENAI) {
             why = "its endpoint does not speak the OpenAI protocol";
         } else {
+            posted = 1;
             /* model first: nothing after "input" but the text */
             struct json_object *q = json_object_new_object();
             json_object_object_add(q, "model", json_object_new_string(s->routed_model ? s->routed_model : model));
@@ -201,10 +203,14 @@ int embed_text(struct request *r, const char *model, const char *text, size_t le
                                       : arena_printf(s->arena, "HTTP %ld", status);
         }
         gate_release(s->shm, &s->hold);
-        /* A client error (400, 404) is the request's, not the replica's health. */
+        /* An answer, even a refusal (400, 404), says the replica serves (as drive.c's
+         * attempts report it); no answer, a 5xx or a 429 is a failure of it. A
+         * half-open trial it took is settled either way. */
         int replica_failed = rc != 0 && (status == 0 || status >= 500 || status == 429);
-        if (rc == 0 || replica_failed)
-            serving_report(s, rep, rc == 0, why);
+        if (posted)
+            serving_report(s, rep, !replica_failed, why);
+        else
+            serving_unused(s, rep);     /* nothing was asked of it */
         if (rc == 0) {
             embed_account(r, s, tokens, len);
             break;
