@@ -187,7 +187,7 @@ int embed_text(struct request *r, const char *model, const char *text, size_t le
             why = "its endpoint does not speak the OpenAI protocol";
         } else {
             posted = 1;
-            /* model first: nothing after "input" but the text */
+            /* the model, then the text, as OpenAI clients send them */
             struct json_object *q = json_object_new_object();
             json_object_object_add(q, "model", json_object_new_string(s->routed_model ? s->routed_model : model));
             json_object_object_add(q, "input", json_object_new_string_len(text, (int)len));
