@@ -159,6 +159,7 @@ void api_quotas_update(struct api_ctx *c);
 void api_quotas_delete(struct api_ctx *c);
 void api_cache_stats(struct api_ctx *c);    /* api_cache.c */
 void api_cache_clear(struct api_ctx *c);
+void api_cache_hits(struct api_ctx *c);     /* R-CACHE-4 */
 void api_rules_list(struct api_ctx *c);     /* api_rules.c */
 void api_rules_create(struct api_ctx *c);
 void api_rules_get(struct api_ctx *c);

@@ -1,6 +1,7 @@
-/* api_cache.c: /api/v1/cache — the exact answer cache's housekeeping (R-CACHE-3): GET its
- * counts per model, DELETE its entries by ?model= and ?tenant= (or ?tenant_id=). The
- * operator reaches every tenant's; a tenant admin only its own tenant's; members 403. */
+/* api_cache.c: /api/v1/cache — the answer cache's housekeeping (R-CACHE-3): GET its
+ * counts per model, DELETE its entries by ?model= and ?tenant= (or ?tenant_id=); and
+ * GET /api/v1/cache/semantic-hits, the semantic cache's sampled hit audit (R-CACHE-4).
+ * The operator reaches every tenant's; a tenant admin only its own tenant's; members 403. */
 #include "api.h"
 
 /* ?tenant= ?tenant_id= ?model= into l (buffers from the caller). -1: answer set. */
@@ -47,4 +48,17 @@ void api_cache_clear(struct api_ctx *c)
     l.tenant = NULL;
     l.tenant_id = tid;
     api_result(c, ops_cache_clear(c->db, &l, &err), &err);
+}
+
+/* R-CACHE-4: ?model= ?tenant= ?tenant_id= ?limit= ?offset=, newest first. */
+void api_cache_hits(struct api_ctx *c)
+{
+    char tenant[API_NAME_MAX], model[API_NAME_MAX];
+    struct ops_list l = {0};
+    struct ops_error err;
+    ops_error_clear(&err);
+    if (api_page(c, &l) != 0 || cache_query(c, &l, tenant, model, sizeof tenant) != 0 ||
+        api_scope(c, AUTHZ_CACHE, &l) != 0)
+        return;
+    api_list_result(c, ops_cache_hits(c->db, &l, &err), "hits", &err);
 }

@@ -74,6 +74,7 @@ struct json_object *cmd_policy_rm(sqlite3 *db, const struct cli *c, struct ops_e
 /* cache clear|stats [--model M] [--tenant T] (R-CACHE-3) */
 struct json_object *cmd_cache_clear(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_cache_stats(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_cache_hits(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_config_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_node_add(sqlite3 *db, const struct cli *c, struct ops_error *err);

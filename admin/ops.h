@@ -365,6 +365,10 @@ struct json_object *ops_rule_list(sqlite3 *db, const struct ops_list *l, struct 
  * "cache" (its tenant the one filtered on). */
 struct json_object *ops_cache_stats(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 struct json_object *ops_cache_clear(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+/* R-CACHE-4: the sampled semantic hits, newest first, by l's tenant and model, l's
+ * limit (default 50) and offset: {"hits":[{"id","ts_ms","request_id","tenant_id",
+ * "tenant","model","similarity","entry_id","entry_key","prompt","matched"}],"total",...}. */
+struct json_object *ops_cache_hits(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- quota layers (ops_quota.c) ------------------------------------------------ */
 

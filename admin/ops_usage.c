@@ -186,7 +186,8 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
     return res;
 }
 
-/* R-USE-7: events older than the retention go; the daily aggregates stay forever. */
+/* R-USE-7: events older than the retention go (and R-CACHE-4's semantic hit audit rows);
+ * the daily aggregates stay forever. */
 struct json_object *ops_usage_prune(sqlite3 *db, int64_t days, struct ops_error *err)
 {
     if (days < 1 || days > 36500) {
@@ -198,9 +199,14 @@ struct json_object *ops_usage_prune(sqlite3 *db, int64_t days, struct ops_error 
         return NULL;
     struct json_object *res = NULL;
     if (ops_run(db, err, "DELETE FROM usage_events WHERE ts_ms < ?1", "i", cutoff_ms) == 0) {
-        res = json_object_new_object();
-        json_object_object_add(res, "deleted", json_object_new_int64(sqlite3_changes(db)));
-        json_object_object_add(res, "days", json_object_new_int64(days));
+        int64_t deleted = sqlite3_changes(db);
+        /* R-CACHE-4: the semantic hit audit is kept as long as the events it samples. */
+        if (ops_run(db, err, "DELETE FROM semantic_hits WHERE ts_ms < ?1", "i", cutoff_ms) == 0) {
+            res = json_object_new_object();
+            json_object_object_add(res, "deleted", json_object_new_int64(deleted));
+            json_object_object_add(res, "semantic_hits_deleted", json_object_new_int64(sqlite3_changes(db)));
+            json_object_object_add(res, "days", json_object_new_int64(days));
+        }
     }
     return ops_finish(db, res, err);
 }

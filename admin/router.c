@@ -95,6 +95,7 @@ static const struct router_route router_routes[] = {
 
     {"GET", "cache", api_cache_stats, 0},
     {"DELETE", "cache", api_cache_clear, 0},
+    {"GET", "cache/semantic-hits", api_cache_hits, 0},
 
     {"GET", "rules", api_rules_list, 0},
     {"POST", "rules", api_rules_create, 0},

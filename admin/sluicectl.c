@@ -547,6 +547,7 @@ static const struct cli_cmd {
     {"rule", "rm", "NAME", "", "", 0, cmd_rule_rm},
     {"cache", "clear", "", "model= tenant=", "", 0, cmd_cache_clear},
     {"cache", "stats", "", "model= tenant=", "", 0, cmd_cache_stats},
+    {"cache", "hits", "", "model= tenant= limit= offset=", "", 0, cmd_cache_hits},
     {"config", "get", "", "", "", 0, cmd_config_get},
     {"config", "set", "NAME VALUE", "", "", 0, cmd_config_set},
     {"node", "add", "NAME", "status= metrics-url=", "", 0, cmd_node_add},

@@ -345,6 +345,13 @@ struct json_object *cmd_cache_stats(sqlite3 *db, const struct cli *c, struct ops
     return more_list(c, &l, err) == 0 ? ops_cache_stats(db, &l, err) : NULL;
 }
 
+/* cache hits [--model M] [--tenant T] [--limit N] (R-CACHE-4) */
+struct json_object *cmd_cache_hits(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    struct ops_list l;
+    return more_list(c, &l, err) == 0 ? ops_cache_hits(db, &l, err) : NULL;
+}
+
 struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
     (void)c;

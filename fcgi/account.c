@@ -4,6 +4,7 @@
 
 #include "arena.h"
 #include "cache.h"
+#include "cache_semantic.h"
 #include "errors.h"
 #include "usage_writer.h"
 #include "util.h"
@@ -118,9 +119,10 @@ void account_record(struct request *r)
     /* R-CACHE-2/3: a hit is a cached event with the stored tokens; a complete
      * answer of a cacheable miss is stored with its event. */
     u->cached = r->cache_hit;
-    if (r->cache_hit)
+    if (r->cache_hit) {
         snprintf(u->cache_hit_key, sizeof u->cache_hit_key, "%s", r->cache_key);
-    else
+        u->sem_audit = cache_semantic_audit_take(r);    /* R-CACHE-4: a sampled semantic hit */
+    } else
         u->cache = cache_entry_take(r);
     if (r->month_tokens_delta && r->key) {
         u->settle_key_id = r->key->id;

@@ -1,15 +1,19 @@
 /* cache.c: the exact answer cache on the request path (R-CACHE-1..3, cache.h).
  *
  * A request is cacheable when its route (or else the model policy of the name
- * it asked for) says cache = exact and it asks for the greedy answer; the key
+ * it asked for) says cache = exact (or semantic) and it asks for the greedy answer; the key
  * (cache_key.c) names the tenant, the endpoint and model name the route chose,
  * and the whole request. The lookup is one primary-key read through the
  * responder's database pool; a miss captures what the client gets and, when
  * the answer was complete, account hands it to the usage writer, which stores
- * it in the same transaction as the usage event (cache_store.c). */
+ * it in the same transaction as the usage event (cache_store.c).
+ * In the semantic mode (R-CACHE-4) an exact miss asks cache_semantic.c for the
+ * most similar entry of the request's scope; its answer is replayed the same
+ * way, as X-Cache: hit-semantic. */
 #include "cache.h"
 
 #include "cache_key.h"
+#include "cache_semantic.h"
 #include "dbpool.h"
 #include "log.h"
 #include "reply.h"
@@ -36,8 +40,10 @@ struct cache_answer {
 static const char KEEPALIVE[] = ": keep-alive\n\n";   /* relay.c's, never part of an answer */
 
 /* R-CACHE-1: the cache mode of the chosen route, or else of the model policy
- * of the public name asked for; only exact answers are served here. */
-static int cacheable(const struct request *r, const struct snap_policy **policy)
+ * of the public name asked for: CACHE_EXACT, CACHE_SEMANTIC (R-CACHE-4: the
+ * exact lookup first, then cache_semantic.c; without an embedding model it is
+ * the exact mode), or CACHE_OFF. */
+static enum cache_mode cacheable(const struct request *r, const struct snap_policy **policy)
 {
     if (r->kind != REQ_CHAT && r->kind != REQ_COMPLETIONS && r->kind != REQ_MESSAGES)
         return 0;
@@ -49,9 +55,11 @@ static int cacheable(const struct request *r, const struct snap_policy **policy)
         return 0;
     *policy = snapshot_policy(r->snap, r->model);
     enum cache_mode mode = r->route->cache != CACHE_INHERIT ? r->route->cache : *policy ? (*policy)->cache : CACHE_OFF;
-    if (mode != CACHE_EXACT)
-        return 0;
-    return cache_key_greedy(r->json, *policy ? (*policy)->default_greedy : 0);
+    if (mode == CACHE_SEMANTIC && !cache_semantic_enabled(r))
+        mode = CACHE_EXACT;
+    if (mode != CACHE_EXACT && mode != CACHE_SEMANTIC)
+        return CACHE_OFF;
+    return cache_key_greedy(r->json, *policy ? (*policy)->default_greedy : 0) ? mode : CACHE_OFF;
 }
 
 /* What else travels upstream and changes the answer: the query string (a
@@ -117,10 +125,30 @@ out:
     return ans;
 }
 
+/* R-CACHE-4: the exact key missed: the most similar entry of the scope, whose
+ * key replaces the request's while its answer is read. */
+static enum cache_result semantic_lookup(struct request *r, const struct snap_policy *policy,
+                                         const struct cache_key_in *in)
+{
+    char matched[65];
+    r->obs.cache_kind = "semantic";
+    if (cache_semantic_match(r, policy, in, matched) != 1)
+        return CACHE_MISS;
+    memcpy(r->cache_key, matched, sizeof matched);
+    r->cache_answer = cache_get(r);
+    if (!r->cache_answer) {
+        cache_semantic_unmatch(r);
+        return CACHE_MISS;
+    }
+    r->obs.cache = "hit-semantic";
+    return CACHE_HIT;
+}
+
 enum cache_result cache_lookup(struct request *r)
 {
     const struct snap_policy *policy = NULL;
-    if (!cacheable(r, &policy))
+    enum cache_mode mode = cacheable(r, &policy);
+    if (mode == CACHE_OFF)
         return CACHE_NONE;
     int64_t t0 = mono_us();
     struct cache_key_in in = {
@@ -136,11 +164,16 @@ enum cache_result cache_lookup(struct request *r)
     r->cache_route = r->route;
     r->cache_ttl_s = r->route->cache_ttl_s > 0 ? r->route->cache_ttl_s : policy ? policy->cache_ttl_s : 3600;
     r->cache_answer = cache_get(r);
-    r->obs.cache_lookup_us = mono_us() - t0;
     if (r->cache_answer) {
+        r->obs.cache_lookup_us = mono_us() - t0;
         r->obs.cache = "hit";
         return CACHE_HIT;
     }
+    if (mode == CACHE_SEMANTIC && semantic_lookup(r, policy, &in) == CACHE_HIT) {
+        r->obs.cache_lookup_us = mono_us() - t0;
+        return CACHE_HIT;
+    }
+    r->obs.cache_lookup_us = mono_us() - t0;
     r->obs.cache = "miss";
     size_t cap = (size_t)r->conf->cache_max_entry_bytes;
     r->cache_body = arena_alloc(r->arena, sizeof *r->cache_body);
@@ -177,7 +210,7 @@ void cache_replay(struct request *r)
     r->usage.completion_tokens = a->completion_tokens;
     r->usage_partial = 0;
     const char *routed = r->routed_model ? r->routed_model : "";
-    const char *who = arena_printf(r->arena, "X-Cache: hit\r\nX-Routed-Endpoint: %s\r\n%s%s%s", r->ep->name,
+    const char *who = arena_printf(r->arena, "X-Cache: %s\r\nX-Routed-Endpoint: %s\r\n%s%s%s", r->obs.cache, r->ep->name,
                                    *routed ? "X-Routed-Model: " : "", routed, *routed ? "\r\n" : "");
     if (!r->stream) {
         const char *extra = arena_printf(r->arena, "%sContent-Length: %zu\r\n", who, a->body_len);
@@ -254,6 +287,12 @@ struct cache_entry *cache_entry_take(struct request *r)
     char *p = (char *)(e + 1);
     snprintf(e->key_hash, sizeof e->key_hash, "%s", r->cache_key);
     e->kind = CACHE_KIND_EXACT;
+    /* R-CACHE-4: with the embedding of a semantic miss, a semantic entry too. */
+    size_t sem_bytes = 0;
+    if ((e->sem = cache_semantic_part(r, &sem_bytes))) {
+        e->kind = CACHE_KIND_SEMANTIC;
+        e->held += sem_bytes;
+    }
     e->tenant_id = r->caller.tenant_id;
     e->endpoint_id = r->cache_endpoint_id;
     e->stream = r->stream ? 1 : 0;

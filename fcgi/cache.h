@@ -12,13 +12,13 @@
 enum cache_result {
     CACHE_NONE,       /* not cacheable: nothing is looked up or kept */
     CACHE_MISS,       /* cacheable, nothing stored: the answer is captured from now on */
-    CACHE_HIT,        /* a stored answer: cache_replay sends it */
+    CACHE_HIT,        /* a stored answer (exact, or R-CACHE-4 the scope's most similar): cache_replay sends it */
 };
 
 /* The drive stage, before the first attempt: the route chose the endpoint and
  * the model name it knows, which the key needs. A database error is a miss. */
 enum cache_result cache_lookup(struct request *r);
-/* A hit: the stored answer to the client (X-Cache: hit, the original chunk
+/* A hit: the stored answer to the client (X-Cache: hit or hit-semantic, the original chunk
  * boundaries of a stream), the request filled for account as a cached event
  * with the stored tokens. The caller released the place route took. */
 void cache_replay(struct request *r);

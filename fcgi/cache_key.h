@@ -1,5 +1,6 @@
-/* cache_key.h: the exact answer cache's key (R-CACHE-1, R-CACHE-2), pure: a
- * canonical text of everything that decides an answer, hashed with SHA-256.
+/* cache_key.h: the exact answer cache's key (R-CACHE-1, R-CACHE-2) and the
+ * semantic cache's scope (R-CACHE-4), pure: a canonical text of everything
+ * that decides an answer, hashed with SHA-256.
  * No sockets, no database: unit-tested in tests/unit/test_cache_key.c. */
 #ifndef SLUICE_CACHE_KEY_H
 #define SLUICE_CACHE_KEY_H
@@ -33,6 +34,21 @@ int cache_key_text(const struct cache_key_in *in, struct buf *b);
 
 /* SHA-256 hex of the canonical text. 0, or -1 (the body is too large to key). */
 int cache_key_hash(const struct cache_key_in *in, char hex[65]);
+
+/* R-CACHE-4: the text of the request's last user turn appended to text: the
+ * last message with role user of a chat or Messages body (its string content,
+ * or its text parts joined by newlines), else a completions body's prompt
+ * string; *where is that content's JSON value (the scope's hole). -1 when
+ * there is none, it is empty, or it holds anything but text (an image, a tool
+ * result): such a request is not semantic-cacheable. */
+int cache_key_last_user(struct json_object *body, struct buf *text, struct json_object **where);
+
+/* R-CACHE-4: the semantic scope: SHA-256 hex over everything the exact key
+ * covers (tenant, endpoint, routed model, path, stream, usage chunk, headers,
+ * every parameter, the system prompt and earlier messages) except the text of
+ * turn (cache_key_last_user's *where), which is left as a hole. Only entries
+ * of one scope are compared by similarity. 0, or -1. */
+int cache_key_scope_hash(const struct cache_key_in *in, const struct json_object *turn, char hex[65]);
 
 /* Top-level body members that never change an answer and are left out of
  * the key: user (an end-user id for abuse monitoring), metadata and store

@@ -34,6 +34,18 @@ static const char SQL_EXPIRE[] =
 static const char SQL_EVICT[] =
     "DELETE FROM cache_entries WHERE key_hash IN (SELECT key_hash FROM cache_entries ORDER BY created_ms"
     " LIMIT ?1) RETURNING kind, bytes";
+/* R-CACHE-4: the vector as float32 little-endian; the audit. */
+static const char SQL_SEM_PUT[] =
+    "INSERT INTO semantic_entries (scope_hash, key_hash, tenant_id, model, embed_model, dims, vector, prompt,"
+    " created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)";
+static const char SQL_SEM_AUDIT[] =
+    "INSERT INTO semantic_hits (ts_ms, request_id, tenant_id, model, similarity, entry_id, key_hash, prompt,"
+    " matched) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+/* The oldest semantic entries past the cap go with their answers (the
+ * semantic_entries rows follow by ON DELETE CASCADE). */
+static const char SQL_SEM_EVICT[] =
+    "DELETE FROM cache_entries WHERE key_hash IN (SELECT key_hash FROM semantic_entries ORDER BY created_ms, id"
+    " LIMIT max((SELECT count(*) FROM semantic_entries) - ?1, 0)) RETURNING kind, bytes";
 static const char SQL_SUM[] = "SELECT kind, total(bytes) FROM cache_entries GROUP BY kind";
 
 static const char *const kind_names[] = {"exact", "semantic"};
@@ -43,13 +55,14 @@ static struct {
     sqlite3 *db;
     const struct conf *conf;
     struct shm *shm;
-    sqlite3_stmt *put, *del_key, *hits, *expire, *evict, *sum;
+    sqlite3_stmt *put, *del_key, *hits, *expire, *evict, *sum, *sem_put, *sem_audit, *sem_evict;
     int64_t last_expire_ms;
     /* this batch, until cache_store_done */
     int64_t delta[2];             /* applied to the shared total, undone on rollback */
     int64_t stores[2], evictions[2];
     int summed;                   /* this batch set the shared totals from the table */
     int changed;                  /* this batch changed the table's bytes (a replace may net to 0) */
+    int sem_puts;                 /* semantic entries this batch added (the cap is checked then) */
     struct { char key[65]; int64_t n; } hit[HIT_KEYS];
     int n_hit;
 } cs;
@@ -69,14 +82,17 @@ int cache_store_open(sqlite3 *db, const struct conf *c, struct shm *s)
     cs.conf = c;
     cs.shm = s && s->r ? s : NULL;
     if (prepare(SQL_PUT, &cs.put) || prepare(SQL_DEL_KEY, &cs.del_key) || prepare(SQL_HITS, &cs.hits) ||
-        prepare(SQL_EXPIRE, &cs.expire) || prepare(SQL_EVICT, &cs.evict) || prepare(SQL_SUM, &cs.sum))
+        prepare(SQL_EXPIRE, &cs.expire) || prepare(SQL_EVICT, &cs.evict) || prepare(SQL_SUM, &cs.sum) ||
+        prepare(SQL_SEM_PUT, &cs.sem_put) || prepare(SQL_SEM_AUDIT, &cs.sem_audit) ||
+        prepare(SQL_SEM_EVICT, &cs.sem_evict))
         return -1;
     return 0;
 }
 
 void cache_store_close(void)
 {
-    sqlite3_stmt *all[] = {cs.put, cs.del_key, cs.hits, cs.expire, cs.evict, cs.sum};
+    sqlite3_stmt *all[] = {cs.put, cs.del_key, cs.hits, cs.expire, cs.evict, cs.sum, cs.sem_put, cs.sem_audit,
+                           cs.sem_evict};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         sqlite3_finalize(all[i]);
     memset(&cs, 0, sizeof cs);
@@ -164,7 +180,75 @@ void cache_store_entry_free(struct cache_entry *e)
     if (!e)
         return;
     atomic_fetch_sub(&pending_bytes, (int64_t)e->held);
+    free(e->sem);
     free(e);
+}
+
+/* R-CACHE-4: the semantic entry of the answer just stored. */
+static int sem_put(const struct cache_entry *e)
+{
+    const struct semantic_part *p = e->sem;
+    unsigned char *blob = malloc(p->dims * 4 + 1);
+    if (!blob)
+        abort();
+    for (size_t i = 0; i < p->dims; i++) {
+        uint32_t u;
+        memcpy(&u, &p->vec[i], 4);
+        blob[4 * i] = (unsigned char)u, blob[4 * i + 1] = (unsigned char)(u >> 8);
+        blob[4 * i + 2] = (unsigned char)(u >> 16), blob[4 * i + 3] = (unsigned char)(u >> 24);
+    }
+    sqlite3_stmt *st = cs.sem_put;
+    sqlite3_reset(st);
+    sqlite3_bind_text(st, 1, p->scope_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, e->key_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, e->tenant_id);
+    sqlite3_bind_text(st, 4, e->model, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, p->embed_model, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, (int64_t)p->dims);
+    sqlite3_bind_blob64(st, 7, blob, p->dims * 4, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, p->prompt, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 9, e->created_ms);
+    sqlite3_bind_int64(st, 10, e->expires_ms);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    free(blob);
+    if (rc == SQLITE_DONE) {
+        cs.sem_puts++;
+        return 0;
+    }
+    if ((rc & 0xff) == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_TOOBIG) {
+        log_warn("cache store: a semantic entry was refused by the database (%s); only its exact key is kept",
+                 sqlite3_errmsg(cs.db));
+        return 0;
+    }
+    return -1;
+}
+
+int cache_store_audit(const struct semantic_audit *a)
+{
+    sqlite3_stmt *st = cs.sem_audit;
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, a->ts_ms);
+    sqlite3_bind_text(st, 2, a->request_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, a->tenant_id);
+    sqlite3_bind_text(st, 4, a->model, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 5, a->similarity);
+    sqlite3_bind_int64(st, 6, a->entry_id);
+    sqlite3_bind_text(st, 7, a->key_hash, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, a->prompt, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 9, a->matched, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if ((rc & 0xff) == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_TOOBIG) {
+        log_warn("cache store: a semantic hit audit row was refused by the database (%s); left out",
+                 sqlite3_errmsg(cs.db));
+        return 0;
+    }
+    return -1;
 }
 
 int cache_store_put(const struct cache_entry *e)
@@ -203,7 +287,7 @@ int cache_store_put(const struct cache_entry *e)
     if (rc == SQLITE_DONE) {
         total_add(e->kind, bytes);
         cs.stores[e->kind]++;
-        return 0;
+        return e->sem ? sem_put(e) : 0;
     }
     if ((rc & 0xff) == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_TOOBIG) {
         /* A bad entry must never stop the usage writer: it is left out. */
@@ -269,6 +353,13 @@ int cache_store_trim(int64_t now)
             break;
         }
     }
+    /* R-CACHE-4: at most cache.semantic_max_entries semantic entries, the oldest out first. */
+    if (cs.sem_puts) {
+        sqlite3_reset(cs.sem_evict);
+        sqlite3_bind_int64(cs.sem_evict, 1, cs.conf->semantic_max_entries);
+        if (delete_rows(cs.sem_evict, cs.evictions) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -291,5 +382,5 @@ void cache_store_done(int committed)
         cs.n_hit = 0;               /* the batch is retried: its hits come again */
         cs.last_expire_ms = 0;
     }
-    cs.summed = cs.changed = 0;
+    cs.summed = cs.changed = cs.sem_puts = 0;
 }

@@ -11,6 +11,7 @@ enum dbq {
     DBQ_IDEM_GET, DBQ_IDEM_PUT, DBQ_IDEM_OWNER, DBQ_IDEM_DONE, DBQ_IDEM_DEL, DBQ_IDEM_EXPIRE,
     DBQ_IDEM_BUDGET,
     DBQ_CACHE_GET,
+    DBQ_SEM_CANDIDATES,           /* R-CACHE-4: cache_semantic.c */
     DBQ_COUNT
 };
 

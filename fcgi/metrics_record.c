@@ -208,7 +208,10 @@ void metrics_record(struct request *r)
     }
     record_attempts(r);
     record_tokens(r, &base, status);
-    /* R-CACHE-3: the exact cache's hit rate, over the requests it could serve. */
+    /* R-CACHE-3: the cache's hit rate, over the requests it could serve; R-CACHE-4:
+     * a semantic-mode request the exact key missed counts as semantic. */
     if (r->obs.cache)
-        metrics_add(s, strcmp(r->obs.cache, "hit") == 0 ? MET_CACHE_HITS : MET_CACHE_MISSES, "kind=\"exact\"", 1);
+        metrics_add(s, strcmp(r->obs.cache, "miss") != 0 ? MET_CACHE_HITS : MET_CACHE_MISSES,
+                    r->obs.cache_kind && strcmp(r->obs.cache_kind, "semantic") == 0 ? "kind=\"semantic\""
+                                                                                   : "kind=\"exact\"", 1);
 }

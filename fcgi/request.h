@@ -93,7 +93,8 @@ struct obs {
     int trace_flags;              /* 0x01 = sampled */
     const char *tracestate;       /* the caller's tracestate, forwarded unchanged */
     uint64_t bytes_out;           /* response body bytes written to the client */
-    const char *cache;            /* X-Cache word ("hit", "miss") or NULL: a cacheable request */
+    const char *cache;            /* X-Cache word ("hit", "hit-semantic", "miss") or NULL: a cacheable request */
+    const char *cache_kind;       /* R-CACHE-4: the metrics' kind of that word: "exact" (NULL) or "semantic" */
     int64_t cache_lookup_us;      /* R-CACHE-3: the lookup's time (key and database), 0 = none */
     int64_t guard_us;             /* R-GUARD-1..3: guard, screen and fit together; -1 = not run */
     const char *client_addr;      /* REMOTE_ADDR, or the trusted X-Forwarded-For client */
@@ -115,6 +116,7 @@ struct worker {
     FCGX_Request fcgi;
     struct arena arena;
     CURL *curl;                   /* reused so upstream connections stay alive */
+    CURL *side;                   /* sluice's own calls before the attempt (embed.c), made on first use */
     CURLM *multi;
     struct buf resp;              /* buffered upstream body */
     struct buf out;               /* scratch for rewritten events / error bodies */
@@ -249,6 +251,7 @@ struct request {
     struct buf *cache_chunks;     /* ... and each write's length, 4 bytes little-endian */
     int cache_overflow;           /* ... which it outgrew: nothing is stored */
     int cache_complete;           /* drive: the last attempt's answer was delivered as it ended */
+    struct cache_sem *cache_sem;  /* R-CACHE-4 (cache_semantic.c): the embedding, scope and match, or NULL */
 
     /* account */
     struct usage usage;

@@ -599,6 +599,19 @@ int route_plan(struct request *r)
     return rc;
 }
 
+int route_plan_quiet(struct request *r)
+{
+    r->plan.pinned = -1;
+    r->plan.n_models = 0;
+    r->plan.pos = 0;
+    r->plan.models[r->plan.n_models++] = r->model;
+    plan_routes(r);
+    if (r->plan.n_routes == 0)
+        return -1;
+    wait_reset(r);
+    return choose(r) == 0 && r->replica ? 0 : -1;
+}
+
 int route_model_speaks(struct request *r, enum upstream_protocol p)
 {
     if (strcmp(r->model, "auto") == 0)

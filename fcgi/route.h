@@ -13,6 +13,13 @@
  * woken here, once for the pool. Returns 0; or -1 after replying 400/404/429/503. */
 int route_plan(struct request *r);
 
+/* A call of sluice's own through its routes (the semantic cache's embedding,
+ * R-CACHE-4), on a side request that shares the caller's snapshot and caller:
+ * the plan of r->model (the caller's routes, as route_plan makes it) and its
+ * first attempt, with the place it holds (r->hold). Never waits, wakes,
+ * degrades or replies. 0, or -1 when no replica can take it now. */
+int route_plan_quiet(struct request *r);
+
 /* After a failed attempt: another replica of the current model, the failed
  * one excluded (or a wait, as route_plan). 0, or -1 when none is left
  * (nothing is replied). */

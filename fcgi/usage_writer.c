@@ -182,7 +182,8 @@ static int write_batch(struct usage_record *list)
             goto fail;
         /* R-CACHE-3: stored with the event that produced it, off the response path. */
         if ((u->cache && cache_store_put(u->cache) != 0) ||
-            (u->cache_hit_key[0] && cache_store_hit(u->cache_hit_key) != 0))
+            (u->cache_hit_key[0] && cache_store_hit(u->cache_hit_key) != 0) ||
+            (u->sem_audit && cache_store_audit(u->sem_audit) != 0))
             goto fail;
         if (u->settle_key_id) {
             sqlite3_reset(st_settle);
@@ -235,6 +236,7 @@ static void free_list(struct usage_record *u)
     while (u) {
         struct usage_record *next = u->next;
         cache_store_entry_free(u->cache);
+        free(u->sem_audit);
         free(u);
         u = next;
     }

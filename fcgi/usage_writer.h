@@ -37,6 +37,7 @@ struct usage_record {
     int cached;
     char cache_hit_key[65];
     struct cache_entry *cache;
+    struct semantic_audit *sem_audit;   /* R-CACHE-4: a sampled semantic hit's audit row (owned), or NULL */
     struct usage_record *next;
 };
 

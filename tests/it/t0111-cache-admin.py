@@ -239,7 +239,8 @@ def test_cli_cache_stats_and_clear_R_CACHE_3(c):
     r = gw.ctl("cache", "clear")
     assert (r["deleted"], r["model"], r["tenant"], r["tenant_id"]) == (2, None, None, None), r
     assert entries(gw) == []
-    assert gw.ctl("cache", "stats") == {"models": [], "entries": 0, "bytes": 0, "hits": 0, "expired": 0}
+    assert gw.ctl("cache", "stats") == {"models": [], "entries": 0, "bytes": 0, "hits": 0, "expired": 0,
+                                       "semantic_entries": 0}
     rows = audit(gw, "cache", "action = 'clear'")
     assert [(x[0], x[3]) for x in rows[-3:]] == [("sluicectl", c.tid["ta"]), ("sluicectl", None), ("sluicectl", None)], rows
     after = json.loads(rows[-3][5])

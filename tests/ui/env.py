@@ -4,7 +4,9 @@
 Starts, through tests/it/lib/harness.py, a real lighttpd + sluice-fcgi pool (which also
 serves www/ and the admin CGI), sluice-healthd with short rounds (replica health and
 alerts) and two stand-in upstreams, with an operator `oper` and a member `mia` (tenant
-acme) who sign in with passwords; nothing else is configured for them, the page does the rest.
+acme) who sign in with passwords; nothing else is configured for them, the page does the rest,
+but for one semantic cache hit audit row (R-CACHE-4: the data plane writes them; its prompt is
+markup, which the Models tab must show as text).
 For the CORS tests (R-API-7, cors.mjs) a tenant corsco of its own, out of the page's way: a
 member key, a key limited to 1 request per second, and route `cors-m` to a third stand-in;
 `cors_allowed_origins` names one of two free ports on 127.0.0.1 (the test serves a page from
@@ -58,6 +60,11 @@ def main():
         while refused_port == allowed_port:
             refused_port = free_port()
         gw.ctl("config", "set", "cors_allowed_origins", "http://127.0.0.1:%d" % allowed_port)
+        acme = gw.sql("SELECT id FROM tenants WHERE name = 'acme'")[0][0]
+        gw.sql_write("INSERT INTO semantic_hits (ts_ms, request_id, tenant_id, model, similarity, entry_id, key_hash,"
+                     " prompt, matched) VALUES (?, 'req_ui_semantic', ?, 'ui-sem', 0.9612, 1, ?, ?, ?)",
+                     int(time.time() * 1000), acme, "0" * 64, "<img src=x onerror=alert(1)> capital of France?",
+                     "what is the capital of France")
         gw.start()
         healthd = Healthd(gw, round_ms=300, timeout_ms=500)
         sys.stdout.write(json.dumps({

@@ -373,6 +373,13 @@ test('issue 15: the Models tab: a policy with an exact cache, listed, its TTL ed
   assert.deepEqual([p.cache, p.cache_ttl_s, p.default_greedy, p.max_output, p.purpose, p.quality_score, p.price_input_per_1k,
     p.shrink_max_tokens, p.max_context], ['exact', 600, true, 256, 'chat', 71.5, 0.25, false, null]);
   assert.ok(await page.isVisible('#cache-list'), 'the answer cache card');
+  // R-CACHE-4: the semantic hit audit (env.py recorded one, its prompt markup): text only.
+  const hit = page.locator('#semantic-hits tr.semantic-hit', { hasText: 'req_ui_semantic' });
+  await hit.waitFor();
+  assert.equal(await hit.locator('.hit-similarity').textContent(), '0.961');
+  assert.equal(await hit.locator('.hit-prompt').textContent(), '<img src=x onerror=alert(1)> capital of France?');
+  assert.equal(await hit.locator('.hit-matched').textContent(), 'what is the capital of France');
+  assert.equal(await page.locator('#semantic-hits img').count(), 0, 'a prompt became markup');
   await shoot('models-1280');
 
   // Edit the TTL in the dialog; the other fields stay what they were.

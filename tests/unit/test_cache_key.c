@@ -245,11 +245,114 @@ static void test_greedy(void)
     }
 }
 
+/* R-CACHE-4: the last user turn's text. */
+static const struct {
+    const char *body, *want;    /* want NULL: not semantic-cacheable */
+} last_user[] = {
+    {"{\"messages\":[{\"role\":\"system\",\"content\":\"s\"},{\"role\":\"user\",\"content\":\"first\"},"
+     "{\"role\":\"assistant\",\"content\":\"a\"},{\"role\":\"user\",\"content\":\"second\"}]}", "second"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"prefill\"}]}", "q"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+     "{\"type\":\"text\",\"text\":\"b\"}]}]}", "a\nb"},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+     "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:x\"}}]}]}", NULL},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":[]}]}", NULL},
+    {"{\"messages\":[{\"role\":\"user\",\"content\":\"\"}]}", NULL},
+    {"{\"messages\":[{\"role\":\"user\"}]}", NULL},
+    {"{\"messages\":[{\"role\":\"system\",\"content\":\"s\"}]}", NULL},
+    {"{\"messages\":\"x\"}", NULL},
+    {"{\"prompt\":\"complete me\"}", "complete me"},
+    {"{\"prompt\":[\"a\",\"b\"]}", NULL},
+    {"{\"model\":\"m\"}", NULL},
+};
+
+static void test_last_user(void)
+{
+    for (size_t i = 0; i < sizeof last_user / sizeof last_user[0]; i++) {
+        struct json_object *o = json_tokener_parse(last_user[i].body), *where = NULL;
+        CHECK(o != NULL, "test body does not parse: %s", last_user[i].body);
+        struct buf b;
+        buf_init(&b, 0);
+        int rc = cache_key_last_user(o, &b, &where);
+        if (last_user[i].want) {
+            CHECK(rc == 0 && where != NULL, "no last user turn in %s", last_user[i].body);
+            CHECK(rc == 0 && b.len == strlen(last_user[i].want) && memcmp(b.data, last_user[i].want, b.len) == 0,
+                  "%s: expected \"%s\", got \"%.*s\"", last_user[i].body, last_user[i].want, (int)b.len,
+                  b.data ? b.data : "");
+        } else {
+            CHECK(rc != 0 && where == NULL, "%s has a last user turn \"%.*s\"", last_user[i].body, (int)b.len,
+                  b.data ? b.data : "");
+        }
+        buf_free(&b);
+        json_object_put(o);
+    }
+}
+
+/* R-CACHE-4: the scope covers all but the last user turn's text. */
+static void scope_of(const struct cache_key_in *in, const char *body, char hex[65])
+{
+    struct cache_key_in k = *in;
+    k.body = json_tokener_parse(body);
+    CHECK(k.body != NULL, "test body does not parse: %s", body);
+    struct json_object *where = NULL;
+    struct buf b;
+    buf_init(&b, 0);
+    hex[0] = '\0';
+    CHECK(cache_key_last_user(k.body, &b, &where) == 0, "no last user turn in %s", body);
+    CHECK(cache_key_scope_hash(&k, where, hex) == 0 && strlen(hex) == 64, "no scope for %s", body);
+    buf_free(&b);
+    json_object_put(k.body);
+}
+
+#define SCOPE_BODY(sys, earlier, last, max)                                                                  \
+    "{\"model\":\"m\",\"temperature\":0,\"max_tokens\":" max ",\"messages\":[{\"role\":\"system\",\"content\":\"" \
+    sys "\"},{\"role\":\"user\",\"content\":\"" earlier "\"},{\"role\":\"assistant\",\"content\":\"ok\"},"          \
+    "{\"role\":\"user\",\"content\":\"" last "\"}]}"
+
+static void test_scope(void)
+{
+    char base[65], k[65], exact[65];
+    scope_of(&base_in, SCOPE_BODY("be brief", "hi", "what is the capital of France", "64"), base);
+    scope_of(&base_in, SCOPE_BODY("be brief", "hi", "tell me the capital of France", "64"), k);
+    CHECK(strcmp(k, base) == 0, "the last user turn's text changes the scope");
+    static const char *const other[] = {
+        SCOPE_BODY("be long", "hi", "what is the capital of France", "64"),
+        SCOPE_BODY("be brief", "hello", "what is the capital of France", "64"),
+        SCOPE_BODY("be brief", "hi", "what is the capital of France", "65"),
+    };
+    static const char *const what[] = {"the system prompt", "an earlier message", "max_tokens"};
+    for (int i = 0; i < 3; i++) {
+        scope_of(&base_in, other[i], k);
+        CHECK(strcmp(k, base) != 0, "%s does not change the scope", what[i]);
+    }
+    struct cache_key_in t = base_in, s = base_in, e = base_in;
+    t.tenant_id = 99;
+    s.stream = 1;
+    e.endpoint_id = 7;
+    const struct cache_key_in *parts[] = {&t, &s, &e};
+    static const char *const pwhat[] = {"the tenant", "stream", "the endpoint"};
+    for (int i = 0; i < 3; i++) {
+        scope_of(parts[i], SCOPE_BODY("be brief", "hi", "what is the capital of France", "64"), k);
+        CHECK(strcmp(k, base) != 0, "%s does not change the scope", pwhat[i]);
+    }
+    /* a scope is never an exact key of the same request */
+    key_of(&base_in, SCOPE_BODY("be brief", "hi", "what is the capital of France", "64"), exact);
+    CHECK(strcmp(exact, base) != 0, "the scope equals the exact key");
+    /* completions: the prompt is the hole */
+    char c1[65], c2[65];
+    scope_of(&base_in, "{\"model\":\"m\",\"prompt\":\"one\",\"max_tokens\":5}", c1);
+    scope_of(&base_in, "{\"model\":\"m\",\"prompt\":\"two\",\"max_tokens\":5}", c2);
+    CHECK(strcmp(c1, c2) == 0, "a completions prompt changes the scope");
+    CHECK(cache_key_scope_hash(&base_in, NULL, c1) != 0, "a scope without a hole");
+}
+
 int main(void)
 {
     test_body_fields();
     test_parts();
     test_text();
     test_greedy();
+    test_last_user();
+    test_scope();
     return check_done();
 }

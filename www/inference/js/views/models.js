@@ -1,10 +1,10 @@
 // models.js: the Models section: the model policies (SPEC §0, R-AUTO-2..4) with their
-// limits (R-KEY-6) and answer cache (R-CACHE-1/2), and the cache's entries per model
-// (R-CACHE-3). The operator adds, edits and deletes policies; an admin reads them and
+// limits (R-KEY-6) and answer cache (R-CACHE-1/2), the cache's entries per model
+// (R-CACHE-3) and the semantic cache's sampled hits (R-CACHE-4). The operator adds, edits and deletes policies; an admin reads them and
 // clears its own tenant's cached answers.
 
 import { api, api_delete, api_get, api_list_all, api_path, api_post } from '../api.js';
-import { badge, confirmDialog, field, fmtNum, formDialog, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { badge, confirmDialog, field, fmtNum, fmtTime, formDialog, h, notify, onSubmit, replace, select, table } from '../dom.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
 
 const PURPOSES = [['', '–'], ['chat', 'chat'], ['completion', 'completion'], ['embedding', 'embedding']];
@@ -17,10 +17,11 @@ const policyPath = (model) => api_path(POLICIES, { name: model });
 export async function render(root, ctx) {
   const list = h('section', { class: 'card', id: 'policy-list' });
   const cache = h('section', { class: 'card', id: 'cache-list' });
-  const reload = () => Promise.all([policies_load(list, ctx, reload), cache_load(cache, reload)]);
+  const hits = h('section', { class: 'card', id: 'semantic-hits' });
+  const reload = () => Promise.all([policies_load(list, ctx, reload), cache_load(cache, reload), hits_load(hits)]);
   const parts = [viewHeader('Models', 'What routing knows of each public model name, its limits and its answer cache.', refreshButton(reload))];
   if (ctx.isOperator) parts.push(panel('New model policy', policy_form(reload), { id: 'new-policy' }));
-  replace(root, ...parts, list, cache);
+  replace(root, ...parts, list, cache, hits);
   await reload();
 }
 
@@ -160,4 +161,31 @@ async function cache_load(box, reload) {
       h('span', { class: 'muted small' }, `${fmtNum(stats.entries)} entries · ${fmtNum(stats.bytes)} bytes · ${fmtNum(stats.hits)} hits`)),
     stats.entries ? h('div', { class: 'card-actions' }, clear(null)) : null),
   table(cols, stats.models, { empty: 'Nothing cached.' }));
+}
+
+// R-CACHE-4: the latest sampled semantic hits, so an operator can see what a question was
+// answered with: this request's last user turn against the stored one it matched.
+const HITS_SHOWN = 20;
+async function hits_load(box) {
+  let res;
+  try {
+    res = await api_get('cache/semantic-hits', { limit: HITS_SHOWN });
+  } catch (err) {
+    replace(box, h('div', { class: 'card-head' }, h('div', { class: 'card-title' }, h('h2', null, 'Semantic cache hits'))),
+      h('p', { class: 'muted' }, errorText(err)));
+    return;
+  }
+  const cols = [
+    { label: 'Time', cell: (x) => fmtTime(Math.floor(x.ts_ms / 1000)) },
+    { label: 'Model', cell: (x) => h('strong', null, x.model) },
+    { label: 'Similarity', cell: (x) => h('span', { class: 'hit-similarity' }, Number(x.similarity).toFixed(3)), class: 'num' },
+    { label: 'Prompt', cell: (x) => h('span', { class: 'hit-prompt' }, x.prompt) },
+    { label: 'Matched prompt', cell: (x) => h('span', { class: 'hit-matched' }, x.matched) },
+    { label: 'Request', cell: (x) => h('code', { class: 'hit-request' }, x.request_id) },
+  ];
+  replace(box, h('div', { class: 'card-head' },
+    h('div', { class: 'card-title' }, h('h2', null, 'Semantic cache hits'),
+      h('span', { class: 'muted small' }, res.total > res.data.length
+        ? `the latest ${fmtNum(res.data.length)} of ${fmtNum(res.total)} recorded` : `${fmtNum(res.total)} recorded`))),
+  table(cols, res.data, { empty: 'No semantic hits recorded.', rowClass: () => 'semantic-hit' }));
 }

@@ -1,0 +1,25 @@
+/* embed.h: an embedding of a text through sluice's own routes (R-CACHE-4): the
+ * semantic cache's one upstream call of its own. The embedding model is routed
+ * as any request for it would be (the caller's routes, the serving view, a
+ * place under caps, failover to the next replica or endpoint), and metered: a
+ * usage event of its own for the caller. */
+#ifndef SLUICE_EMBED_H
+#define SLUICE_EMBED_H
+
+#include "request.h"
+
+#include <stddef.h>
+
+struct embedding {
+    float *vec;                   /* unit length (semantic_normalize), request arena */
+    size_t dims;
+};
+
+/* POSTs {"model": ROUTED, "input": text} to a replica of model's routes and
+ * reads data[0].embedding. 0, or -1 for any failure (no route, every replica
+ * down or failing, cache.semantic_embed_timeout_ms passed, an answer that is
+ * no embedding): logged at most once a minute; the caller's request goes on
+ * as a plain miss. Nothing is ever replied to the client. */
+int embed_text(struct request *r, const char *model, const char *text, size_t len, struct embedding *out);
+
+#endif
