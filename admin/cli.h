@@ -18,6 +18,7 @@
 struct cli {
     const char *db_path;
     const char *key_file;               /* --key-file; NULL: sluice.key beside the database (R-SEC-9) */
+    const char *state_file;             /* sluice.conf's state_file when the database came from it */
     int json;
     const char *words[2];               /* the command's words */
     const char *pos[CLI_MAX_POS];       /* positional arguments after them */

@@ -4,6 +4,7 @@
 #include "ops.h"
 #include "stats.h"
 
+#include "conf.h"
 #include "db.h"
 #include "log.h"
 #include "secret.h"
@@ -458,6 +459,8 @@ const char *cli_state_path(const struct cli *c, char *path, size_t n)
     const char *state = cli_opt(c, "state");
     if (state)
         return state;
+    if (c->state_file)
+        return c->state_file;
     const char *slash = strrchr(c->db_path, '/');
     int dir = slash ? (int)(slash - c->db_path) : 1;
     snprintf(path, n, "%.*s/sluice.state", dir, slash ? c->db_path : ".");
@@ -597,9 +600,11 @@ static int words_has(const char *list, const char *name, int *takes_value)
 
 static void cli_usage(FILE *f)
 {
-    fputs("usage: sluicectl --db PATH [--key-file PATH] [--json] COMMAND [ARGS] [OPTIONS]\n"
-          "       (--db defaults to $SLUICE_DB; --key-file, the key sealing upstream credentials,\n"
-          "       to sluice.key beside the database; all three may also follow the command)\n"
+    fputs("usage: sluicectl [--db PATH] [--key-file PATH] [--json] COMMAND [ARGS] [OPTIONS]\n"
+          "       (--db defaults to $SLUICE_DB, else to the database of sluice.conf: $SLUICE_CONF,\n"
+          "       else " SLUICE_DEFAULT_CONF ", whose key file and state\n"
+          "       file then apply too; --key-file, the key sealing upstream credentials, to\n"
+          "       sluice.key beside the database; all three may also follow the command)\n"
           "commands:\n", f);
     for (size_t i = 0; i < CLI_NCMDS; i++) {
         const struct cli_cmd *k = &cli_cmds[i];
@@ -618,6 +623,34 @@ static void cli_usage(FILE *f)
         }
         fputc('\n', f);
     }
+}
+
+/* R-DEP-2: with no --db and no SLUICE_DB, the database is sluice.conf's (so sluicectl works
+ * on what the installed responders use): the file $SLUICE_CONF names, else the installed
+ * SLUICE_DEFAULT_CONF. Its secrets.key_file and state_file apply too, unless --key-file or
+ * --state say otherwise. 0, or -1 with the reason in why. */
+static int cli_conf_database(struct cli *c, char *why, size_t whylen)
+{
+    static struct conf conf;            /* c points into it until the process ends */
+    const char *path = getenv("SLUICE_CONF");
+    if (!path || !*path) {
+        path = SLUICE_DEFAULT_CONF;
+        if (access(path, F_OK) != 0) {
+            snprintf(why, whylen, "no database: give --db PATH, set SLUICE_DB or SLUICE_CONF, "
+                     "or install %s", path);
+            return -1;
+        }
+    }
+    conf_defaults(&conf);
+    if (conf_load(&conf, path) != 0) {
+        snprintf(why, whylen, "no database: %.400s cannot be used (see above)", path);
+        return -1;
+    }
+    c->db_path = conf.database;
+    c->state_file = conf.state_file;
+    if (!c->key_file && conf.secrets_key_file[0])
+        c->key_file = conf.secrets_key_file;
+    return 0;
 }
 
 /* Fills c from argv; returns the command, or NULL with the reason in why (usage error). */
@@ -736,10 +769,8 @@ static const struct cli_cmd *cli_parse(int argc, char **argv, struct cli *c, cha
     }
     if (!c->db_path)
         c->db_path = getenv("SLUICE_DB");
-    if (!c->db_path || !*c->db_path) {
-        snprintf(why, whylen, "no database: give --db PATH or set SLUICE_DB");
+    if ((!c->db_path || !*c->db_path) && cli_conf_database(c, why, whylen) != 0)
         return NULL;
-    }
     return k;
 }
 
