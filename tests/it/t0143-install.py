@@ -9,8 +9,10 @@ sluicectl (no --db: sluice.conf's database) makes the database, a tenant, a key,
 endpoint on the stand-in upstream and an operator; the installed lighttpd.conf (its port
 changed) serves a chat, a stream, the management API and the page; an "existing" lighttpd
 of its own serves the same through `include "lighttpd-sluice.conf"`, with sluice's JSON
-error when a responder dies; nginx -t and systemd-analyze accept the nginx snippet and the
-units (skipped with a message when not installed). A reinstall keeps an edited sluice.conf,
+error when a responder dies; nginx with nginx-sluice.conf serves a chat and a stream from
+the pool that lighttpd started (until sluice-fcgi --listen exists) and its own 502 as
+sluice's JSON; systemd-analyze accepts the units (each skipped with a message when the
+program is not installed; Apache is not installed here). A reinstall keeps an edited sluice.conf,
 and `make uninstall` leaves only it and the database."""
 import json
 import os
@@ -78,14 +80,7 @@ class Lighttpd:
         self.log = open(os.path.join(DIR, "lighttpd-%d.out" % port), "ab")
         self.proc = subprocess.Popen([LIGHTTPD, "-D", "-f", conf], stdout=self.log, stderr=self.log, env=ENV,
                                      cwd=DIR)
-
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                return True
-            except OSError:
-                return False
-        wait_for(up, 10, what="lighttpd on %d" % port)
+        wait_for(lambda: listening(port), 10, what="lighttpd on %d" % port)
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -101,6 +96,14 @@ class Lighttpd:
             time.sleep(0.1)
         for pid in responder_pids():
             os.kill(pid, signal.SIGKILL)
+
+
+def listening(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+        return True
+    except OSError:
+        return False
 
 
 def responder_pids():
@@ -302,22 +305,28 @@ def test_the_installed_lighttpd_serves(c):
     assert p.returncode == 0 and "FATAL" not in p.stderr, p.stderr
 
 
-def test_an_existing_lighttpd_with_the_snippet(c):
+def existing_lighttpd(c):
     """A lighttpd of one's own (its port, document root and modules) with one line
-    `include ".../lighttpd-sluice.conf"`: its own page stays, sluice serves beside it, and a
-    responder killed mid-request gives sluice's JSON error, not lighttpd's HTML."""
-    provision(c)
+    `include ".../lighttpd-sluice.conf"`; returns (its config file, its port)."""
     port = free_port()
     root = os.path.join(DIR, "docroot")
     os.makedirs(root, exist_ok=True)
     with open(os.path.join(root, "index.html"), "w") as f:
         f.write("<p>my own site</p>\n")
-    conf = os.path.join(DIR, "existing.conf")
+    conf = os.path.join(DIR, "existing-%d.conf" % port)
     with open(conf, "w") as f:
         f.write('server.modules = ("mod_access", "mod_alias")\n'
                 'server.port = %d\nserver.bind = "127.0.0.1"\nserver.document-root = "%s"\n'
                 'server.errorlog = "%s/existing-error.log"\nindex-file.names = ("index.html")\n'
                 'include "%s/lighttpd-sluice.conf"\n' % (port, root, DIR, ETC))
+    return conf, port
+
+
+def test_an_existing_lighttpd_with_the_snippet(c):
+    """An existing lighttpd with the snippet included: its own page stays, sluice serves beside
+    it, and a responder killed mid-request gives sluice's JSON error, not lighttpd's HTML."""
+    provision(c)
+    conf, port = existing_lighttpd(c)
     p = subprocess.run([LIGHTTPD, "-tt", "-f", conf], capture_output=True, text=True, env=ENV)
     assert p.returncode == 0, p.stderr
     s = Lighttpd(conf, port)
@@ -347,27 +356,91 @@ def test_an_existing_lighttpd_with_the_snippet(c):
         s.stop()
 
 
+FASTCGI_PARAMS = "".join("fastcgi_param %s $%s;\n" % kv for kv in (
+    ("QUERY_STRING", "query_string"), ("REQUEST_METHOD", "request_method"), ("CONTENT_TYPE", "content_type"),
+    ("CONTENT_LENGTH", "content_length"), ("SCRIPT_NAME", "fastcgi_script_name"), ("REQUEST_URI", "request_uri"),
+    ("DOCUMENT_URI", "document_uri"), ("SERVER_PROTOCOL", "server_protocol"), ("GATEWAY_INTERFACE", "gateway_interface"),
+    ("REMOTE_ADDR", "remote_addr"), ("REMOTE_PORT", "remote_port"), ("SERVER_ADDR", "server_addr"),
+    ("SERVER_PORT", "server_port"), ("SERVER_NAME", "server_name"))).replace("$gateway_interface", "CGI/1.1")
+
+
+def nginx_conf(d, servers):
+    """An nginx.conf of d with one server { } per (port, snippet file) including it."""
+    os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
+    with open(os.path.join(d, "fastcgi_params"), "w") as f:
+        f.write(FASTCGI_PARAMS)
+    temps = "".join(" %s_temp_path %s/tmp/%s;\n" % (k, d, k) for k in ("client_body", "fastcgi", "proxy", "uwsgi", "scgi"))
+    body = "".join(" server {\n  listen 127.0.0.1:%d;\n  root %s;\n  include %s;\n }\n" % (port, d, snippet)
+                   for port, snippet in servers)
+    path = os.path.join(d, "nginx.conf")
+    with open(path, "w") as f:
+        f.write("user root;\npid %s/nginx.pid;\nerror_log %s/error.log;\nevents {}\nhttp {\n access_log off;\n%s%s}\n"
+                % (d, d, temps, body))
+    return path
+
+
 def test_nginx_apache_and_systemd_accept_their_files(c):
-    """nginx -t on a server { } that includes nginx-sluice.conf, systemd-analyze verify on the
-    units; each skipped (with a message) when the program is not installed. Apache is not
-    installed here: apache2ctl -t runs only where it is."""
+    """nginx -t on a server { } that includes nginx-sluice.conf, then that nginx serving a chat
+    and a stream through a pool lighttpd started (sluice-fcgi --listen is not there yet), and
+    its own 502 as sluice's JSON; systemd-analyze verify on the units. Each is skipped (with a
+    message) when the program is not installed; apache2ctl -t runs only where Apache is."""
     nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
     if nginx:
+        provision(c)
         d = os.path.join(DIR, "nginx")
-        os.makedirs(os.path.join(d, "tmp"), exist_ok=True)
-        with open(os.path.join(d, "fastcgi_params"), "w") as f:
-            f.write("fastcgi_param REQUEST_URI $request_uri;\nfastcgi_param REQUEST_METHOD $request_method;\n")
-        with open(os.path.join(d, "nginx.conf"), "w") as f:
-            f.write("pid %s/nginx.pid;\nerror_log %s/error.log;\nevents {}\nhttp {\n access_log off;\n"
-                    " client_body_temp_path %s/tmp;\n server {\n  listen 127.0.0.1:%d;\n  root %s;\n"
-                    "  include %s/nginx-sluice.conf;\n }\n}\n" % (d, d, d, free_port(), d, ETC))
-        p = subprocess.run([nginx, "-t", "-p", d, "-c", os.path.join(d, "nginx.conf")], capture_output=True,
-                           text=True, env=ENV)
+        conf = nginx_conf(d, [(free_port(), os.path.join(ETC, "nginx-sluice.conf"))])
+        p = subprocess.run([nginx, "-t", "-p", d, "-c", conf], capture_output=True, text=True, env=ENV)
         assert p.returncode == 0 and "test is successful" in p.stderr, p.stderr
+        lconf, lport = existing_lighttpd(c)
+        s = Lighttpd(lconf, lport)
+        c.servers.append(s)
+        ng = None
+        try:
+            wait_for(lambda: [f for f in os.listdir(STATE) if f.startswith("sluice-fcgi.sock")], 10, what="the pool socket")
+            sock = os.path.join(STATE, sorted(f for f in os.listdir(STATE) if f.startswith("sluice-fcgi.sock"))[0])
+            text = read(os.path.join(ETC, "nginx-sluice.conf"))
+            assert "unix:/run/sluice/sluice-fcgi.sock;" in text
+            live, down = os.path.join(d, "live.conf"), os.path.join(d, "down.conf")
+            with open(live, "w") as f:
+                f.write(text.replace("/run/sluice/sluice-fcgi.sock", sock))
+            with open(down, "w") as f:
+                f.write(text.replace("/run/sluice/sluice-fcgi.sock", os.path.join(d, "none.sock")))
+            port, port_down = free_port(), free_port()
+            conf = nginx_conf(d, [(port, live), (port_down, down)])
+            ng = subprocess.Popen([nginx, "-p", d, "-c", conf, "-g", "daemon off;"], env=ENV, cwd=DIR,
+                                  stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "nginx.out"), "ab"))
+            wait_for(lambda: listening(port), 10, what="nginx on %d" % port)
+            r = chat(port, c.key)
+            assert r.status == 200 and r.json()["choices"], r
+            status, ctype, chunks = stream_times(port, c.key, "[[fake chunks=3 gap_ms=400]]")
+            text = b"".join(b for _, b in chunks).decode()
+            assert status == 200 and text.rstrip().endswith("data: [DONE]"), (status, text[-300:])
+            first = next(t for t, b in chunks if b"data: {" in b)
+            assert chunks[-1][0] - first > 0.6, [round(t, 2) for t, _ in chunks]
+            r = http_request(port, "GET", "/inference/")
+            assert r.status == 200 and "frame-ancestors 'none'" in r.headers.get("content-security-policy", ""), r
+            for path, shape in (("/v1/chat/completions", "openai"), ("/v1/messages", "anthropic")):
+                r = http_request(port_down, "POST", path, {"model": "m"}, {"Authorization": "Bearer " + c.key})
+                assert r.status == 502 and r.headers["content-type"].startswith("application/json"), r
+                j = r.json()
+                assert (j["error"]["code"] == "gateway_unavailable") if shape == "openai" else j["type"] == "error", j
+        finally:
+            if ng and ng.poll() is None:
+                ng.send_signal(signal.SIGQUIT)
+                try:
+                    ng.wait(10)
+                except subprocess.TimeoutExpired:
+                    ng.kill()
+                    ng.wait()
+            s.stop()
     else:
-        print("   skipped: nginx -t (nginx is not installed)")
+        print("   skipped: nginx (nginx is not installed)")
     apache = shutil.which("apache2ctl") or shutil.which("apachectl")
-    if not apache:
+    if apache:
+        p = subprocess.run([apache, "-t", "-C", "Include %s/apache-sluice.conf" % ETC], capture_output=True,
+                           text=True, env=ENV)
+        print("   apache2ctl -t: %s" % (p.stdout + p.stderr).strip()[:300])
+    else:
         print("   skipped: apache2ctl -t (apache2 is not installed)")
     sa = shutil.which("systemd-analyze")
     if sa:
