@@ -10,8 +10,7 @@ endpoint on the stand-in upstream and an operator; the installed lighttpd.conf (
 changed) serves a chat, a stream, the management API and the page; an "existing" lighttpd
 of its own serves the same through `include "lighttpd-sluice.conf"`, with sluice's JSON
 error when a responder dies; nginx with nginx-sluice.conf serves a chat and a stream from
-the pool that lighttpd started (until sluice-fcgi --listen exists) and its own 502 as
-sluice's JSON; systemd-analyze accepts the units (each skipped with a message when the
+the installed `sluice-fcgi --listen`, and its own 502 as sluice's JSON; systemd-analyze accepts the units (each skipped with a message when the
 program is not installed; Apache is not installed here). A reinstall keeps an edited sluice.conf,
 and `make uninstall` leaves only it and the database."""
 import json
@@ -380,10 +379,11 @@ def nginx_conf(d, servers):
 
 
 def test_nginx_apache_and_systemd_accept_their_files(c):
-    """nginx -t on a server { } that includes nginx-sluice.conf, then that nginx serving a chat
-    and a stream through a pool lighttpd started (sluice-fcgi --listen is not there yet), and
-    its own 502 as sluice's JSON; systemd-analyze verify on the units. Each is skipped (with a
-    message) when the program is not installed; apache2ctl -t runs only where Apache is."""
+    """nginx -t on a server { } that includes nginx-sluice.conf, then that nginx serving a chat,
+    a stream and the page from the installed `sluice-fcgi --listen` (the socket path changed
+    from /run/sluice), and its own 502 as sluice's JSON; systemd-analyze verify on the units.
+    Each is skipped (with a message) when the program is not installed; apache2ctl -t runs
+    only where Apache is."""
     nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
     if nginx:
         provision(c)
@@ -391,13 +391,13 @@ def test_nginx_apache_and_systemd_accept_their_files(c):
         conf = nginx_conf(d, [(free_port(), os.path.join(ETC, "nginx-sluice.conf"))])
         p = subprocess.run([nginx, "-t", "-p", d, "-c", conf], capture_output=True, text=True, env=ENV)
         assert p.returncode == 0 and "test is successful" in p.stderr, p.stderr
-        lconf, lport = existing_lighttpd(c)
-        s = Lighttpd(lconf, lport)
-        c.servers.append(s)
+        sock = os.path.join(DIR, "sluice-fcgi.sock")
+        sup = subprocess.Popen([os.path.join(P, "sbin", "sluice-fcgi"), "--listen", "unix:" + sock, "--processes", "1",
+                                "-c", CONF], env=ENV, cwd=DIR, stdout=subprocess.DEVNULL,
+                               stderr=open(os.path.join(DIR, "supervisor.out"), "ab"))
         ng = None
         try:
-            wait_for(lambda: [f for f in os.listdir(STATE) if f.startswith("sluice-fcgi.sock")], 10, what="the pool socket")
-            sock = os.path.join(STATE, sorted(f for f in os.listdir(STATE) if f.startswith("sluice-fcgi.sock"))[0])
+            wait_for(lambda: os.path.exists(sock) and responder_pids(), 10, what="sluice-fcgi --listen")
             text = read(os.path.join(ETC, "nginx-sluice.conf"))
             assert "unix:/run/sluice/sluice-fcgi.sock;" in text
             live, down = os.path.join(d, "live.conf"), os.path.join(d, "down.conf")
@@ -432,7 +432,13 @@ def test_nginx_apache_and_systemd_accept_their_files(c):
                 except subprocess.TimeoutExpired:
                     ng.kill()
                     ng.wait()
-            s.stop()
+            if sup.poll() is None:
+                sup.send_signal(signal.SIGTERM)
+                try:
+                    sup.wait(20)
+                except subprocess.TimeoutExpired:
+                    sup.kill()
+                    sup.wait()
     else:
         print("   skipped: nginx (nginx is not installed)")
     apache = shutil.which("apache2ctl") or shutil.which("apachectl")
