@@ -309,9 +309,11 @@ static void *config_main(void *arg)
         if (v >= 0 && v != seen) {
             struct snapshot *s = snapshot_load(db, &shm);
             if (s) {
+                /* The version the snapshot read in its own transaction: a change
+                 * committed after the poll is in it already, not loaded twice. */
+                seen = s->version;
                 snapshot_publish(s);
-                seen = v;
-                log_info("configuration version %lld loaded", (long long)v);
+                log_info("configuration version %lld loaded", (long long)seen);
             }
         }
         /* R-CFG-1 promises 2 s: say so when a poll alone takes a second. */

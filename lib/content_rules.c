@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "content_rules.h"
+#include "arena.h"
 
 /* R-GUARD-3: the builtin prompt-injection set, off by default (setting
  * builtin_injection_rules). Each is a flag rule on input. */
@@ -196,7 +197,9 @@ struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match
         void *code = content_rules_compile(r->kind, r->pattern, err, sizeof err);
         if (!code)
             continue; /* refused at creation; a row edited by hand is skipped */
-        set->rules[set->n_rules++] = (struct crule){.name = r->name, .key = content_rules_key(r->id, r->name),
+        /* The name is the set's own: a set outlives the snapshot that built it
+         * when a later snapshot carries the same version. */
+        set->rules[set->n_rules++] = (struct crule){.name = xstrdup(r->name), .key = content_rules_key(r->id, r->name),
                                                     .tenant_id = r->tenant_id, .action = r->action,
                                                     .scope = r->scope, .code = code};
     }
@@ -205,7 +208,7 @@ struct crule_set *content_rules_set_new(const struct snapshot *s, uint32_t match
         if (!code)
             continue;
         const char *name = content_builtins[i].name;
-        set->rules[set->n_rules++] = (struct crule){.name = name, .key = content_rules_key(-(int64_t)i - 1, name),
+        set->rules[set->n_rules++] = (struct crule){.name = xstrdup(name), .key = content_rules_key(-(int64_t)i - 1, name),
                                                     .action = RULE_FLAG, .scope = RULE_INPUT, .code = code};
     }
     return set;
@@ -215,8 +218,10 @@ void content_rules_set_free(struct crule_set *set)
 {
     if (!set)
         return;
-    for (int i = 0; i < set->n_rules; i++)
+    for (int i = 0; i < set->n_rules; i++) {
         content_rules_code_free(set->rules[i].code);
+        free((char *)set->rules[i].name);
+    }
     free(set->rules);
     free(set);
 }

@@ -10,7 +10,7 @@
 
 /* One compiled rule; owned by its set. */
 struct crule {
-    const char *name;             /* borrowed from the snapshot row or the builtin table */
+    const char *name;             /* the set's own copy (heap) */
     uint64_t key;                 /* content_rules_key(): its match counter in the shared state */
     int64_t tenant_id;            /* 0: every tenant */
     enum rule_action action;
