@@ -46,8 +46,8 @@ static void usage(FILE *f)
 {
     fputs("usage: sluice-healthd [-c sluice.conf] [--db PATH] [--state PATH] [--log PATH]\n"
           "                      [--forever] [--round-ms N] [--timeout-ms N] [--rounds N]\n"
+          "       sluice-healthd --check-config [-c sluice.conf]\n"
           "  -c FILE        configuration (default $SLUICE_CONF); health.* options apply\n"
-          "                      [--check-config]\n"
           "  --forever      keep going instead of exiting after health.run_seconds (no cron)\n"
           "  --check-config print \"configuration OK\" or the configuration's errors; exit 0 or 1\n"
           "  --rounds N     exit after N rounds\n", f);
