@@ -212,6 +212,9 @@ void cache_replay(struct request *r)
     const char *routed = r->routed_model ? r->routed_model : "";
     const char *who = arena_printf(r->arena, "X-Cache: %s\r\nX-Routed-Endpoint: %s\r\n%s%s%s", r->obs.cache, r->ep->name,
                                    *routed ? "X-Routed-Model: " : "", routed, *routed ? "\r\n" : "");
+    /* R-GUARD-3: the request's flag rules matched whatever answers it. */
+    if (r->obs.content_flag)
+        who = arena_printf(r->arena, "%sX-Content-Flag: %s\r\n", who, r->obs.content_flag);
     if (!r->stream) {
         const char *extra = arena_printf(r->arena, "%sContent-Length: %zu\r\n", who, a->body_len);
         if (reply_head(r, 200, a->content_type, extra) == 0 && reply_body(r, a->body, a->body_len, 0) == 0)

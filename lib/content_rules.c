@@ -112,7 +112,11 @@ int content_rules_match(void *code, const char *text, size_t len, uint32_t match
             *limited = 1;
         return 1; /* a crafted text cannot talk past a rule by making it slow */
     }
-    return 0; /* e.g. invalid UTF-8: the caller's text is not text */
+    /* Out of memory or another failure of PCRE2 itself: as for a limit, the text
+     * is not let past the rule on the engine's say. */
+    if (limited)
+        *limited = 1;
+    return 1;
 }
 
 /* The probe texts: a run of one character, a character that ends no run ("!"),

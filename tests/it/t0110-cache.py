@@ -457,4 +457,26 @@ def test_a_hit_gives_a_half_open_trial_back_R_HC_5(c):
         b.stop()
 
 
+def test_a_hit_keeps_the_content_flag_R_GUARD_3(c):
+    """A flag rule matched the request, so its answer says so whether the upstream or the
+    cache gave it: X-Content-Flag on the miss and on the hit."""
+    gw = Gateway("t0110flag", procs=1, threads=4)
+    try:
+        key = setup_tenant(gw, "acme", "alice")
+        add_endpoint(gw, "ep", "acme", [c.fake])
+        gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
+        policy(gw, "m")
+        gw.ctl("rule", "add", "pii", "--keyword", "passport", "--action", "flag")
+        gw.start()
+        wait_for(lambda: gw.chat(key).status == 200, 5, what="key live")
+        b = body(unique("my passport number"))
+        miss = gw.request("POST", "/v1/chat/completions", b, key=key)
+        assert miss.headers.get("x-cache") == "miss" and miss.headers.get("x-content-flag") == "pii", miss.headers
+        hit = wait_for(lambda: (lambda r: r if r.headers.get("x-cache") == "hit" else None)(
+            gw.request("POST", "/v1/chat/completions", b, key=key)), 5, what="the hit")
+        assert hit.headers.get("x-content-flag") == "pii", hit.headers
+    finally:
+        gw.stop()
+
+
 run_tests(globals(), setup, teardown)
