@@ -40,6 +40,16 @@ fresh=0
 [ -f "$db" ] || fresh=1
 "$ctl" --db "$db" init >/dev/null
 
+lighttpd_pid= healthd_pid= upstream_pid=
+stop() {
+  trap - INT TERM EXIT
+  [ -n "$healthd_pid" ] && kill "$healthd_pid" 2>/dev/null && wait "$healthd_pid" 2>/dev/null
+  [ -n "$lighttpd_pid" ] && kill -INT "$lighttpd_pid" 2>/dev/null && wait "$lighttpd_pid" 2>/dev/null
+  [ -n "$upstream_pid" ] && kill "$upstream_pid" 2>/dev/null && wait "$upstream_pid" 2>/dev/null
+  echo "sluice stopped."
+}
+trap 'stop; exit 0' INT TERM
+trap stop EXIT
 # The demo upstream: UPSTREAM_PORT, or a free port the stand-in picks (it says which).
 : > "$state/upstream.out"
 "$builddir/tests/fake/sluice-fake-upstream" --port "${upstream_port:-0}" --name demo > "$state/upstream.out" 2>&1 &
@@ -54,16 +64,6 @@ until grep -q '^listening on ' "$state/upstream.out" 2>/dev/null; do
 done
 upstream_port=$(sed -n 's/^listening on \([0-9]*\).*/\1/p' "$state/upstream.out" | head -n 1)
 upstream_url="http://127.0.0.1:$upstream_port"
-lighttpd_pid= healthd_pid=
-stop() {
-  trap - INT TERM EXIT
-  [ -n "$healthd_pid" ] && kill "$healthd_pid" 2>/dev/null && wait "$healthd_pid" 2>/dev/null
-  [ -n "$lighttpd_pid" ] && kill -INT "$lighttpd_pid" 2>/dev/null && wait "$lighttpd_pid" 2>/dev/null
-  kill "$upstream_pid" 2>/dev/null; wait "$upstream_pid" 2>/dev/null
-  echo "sluice stopped."
-}
-trap 'stop; exit 0' INT TERM
-trap stop EXIT
 
 if [ "$fresh" = 1 ]; then
   "$ctl" --db "$db" tenant add demo >/dev/null
@@ -75,15 +75,15 @@ if [ "$fresh" = 1 ]; then
     | sed -n 's/.*"key":"\([^"]*\)".*/\1/p' > "$state/demo-key.txt"
   chmod 600 "$state/demo-key.txt"
 fi
-# A later start may have another upstream port: the demo endpoint's replica follows it.
-if "$ctl" --db "$db" --json list replicas --endpoint demo-endpoint > "$state/.replicas" 2>/dev/null; then
-  for old in $(grep -o '"url":"[^"]*"' "$state/.replicas" | cut -d'"' -f4); do
-    [ "$old" = "$upstream_url" ] || "$ctl" --db "$db" replica rm demo-endpoint "$old" >/dev/null
-  done
-  grep -q "\"url\":\"$upstream_url\"" "$state/.replicas" ||
-    "$ctl" --db "$db" replica add demo-endpoint "$upstream_url" --engine vllm >/dev/null
+# A later start may have another upstream port: the demo replica (the one this script
+# added, named in upstream-url) follows it; replicas an operator added stay.
+old_url=$(cat "$state/upstream-url" 2>/dev/null || true)
+if [ "$fresh" = 0 ] && [ -n "$old_url" ] && [ "$old_url" != "$upstream_url" ] &&
+   "$ctl" --db "$db" --json list replicas --endpoint demo-endpoint 2>/dev/null | grep -qF "\"url\":\"$old_url\""; then
+  "$ctl" --db "$db" replica rm demo-endpoint "$old_url" >/dev/null
+  "$ctl" --db "$db" replica add demo-endpoint "$upstream_url" --engine vllm >/dev/null
 fi
-rm -f "$state/.replicas"
+echo "$upstream_url" > "$state/upstream-url"
 key=$(cat "$state/demo-key.txt" 2>/dev/null || echo "(see $state/demo-key.txt)")
 # The demo operator for /inference and the API (R-ADM-2): created once with a random
 # password, kept in admin-password.txt (mode 600) and shown in the banner.
@@ -101,6 +101,14 @@ admin_pw=$(cat "$state/admin-password.txt" 2>/dev/null || echo "(see $state/admi
   "$builddir/admin/sluice-admin.cgi" > "$state/lighttpd.conf"
 "$lighttpd" -D -f "$state/lighttpd.conf" &
 lighttpd_pid=$!
+# "serving" in the banner must be true: wait (5 s at most) until the port answers.
+i=0
+while [ $i -lt 100 ] && kill -0 "$lighttpd_pid" 2>/dev/null &&
+      ! curl -s -o /dev/null --max-time 1 "http://127.0.0.1:$port/inference/" 2>/dev/null; do
+  i=$((i + 1))
+  sleep 0.05
+done
+kill -0 "$lighttpd_pid" 2>/dev/null || { echo "run.sh: lighttpd did not start (see $state/lighttpd-error.log)" >&2; exit 1; }
 # R-HC-9: no cron here, so sluice-healthd runs --forever beside the pool.
 "$builddir/healthd/sluice-healthd" -c "$conf" --forever >> "$state/sluice-healthd.log" 2>&1 &
 healthd_pid=$!

@@ -151,9 +151,22 @@ int linelog_open(struct linelog *l, const char *what, const char *path, enum met
 
 int linelog_move(struct linelog *l, const char *path)
 {
-    if (l->fd < 0 || !*path)
+    if (l->fd < 0 || !*path || strlen(path) >= sizeof l->path)
         return -1;
+    /* The new file first: one that cannot be opened leaves the log where it is
+     * (and the change is reported as needing a restart, not as done). */
+    int fd = open_file(path);
+    if (fd < 0) {
+        log_error("SIGHUP: cannot open the new %s %s: %s", l->what, path, strerror(errno));
+        return -1;
+    }
+    int rc = dup3(fd, l->fd, O_CLOEXEC);
+    close(fd);
+    if (rc < 0)
+        return -1;
+    pthread_mutex_lock(&l->lock);
     snprintf(l->path, sizeof l->path, "%s", path);
+    pthread_mutex_unlock(&l->lock);
     return 0;
 }
 

@@ -35,8 +35,9 @@ int linelog_open(struct linelog *l, const char *what, const char *path, enum met
 void linelog_put(struct linelog *l, struct shm *shm, const char *text, size_t len);
 /* SIGHUP: the same path again (logrotate moved the file). */
 void linelog_reopen(struct linelog *l);
-/* SIGHUP with a new path: the next linelog_reopen opens it. -1 when the log is
- * off or would be turned off (its writer starts and stops with the process). */
+/* SIGHUP with a new path: the log is written there from now on. -1 (nothing
+ * changed) when the file cannot be opened, or the log is off or would be turned
+ * off (its writer starts and stops with the process). */
 int linelog_move(struct linelog *l, const char *path);
 /* Writes what is queued and stops the writer. */
 void linelog_close(struct linelog *l);

@@ -44,6 +44,7 @@
 
 static struct conf conf;               /* read-only after start-up, but for SIGHUP's live options */
 static struct conf conf_file;          /* what sluice.conf said (before environment overrides) */
+static const char *conf_path;          /* -c or SLUICE_CONF, NULL: the defaults */
 static struct shm shm;                 /* this process's mapping of the state file */
 static atomic_int stopping;
 static atomic_int cut;                 /* the grace ran out: end what still runs (R-DEP-6) */
@@ -63,13 +64,14 @@ static int conf_changed(void *arg, const char *name, const char *was, const char
     if (how == CONF_CHANGE_APPLIED)
         log_info("SIGHUP: %s %s -> %s", name, was, now);
     else
-        log_warn("SIGHUP: %s %s -> %s needs a restart of the pool to take effect; still %s", name, was, now, was);
+        log_warn("SIGHUP: %s %s -> %s needs a restart of the pool to take effect; the value it started with holds",
+                 name, was, now);
     return 0;
 }
 
 /* SIGHUP (R-DEP-5): the options that can change live take their new values,
  * what needs a restart is said so, then the logs are reopened (logrotate). */
-static void reload(const char *conf_path)
+static void reload(void)
 {
     if (conf_path && conf_reload(&conf, &conf_file, conf_path, conf_changed, NULL) != 0)
         log_error("SIGHUP: %s refused (its errors are on standard error); the running configuration stays",
@@ -403,7 +405,7 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGUSR1);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-    const char *conf_path = getenv("SLUICE_CONF");
+    conf_path = getenv("SLUICE_CONF");
     static const struct option longopts[] = {
         {"check-config", no_argument, NULL, 'C'}, {"listen", required_argument, NULL, 'L'},
         {"processes", required_argument, NULL, 'P'}, {"daemon", no_argument, NULL, 'D'},
@@ -463,6 +465,11 @@ int main(int argc, char **argv)
     if (sup.listen) {
         if (!sup.processes)
             sup.processes = conf.pool_processes;
+        if (sup.daemon && (!conf.log_file[0] || strcmp(conf.log_file, "-") == 0)) {
+            fprintf(stderr, "sluice-fcgi: --daemon needs log_file in sluice.conf (standard error goes nowhere)\n");
+            return 2;
+        }
+        sup.on_hup = reload;
         if (supervise(&sup, &set) != 0)
             return 1;
     }
@@ -501,7 +508,7 @@ int main(int argc, char **argv)
     int sig = 0;
     while (sigwait(&set, &sig) == 0 && sig != SIGTERM && sig != SIGINT) {
         if (sig == SIGHUP)
-            reload(conf_path);      /* also logrotate's postrotate: the logs moved */
+            reload();               /* also logrotate's postrotate: the logs moved */
     }
     /* R-DEP-6: stop accepting, let in-flight requests finish (bounded), flush usage. */
     atomic_store(&stopping, 1);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -88,10 +89,16 @@ int64_t respawn_delay_ms(int64_t ran_ms, int quick_deaths)
 
 /* A unix socket left by a supervisor that died is removed; one that answers is
  * another sluice's, and stays. */
-static int unix_listener(const struct listen_addr *a)
+static int unix_listener(const struct listen_addr *a, struct stat *made)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     memcpy(sa.sun_path, a->path, strlen(a->path) + 1);
+    /* Only a socket is ever replaced: a mistyped path must not delete a file. */
+    struct stat st;
+    if (lstat(a->path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+        log_error("--listen unix:%s: the path exists and is not a socket", a->path);
+        return -1;
+    }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
@@ -110,7 +117,7 @@ static int unix_listener(const struct listen_addr *a)
     mode_t old = umask(0117);
     int rc = bind(fd, (struct sockaddr *)&sa, sizeof sa);
     umask(old);
-    if (rc != 0) {
+    if (rc != 0 || lstat(a->path, made) != 0) {
         log_error("--listen unix:%s: %s", a->path, strerror(errno));
         close(fd);
         return -1;
@@ -221,7 +228,8 @@ int supervise(const struct supervise_opts *o, const sigset_t *blocked)
         fprintf(stderr, "sluice-fcgi: --processes must be 1-%d\n", MAX_PROCESSES);
         return -1;
     }
-    int lfd = a.unix_socket ? unix_listener(&a) : tcp_listener(&a);
+    struct stat made;
+    int lfd = a.unix_socket ? unix_listener(&a, &made) : tcp_listener(&a);
     if (lfd < 0 || listen(lfd, LISTEN_BACKLOG) != 0) {
         fprintf(stderr, "sluice-fcgi: cannot listen on %s (the reason is in the log)\n", o->listen);
         if (lfd >= 0)
@@ -255,9 +263,13 @@ int supervise(const struct supervise_opts *o, const sigset_t *blocked)
                 next = next < 0 || k[i].due_ms < next ? k[i].due_ms : next;
                 continue;
             }
-            pid_t pid = fork();
+            pid_t self = getpid(), pid = fork();
             if (pid == 0) {
-                /* A responder: the socket on fd 0, as lighttpd's bin-path hands it. */
+                /* A responder: the socket on fd 0, as lighttpd's bin-path hands it.
+                 * It ends with the supervisor: orphans would keep the socket busy. */
+                prctl(PR_SET_PDEATHSIG, SIGTERM);
+                if (getppid() != self)
+                    _exit(0);
                 sigprocmask(SIG_SETMASK, blocked, NULL);
                 if (dup2(lfd, 0) < 0)
                     _exit(1);
@@ -282,7 +294,9 @@ int supervise(const struct supervise_opts *o, const sigset_t *blocked)
         if (sig == SIGCHLD || sig < 0) {
             reap(k, n, stopping);
         } else if (sig == SIGHUP) {
-            log_reopen();
+            /* Re-read here too: a responder started after this has the new values. */
+            if (o->on_hup)
+                o->on_hup();
             log_info("SIGHUP: passed on to %d responders", running(k, n));
             signal_all(k, n, SIGHUP);
         } else if (sig == SIGTERM || sig == SIGINT) {
@@ -297,7 +311,8 @@ int supervise(const struct supervise_opts *o, const sigset_t *blocked)
         }
     }
     close(lfd);
-    if (a.unix_socket)
+    struct stat now;        /* our socket, not one a later supervisor made there */
+    if (a.unix_socket && lstat(a.path, &now) == 0 && now.st_ino == made.st_ino && now.st_dev == made.st_dev)
         unlink(a.path);
     if (o->pid_file)
         unlink(o->pid_file);

@@ -34,6 +34,7 @@ struct supervise_opts {
     int processes;              /* --processes */
     int daemon;                 /* --daemon: detach from the terminal */
     const char *pid_file;       /* --pid-file, or NULL */
+    void (*on_hup)(void);       /* SIGHUP: re-read the configuration (and reopen the log) */
 };
 
 /* Runs the supervisor. Returns 0 in each responder child (fd 0 is the

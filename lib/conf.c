@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 void conf_defaults(struct conf *c)
@@ -295,7 +297,7 @@ static int conf_path_value(struct conf_reader *rd, const config_setting_t *s, co
     else
         n = snprintf(dst, cap, "%s/%s", rd->dir, v);
     if (n < 0 || (size_t)n >= cap) {
-        conf_error(rd, s, "%s is too long (at most %zu bytes)", config_setting_name(s), cap - 1);
+        conf_error(rd, s, "%s is too long (at most %zu bytes)", s ? config_setting_name(s) : v, cap - 1);
         return -1;
     }
     return 0;
@@ -389,13 +391,18 @@ static int conf_read(struct conf *c, const char *path, const char *text)
     int rc = -1;
     struct conf_reader rd = {.path = path};
     if (!text) {
+        /* The file's folder, absolute: a path read against it means the same from
+         * any working directory. */
+        char folder[4096], real[PATH_MAX];
         const char *slash = strrchr(path, '/');
-        if (slash)
-            snprintf(rd.dir, sizeof rd.dir, "%.*s", (int)(slash == path ? 1 : slash - path), path);
-        else if (!getcwd(rd.dir, sizeof rd.dir))
-            rd.dir[0] = '\0';
-        if (strcmp(rd.dir, "/") == 0)
-            rd.dir[0] = '\0';   /* "/x" + "/" would make "//x" */
+        snprintf(folder, sizeof folder, "%.*s", slash ? (int)(slash == path ? 1 : slash - path) : 1,
+                 slash ? path : ".");
+        if (!realpath(folder, real) || strlen(real) >= sizeof rd.dir) {
+            fprintf(stderr, "FATAL CONFIG FILE ERROR: %s: its folder cannot be resolved (or its name is longer "
+                            "than %zu bytes)\n", path, sizeof rd.dir - 1);
+            goto out;
+        }
+        snprintf(rd.dir, sizeof rd.dir, "%s", strcmp(real, "/") == 0 ? "" : real);
         if (rd.dir[0])
             config_set_include_dir(&cf, rd.dir);
     }
@@ -408,6 +415,17 @@ static int conf_read(struct conf *c, const char *path, const char *text)
     struct conf work = *c;
     rd.c = &work;
     conf_walk(&rd, config_root_setting(&cf), "");
+    /* A default path too (the database, the state file) lies beside the file, so
+     * every program given the same file finds the same ones. */
+    for (size_t i = 0; !text && rd.errors == 0 && i < CONF_NOPTS; i++) {
+        char *v = (char *)&work + conf_opts[i].off, tmp[1024];
+        if (conf_opts[i].type != T_PATH || !*v || *v == '/' || strcmp(v, "-") == 0)
+            continue;
+        if (conf_path_value(&rd, NULL, v, tmp, sizeof tmp) == 0 && strlen(tmp) < conf_opts[i].size)
+            memcpy(v, tmp, strlen(tmp) + 1);
+        else
+            conf_error(&rd, NULL, "%s: the default %s beside the file is too long", conf_opts[i].name, v);
+    }
     if (rd.errors > CONF_MAX_ERRORS)
         fprintf(stderr, "FATAL CONFIG FILE ERROR: %s: %d more errors\n", path, rd.errors - CONF_MAX_ERRORS);
     if (rd.errors == 0) {

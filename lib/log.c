@@ -60,7 +60,14 @@ int log_reopen(void)
 
 int log_move(const char *path)
 {
-    if (!log_path[0] || !*path || strcmp(path, "-") == 0)
+    if (!log_path[0] || !*path || strcmp(path, "-") == 0 || strlen(path) >= sizeof log_path)
+        return -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0)
+        return -1;      /* the log stays where it is; the change is reported as not taken */
+    int rc = dup3(fd, log_fd, O_CLOEXEC);
+    close(fd);
+    if (rc < 0)
         return -1;
     snprintf(log_path, sizeof log_path, "%s", path);
     return 0;

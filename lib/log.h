@@ -11,8 +11,9 @@ int log_open(const char *path, const char *program);
 void log_set_level(enum log_level level);
 /* Reopens the file log_open named (SIGHUP after logrotate moved it); 0 or -1. */
 int log_reopen(void);
-/* SIGHUP with a new log_file: the next log_reopen opens path instead. -1 when
- * the log is standard error or path is not a file ("-", ""): that needs a restart. */
+/* SIGHUP with a new log_file: the log is written to path from now on. -1
+ * (nothing changed) when it cannot be opened, or the log is standard error or
+ * path is not a file ("-", ""): that needs a restart. */
 int log_move(const char *path);
 
 /* Writes "<time> [pid] LEVEL file:line: message" as one write(2), so lines

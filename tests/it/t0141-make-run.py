@@ -95,6 +95,10 @@ def test_a_high_port_then_another_upstream_port():
         assert replicas() == ["http://127.0.0.1:%d" % first]
     finally:
         stop(p)
+    # a replica the operator added to the demo endpoint is theirs: it stays
+    own = "http://127.0.0.1:9/"
+    subprocess.run([CTL, "--db", os.path.join(STATE, "sluice.db"), "replica", "add", "demo-endpoint", own],
+                   check=True, capture_output=True, timeout=30)
     # the same state folder, a fixed upstream port: the demo replica follows it
     fixed = high_free_port()
     while fixed == first:
@@ -104,7 +108,7 @@ def test_a_high_port_then_another_upstream_port():
         text = banner(p)
         assert "demo upstream (stand-in model server): http://127.0.0.1:%d" % fixed in text, text
         assert chat(port).status == 200
-        assert replicas() == ["http://127.0.0.1:%d" % fixed]
+        assert sorted(replicas()) == sorted(["http://127.0.0.1:%d" % fixed, own]), replicas()
     finally:
         stop(p)
     # everything it started has gone with it

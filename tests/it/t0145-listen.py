@@ -114,6 +114,45 @@ def test_a_socket_in_use_and_a_public_address_are_refused(c):
     assert p.returncode == 2 and "go with --listen" in p.stderr, p
 
 
+def test_a_responder_started_after_sighup_has_the_new_configuration(c):
+    """The supervisor re-reads the file too: a responder it starts later runs with what
+    the file says now, not with what it said when the supervisor started."""
+    with open(c.gw.conf_path) as f:
+        text = f.read()
+    with open(c.gw.conf_path, "w") as f:
+        f.write(text.replace("max_body_bytes = 8388608;", "max_body_bytes = 4096;"))
+    try:
+        before = c.gw.log_text().count("SIGHUP: configuration re-read")
+        c.sup.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: c.gw.log_text().count("SIGHUP: configuration re-read") >= before + 3, 5,
+                 what="the supervisor and both responders re-read")
+        for pid in c.sup.children():
+            os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: len(c.sup.children()) == 2, 10, what="new responders")
+        big = "x" * 6000
+        r = wait_for(lambda: (lambda r: r if r.status != 502 else None)(chat(c, big)), 10, what="served again")
+        assert r.status == 413, r
+    finally:
+        with open(c.gw.conf_path, "w") as f:
+            f.write(text)
+        c.sup.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: chat(c, "x" * 6000).status == 200, 10, what="the old limit back")
+
+
+def test_a_path_that_is_not_a_socket_is_left_alone(c):
+    victim = os.path.join(c.gw.dir, "victim.txt")
+    with open(victim, "w") as f:
+        f.write("keep me")
+    p = subprocess.run([FCGI, "--listen", "unix:" + victim, "-c", c.gw.conf_path], capture_output=True, text=True,
+                       timeout=20)
+    assert p.returncode == 1, p
+    assert open(victim).read() == "keep me"
+    assert "exists and is not a socket" in c.gw.log_text()
+    p = subprocess.run([FCGI, "--listen", "unix:" + victim, "--daemon", "-c", c.gw.conf_path], capture_output=True,
+                       text=True, timeout=20)
+    assert p.returncode == 1 and open(victim).read() == "keep me", p
+
+
 def test_sigterm_drains_then_stops(c):
     c.fake.behavior("ttfb_ms=1500")
     out = {}

@@ -109,6 +109,16 @@ int main(void)
     CHECK_INT((int)c.max_body_bytes, 4096, "limits.max_body_bytes (int64)");
     CHECK(errors[0] == '\0', "a good file said: %s", errors);
 
+    /* a default path (no database, no state_file in the file) lies beside the file too,
+     * whatever the working directory */
+    CHECK_INT(load(&c, "bare.conf", "pool: { threads = 4; };\n"), 0, "a file without paths");
+    snprintf(want, sizeof want, "%s/sluice.db", dir);
+    CHECK_STR(c.database, want, "default database beside the file");
+    snprintf(want, sizeof want, "%s/sluice.state", dir);
+    CHECK_STR(c.state_file, want, "default state file beside the file");
+    CHECK_STR(c.log_file, "-", "default log stays standard error");
+    CHECK_STR(c.secrets_key_file, "", "default key file stays 'beside the database'");
+
     /* each mistake is named with its line; the whole file is refused */
     static const struct {
         const char *text, *want;
