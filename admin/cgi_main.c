@@ -133,6 +133,7 @@ int main(void)
         return 0;
     }
     log_open(conf.log_file, "sluice-admin");
+    log_set_level(log_level_of(conf.log_level));
     int bad = cgi_read(&req, (size_t)conf.admin_max_body_bytes);
     if (bad == 413)
         api_error(&c, 413, "request_too_large", NULL, "the body is over %lld bytes",

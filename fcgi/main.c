@@ -76,6 +76,7 @@ static void reload(void)
     if (conf_path && conf_reload(&conf, &conf_file, conf_path, conf_changed, NULL) != 0)
         log_error("SIGHUP: %s refused (its errors are on standard error); the running configuration stays",
                   conf_path);
+    log_set_level(log_level_of(conf.log_level));
     log_reopen();
     access_log_reopen();
     spans_reopen();
@@ -461,6 +462,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "cannot open log file %s: %s\n", conf.log_file, strerror(errno));
         return 1;
     }
+    log_set_level(log_level_of(conf.log_level));
     /* --listen: the supervisor keeps this process; each responder goes on below. */
     if (sup.listen) {
         if (!sup.processes)

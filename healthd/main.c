@@ -182,6 +182,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "sluice-healthd: cannot open log file %s: %s\n", log_path, strerror(errno));
         return 1;
     }
+    log_set_level(log_level_of(conf.log_level));
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;

@@ -16,6 +16,7 @@ void conf_defaults(struct conf *c)
     snprintf(c->database, sizeof c->database, "sluice.db");
     snprintf(c->state_file, sizeof c->state_file, "sluice.state");
     snprintf(c->log_file, sizeof c->log_file, "-");
+    snprintf(c->log_level, sizeof c->log_level, "info");
     snprintf(c->billing_tz, sizeof c->billing_tz, "UTC");
     c->pool_processes = 2;
     c->pool_threads = 256;
@@ -84,7 +85,7 @@ void conf_defaults(struct conf *c)
 
 /* ---- the schema: every option of sluice.conf, one row each ---- */
 
-enum opt_type { T_STR, T_PATH, T_BOOL, T_INT };
+enum opt_type { T_STR, T_PATH, T_BOOL, T_INT, T_ENUM };
 
 /* What SIGHUP does with a new value (conf_reload). */
 enum opt_when {
@@ -99,19 +100,24 @@ struct conf_opt {
     long long min, max;         /* T_INT */
     size_t off, size;           /* the field in struct conf: a char array, an int or an int64_t */
     enum opt_when when;
+    const char *const *values;  /* T_ENUM: the words it may be (NULL-terminated); the field holds the word */
 };
 
 #define FIELD(f) offsetof(struct conf, f), sizeof(((struct conf *)0)->f)
-#define OPT_STR(n, f, w) {n, T_STR, 0, 0, FIELD(f), w}
+#define OPT_STR(n, f, w) {n, T_STR, 0, 0, FIELD(f), w, NULL}
 /* A path: relative ones are read against the configuration file's folder. */
-#define OPT_PATH(n, f, w) {n, T_PATH, 0, 0, FIELD(f), w}
-#define OPT_BOOL(n, f, w) {n, T_BOOL, 0, 1, FIELD(f), w}
-#define OPT_INT(n, lo, hi, f, w) {n, T_INT, lo, hi, FIELD(f), w}
+#define OPT_PATH(n, f, w) {n, T_PATH, 0, 0, FIELD(f), w, NULL}
+#define OPT_BOOL(n, f, w) {n, T_BOOL, 0, 1, FIELD(f), w, NULL}
+#define OPT_INT(n, lo, hi, f, w) {n, T_INT, lo, hi, FIELD(f), w, NULL}
+#define OPT_ENUM(n, vals, f, w) {n, T_ENUM, 0, 0, FIELD(f), w, vals}
+
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 
 static const struct conf_opt conf_opts[] = {
     OPT_PATH("database", database, RESTART),
     OPT_PATH("state_file", state_file, RESTART),
     OPT_PATH("log_file", log_file, LOG),
+    OPT_ENUM("log_level", log_levels, log_level, LIVE),
     OPT_PATH("access_log", access_log, LOG),
     OPT_PATH("trace_log", trace_log, LOG),
     OPT_STR("metrics.token", metrics_token, RESTART),
@@ -329,6 +335,19 @@ static void conf_set(struct conf_reader *rd, const struct conf_opt *o, const con
         memcpy(dst, v, strlen(v) + 1);
         return;
     }
+    case T_ENUM: {
+        const char *v = t == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
+        for (int i = 0; v && o->values[i]; i++)
+            if (strcmp(v, o->values[i]) == 0 && strlen(v) < o->size) {
+                memcpy(dst, v, strlen(v) + 1);
+                return;
+            }
+        char words[200] = "";
+        for (int i = 0; o->values[i]; i++)
+            snprintf(words + strlen(words), sizeof words - strlen(words), "%s\"%s\"", i ? ", " : "", o->values[i]);
+        conf_error(rd, s, "%s must be one of %s", o->name, words);
+        return;
+    }
     case T_BOOL:
         if (t != CONFIG_TYPE_BOOL) {
             conf_error(rd, s, "%s must be true or false, not %s", o->name, conf_type_name(t));
@@ -449,7 +468,7 @@ int conf_load_string(struct conf *c, const char *text, const char *name)
 static void conf_value_text(const struct conf_opt *o, const struct conf *c, char *out, size_t cap)
 {
     const char *p = (const char *)c + o->off;
-    if (o->type == T_STR || o->type == T_PATH)
+    if (o->type == T_STR || o->type == T_PATH || o->type == T_ENUM)
         snprintf(out, cap, "\"%s\"", p);
     else if (o->type == T_BOOL)
         snprintf(out, cap, "%s", *(const int *)(const void *)p ? "true" : "false");
@@ -468,7 +487,7 @@ int conf_reload(struct conf *live, struct conf *file, const char *path, conf_cha
     for (size_t i = 0; i < CONF_NOPTS; i++) {
         const struct conf_opt *o = &conf_opts[i];
         char *was = (char *)file + o->off, *now = (char *)&next + o->off;
-        int text = o->type == T_STR || o->type == T_PATH;
+        int text = o->type == T_STR || o->type == T_PATH || o->type == T_ENUM;
         if (text ? strcmp(was, now) == 0 : memcmp(was, now, o->size) == 0)
             continue;
         char a[600], b[600];

@@ -9,6 +9,7 @@ struct conf {
     char database[512];          /* database: SQLite file */
     char state_file[512];        /* state_file: pool-wide shared state (mmap) */
     char log_file[512];          /* log_file: diagnostics ("-" = stderr) */
+    char log_level[8];           /* log_level: error, warn, info or debug (info); lib/log.h log_level_of */
     char access_log[512];        /* access_log: JSON lines, one per request ("" = off) */
     char trace_log[512];         /* trace_log: spans as JSON lines ("" = off; R-OBS-3) */
     char metrics_token[256];     /* metrics.token: bearer token GET /metrics requires ("" = open) */

@@ -75,6 +75,12 @@ int log_move(const char *path)
 
 void log_set_level(enum log_level level) { log_max = level; }
 
+enum log_level log_level_of(const char *word)
+{
+    return strcmp(word, "error") == 0 ? LOG_ERROR : strcmp(word, "warn") == 0 ? LOG_WARN
+         : strcmp(word, "debug") == 0 ? LOG_DEBUG : LOG_INFO;
+}
+
 void log_set_repeat_window_ms(int ms) { atomic_store(&repeat_window_ms, ms > 0 ? ms : 0); }
 
 int log_site_admit(struct log_site *s, int64_t now_ms, int64_t window_ms, uint32_t *repeated)

@@ -9,6 +9,8 @@ enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 /* Where diagnostics go; NULL or "-" means stderr. Call once at start-up. */
 int log_open(const char *path, const char *program);
 void log_set_level(enum log_level level);
+/* sluice.conf's log_level word ("error", "warn", "info", "debug"); anything else is info. */
+enum log_level log_level_of(const char *word);
 /* Reopens the file log_open named (SIGHUP after logrotate moved it); 0 or -1. */
 int log_reopen(void);
 /* SIGHUP with a new log_file: the log is written to path from now on. -1

@@ -139,7 +139,7 @@ def conf_schema():
     """[(name, type, min, max, field, when)] of lib/conf.c's schema rows."""
     src = read(os.path.join(SRCDIR, "lib", "conf.c"))
     rows = []
-    for typ, name, rest in re.findall(r'^    OPT_(STR|PATH|BOOL|INT)\("([a-z_.]+)",\s*(.*?)\),\s*$', src, re.M):
+    for typ, name, rest in re.findall(r'^    OPT_(STR|PATH|BOOL|INT|ENUM)\("([a-z_.]+)",\s*(.*?)\),\s*$', src, re.M):
         parts = [p.strip() for p in rest.split(",")]
         lo = hi = None
         if typ == "INT":
@@ -225,7 +225,7 @@ def conf_mistakes(man):
         out.append("sluice.conf.5 documents options lib/conf.c does not have: %s" % ", ".join(extra))
     when_phrase = {"LIVE": "SIGHUP: applies at once.", "RESTART": "SIGHUP: needs a restart.",
                    "LOG": "SIGHUP: the log moves to the new path."}
-    type_phrase = {"STR": "String", "PATH": "Path", "BOOL": "Boolean", "INT": "Integer"}
+    type_phrase = {"STR": "String", "PATH": "Path", "BOOL": "Boolean", "INT": "Integer", "ENUM": "One of"}
     for name, typ, lo, hi, field, when in schema:
         body = " ".join(documented.get(name, "").split())
         if not body:
@@ -234,7 +234,7 @@ def conf_mistakes(man):
             out.append("%s: the entry should start with its type, %s" % (name, type_phrase[typ]))
         if typ == "INT" and "from %d to %d" % (lo, hi) not in body:
             out.append("%s: the entry should give the range from %d to %d" % (name, lo, hi))
-        d = defaults.get(field, "" if typ in ("STR", "PATH") else 0)
+        d = defaults.get(field, "" if typ in ("STR", "PATH", "ENUM") else 0)
         want = ("true" if d else "false") if typ == "BOOL" else (d if isinstance(d, str) else str(d))
         if not re.search(r"default %s(?=[\s.;,)]|$)" % re.escape(want or "empty"), body):
             out.append("%s: the entry should say default %s" % (name, want or "empty"))

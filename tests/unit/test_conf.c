@@ -96,7 +96,7 @@ int main(void)
     CHECK_INT(load(&c, "ok.conf",
                    "database = \"db/sluice.db\";\nstate_file = \"/run/s.state\";\nlog_file = \"-\";\n"
                    "access_log = \"\";\npool: { threads = 8; };\nmetrics: { tenant_labels = false; };\n"
-                   "limits: { max_body_bytes = 4096; };\n"),
+                   "limits: { max_body_bytes = 4096; };\nlog_level = \"debug\";\n"),
               0, "a good file loads");
     char want[300];
     snprintf(want, sizeof want, "%s/db/sluice.db", dir);
@@ -105,6 +105,7 @@ int main(void)
     CHECK_STR(c.log_file, "-", "'-' is stderr, not a file");
     CHECK_STR(c.access_log, "", "'' is off, not a file");
     CHECK_INT(c.pool_threads, 8, "pool.threads");
+    CHECK_STR(c.log_level, "debug", "log_level");
     CHECK_INT(c.metrics_tenant_labels, 0, "metrics.tenant_labels");
     CHECK_INT((int)c.max_body_bytes, 4096, "limits.max_body_bytes (int64)");
     CHECK(errors[0] == '\0', "a good file said: %s", errors);
@@ -134,6 +135,8 @@ int main(void)
         {"pool = 4;\n", "unknown option pool"},
         {"pool: { threads = 8; extra: { x = 1; }; };\n", "unknown group pool.extra"},
         {"databse = \"x.db\";\n", "unknown option databse (did you mean database?)"},
+        {"log_level = \"verbose\";\n", "log_level must be one of \"error\", \"warn\", \"info\", \"debug\""},
+        {"log_level = 3;\n", "log_level must be one of"},
         {"pool: { threads = 8 \n", "bad.conf:"},                                   /* a syntax error */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
