@@ -19,6 +19,12 @@ BUILDDIR = os.environ.get("SLUICE_BUILDDIR", os.path.abspath(os.path.join(os.pat
 SRCDIR = os.environ.get("SLUICE_SRCDIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "../../..")))
 OUTDIR = os.environ.get("SLUICE_TEST_OUT", os.path.join(BUILDDIR, "test-output"))
 LIGHTTPD = shutil.which("lighttpd") or "/usr/sbin/lighttpd"
+# The front server the suite runs behind (issue 13): lighttpd (bin-path), or nginx with the
+# installed-style snippet conf/nginx-sluice.conf.in against `sluice-fcgi --listen` (and the
+# admin CGI under fcgiwrap). tests/run-all runs a part of the suite again behind nginx.
+FRONT = os.environ.get("SLUICE_FRONT", "lighttpd")
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+FCGIWRAP = shutil.which("fcgiwrap") or "/usr/sbin/fcgiwrap"
 CTL = os.environ.get("SLUICE_CTL", os.path.join(BUILDDIR, "admin", "sluicectl"))
 FAKE = os.path.join(BUILDDIR, "tests", "fake", "sluice-fake-upstream")
 FCGI = os.path.join(BUILDDIR, "fcgi", "sluice-fcgi")
@@ -298,6 +304,8 @@ class Gateway:
         return plain
 
     def start(self):
+        if FRONT == "nginx":
+            return self._start_nginx()
         with open(os.path.join(self.dir, "lighttpd.conf"), "w") as f:
             subprocess.run([os.path.join(SRCDIR, "conf", "gen-lighttpd.sh"),
                             os.path.join(SRCDIR, "conf", "lighttpd.conf.in"), "127.0.0.1", str(self.port),
@@ -317,7 +325,68 @@ class Gateway:
         wait_for(lambda: len(self.responder_pids()) >= self.procs, 10, what="responders")
         return self
 
+    def _start_nginx(self):
+        """nginx in front: the pool under its own supervisor, the admin CGI under fcgiwrap,
+        nginx.conf a server { } that includes conf/nginx-sluice.conf.in filled in for this dir."""
+        sock, wrap = os.path.join(self.dir, "sluice-fcgi.sock"), os.path.join(self.dir, "fcgiwrap.sock")
+        env = dict(os.environ, SLUICE_CONF=self.conf_path)
+        out = open(os.path.join(self.dir, "front.out"), "ab")
+        self.sup = subprocess.Popen([FCGI, "--listen", "unix:" + sock, "--processes", str(self.procs), "-c",
+                                     self.conf_path], env=env, stdout=out, stderr=out)
+        self.wrap = subprocess.Popen([FCGIWRAP, "-c", "2", "-s", "unix:" + wrap], env=env, stdout=out, stderr=out)
+        with open(os.path.join(SRCDIR, "conf", "nginx-sluice.conf.in")) as f:
+            snippet = f.read()
+        for k, v in (("@SOCKET@", sock), ("@WWW_DIR@", os.path.join(SRCDIR, "www")),
+                     ("@ADMIN_CGI@", os.path.join(BUILDDIR, "admin", "sluice-admin.cgi")),
+                     ("@CONF_FILE@", self.conf_path), ("@SYSCONFDIR@", self.dir)):
+            snippet = snippet.replace(k, v)
+        snippet = snippet.replace("unix:/run/fcgiwrap.socket", "unix:" + wrap)
+        with open(os.path.join(self.dir, "nginx-sluice.conf"), "w") as f:
+            f.write(snippet)
+        shutil.copy("/etc/nginx/fastcgi_params", os.path.join(self.dir, "fastcgi_params"))
+        conns = self.procs * self.threads + 256
+        with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
+            f.write("%spid %s/nginx.pid;\nerror_log %s/nginx-error.log;\nworker_processes 2;\n"
+                    "events { worker_connections %d; }\nhttp {\n access_log off;\n"
+                    " types { text/html html; text/css css; text/javascript js; application/json json;"
+                    " image/svg+xml svg; }\n default_type application/octet-stream;\n"
+                    " client_body_temp_path %s/nginx-body;\n fastcgi_temp_path %s/nginx-fastcgi;\n"
+                    " server {\n  listen 127.0.0.1:%d;\n  server_tokens off;\n  include %s/nginx-sluice.conf;\n"
+                    " }\n}\n" % ("user root;\n" if os.geteuid() == 0 else "", self.dir, self.dir, conns * 2,
+                                  self.dir, self.dir, self.port, self.dir))
+        wait_for(lambda: os.path.exists(sock) and os.path.exists(wrap), 10, what="the pool's and fcgiwrap's sockets")
+        self.proc = subprocess.Popen([NGINX, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"), "-g",
+                                      "daemon off;"], stdout=out, stderr=out)
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return True
+            except OSError:
+                return False
+        wait_for(up, 10, what="nginx on port %d" % self.port)
+        wait_for(lambda: len(self.responder_pids()) >= self.procs, 10, what="responders")
+        return self
+
+    def _stop_nginx(self, sig):
+        # SIGINT to lighttpd is its graceful stop; for nginx SIGQUIT is, and the pool's
+        # supervisor drains on SIGTERM.
+        for name, s in (("proc", signal.SIGQUIT if sig == signal.SIGINT else sig), ("sup", signal.SIGTERM),
+                        ("wrap", signal.SIGTERM)):
+            p = getattr(self, name, None)
+            if p and p.poll() is None:
+                p.send_signal(s)
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            setattr(self, name, None)
+
     def responder_pids(self):
+        sup = getattr(self, "sup", None)
+        return [p for p in self._responder_pids() if not sup or p != sup.pid]
+
+    def _responder_pids(self):
         pids = []
         for pid in os.listdir("/proc"):
             if not pid.isdigit():
@@ -334,6 +403,8 @@ class Gateway:
         return sorted(pids)
 
     def stop(self, sig=signal.SIGINT):
+        if FRONT == "nginx":
+            self._stop_nginx(sig)
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
