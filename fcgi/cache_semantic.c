@@ -157,12 +157,14 @@ int cache_semantic_match(struct request *r, const struct snap_policy *policy, co
     struct buf text;
     struct json_object *turn = NULL;
     struct cache_sem *s = NULL;
-    buf_init(&text, (size_t)r->conf->max_body_bytes + 1);
+    /* A turn longer than cache.semantic_max_input_bytes does not fit: it is
+     * exact only, never cut (a cut turn would match every long turn that
+     * begins as it does). */
+    buf_init(&text, (size_t)r->conf->semantic_max_input_bytes);
     int rc = -1;
     if (cache_key_last_user(r->json, &text, &turn) != 0)
-        goto out;                   /* R-CACHE-4: nothing to compare: exact only */
-    s = arena_alloc(r->arena, sizeof *s);
-    memset(s, 0, sizeof *s);
+        goto out;                   /* R-CACHE-4: nothing to compare (or too long): exact only */
+    s = arena_alloc(r->arena, sizeof *s);   /* zeroed */
     if (cache_key_scope_hash(in, turn, s->scope) != 0)
         goto out;
     s->embed_model = r->snap->semantic_embed_model;
@@ -200,7 +202,10 @@ struct semantic_part *cache_semantic_part(const struct request *r, size_t *bytes
     struct semantic_part *p = xcalloc(1, need);
     snprintf(p->scope_hash, sizeof p->scope_hash, "%s", s->scope);
     snprintf(p->embed_model, sizeof p->embed_model, "%s", s->embed_model);
-    snprintf(p->prompt, sizeof p->prompt, "%s", s->prompt);
+    /* The prompt is kept only for the audit: with none asked for now, none
+     * (an audit row matching this entry then shows '' as its matched turn). */
+    if (r->snap->semantic_audit_percent > 0)
+        snprintf(p->prompt, sizeof p->prompt, "%s", s->prompt);
     p->dims = s->emb.dims;
     memcpy(p->vec, s->emb.vec, s->emb.dims * sizeof(float));
     *bytes = need;

@@ -30,8 +30,7 @@
 /* The side request: what route.c and serving.c read of a request. */
 static struct request *side_new(struct request *r, const char *model)
 {
-    struct request *s = arena_alloc(r->arena, sizeof *s);
-    memset(s, 0, sizeof *s);
+    struct request *s = arena_alloc(r->arena, sizeof *s);   /* zeroed */
     s->w = r->w;
     s->arena = r->arena;
     s->conf = r->conf;
@@ -59,8 +58,9 @@ static size_t embed_write(char *p, size_t size, size_t n, void *arg)
     return buf_append(arg, p, size * n) == 0 ? size * n : 0;   /* past the cap: the transfer fails */
 }
 
-/* One attempt on s's replica: the HTTP status, or 0 when none came (*err says why). */
-static long embed_post(struct request *s, const char *body, struct buf *out, CURLcode *err)
+/* One attempt on s's replica, given at most left_ms (> 0): the HTTP status, or
+ * 0 when none came (*err says why). */
+static long embed_post(struct request *s, const char *body, int64_t left_ms, struct buf *out, CURLcode *err)
 {
     CURL *h = s->w->side;
     if (!h) {
@@ -70,7 +70,7 @@ static long embed_post(struct request *s, const char *body, struct buf *out, CUR
     curl_easy_reset(h);             /* keeps the connections */
     upstream_safe_defaults(h);
     const struct snap_endpoint *e = s->ep;
-    int64_t cap = s->conf->semantic_embed_timeout_ms;
+    int64_t cap = left_ms;
     int64_t total = (int64_t)e->connect_timeout_ms + e->first_byte_timeout_ms;
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
     hdr = curl_slist_append(hdr, "Expect:");
@@ -96,12 +96,17 @@ static long embed_post(struct request *s, const char *body, struct buf *out, CUR
     return status;
 }
 
-/* data[0].embedding as a unit vector and usage.prompt_tokens (-1: none). 0, or -1. */
+/* data[0].embedding as a unit vector, 0, or -1 when the answer holds none;
+ * either way usage.prompt_tokens when it says (else -1): a 200 is metered. */
 static int embed_parse(struct request *s, const struct buf *b, struct embedding *out, int64_t *tokens)
 {
     struct json_object *o = b->len ? json_tokener_parse(b->data) : NULL, *data, *first, *vec, *usage, *pt;
     int rc = -1;
     *tokens = -1;
+    if (o && json_object_is_type(o, json_type_object) && json_object_object_get_ex(o, "usage", &usage) &&
+        json_object_object_get_ex(usage, "prompt_tokens", &pt) && json_object_is_type(pt, json_type_int) &&
+        json_object_get_int64(pt) >= 0)
+        *tokens = json_object_get_int64(pt);
     if (!o || !json_object_object_get_ex(o, "data", &data) || !json_object_is_type(data, json_type_array) ||
         !(first = json_object_array_get_idx(data, 0)) || !json_object_object_get_ex(first, "embedding", &vec) ||
         !json_object_is_type(vec, json_type_array))
@@ -123,9 +128,6 @@ static int embed_parse(struct request *s, const struct buf *b, struct embedding 
         goto out;
     out->vec = v;
     out->dims = n;
-    if (json_object_object_get_ex(o, "usage", &usage) && json_object_object_get_ex(usage, "prompt_tokens", &pt) &&
-        json_object_is_type(pt, json_type_int) && json_object_get_int64(pt) >= 0)
-        *tokens = json_object_get_int64(pt);
     rc = 0;
 out:
     json_object_put(o);
@@ -174,16 +176,21 @@ int embed_text(struct request *r, const char *model, const char *text, size_t le
         warn_once(r, model, why);
         return -1;
     }
+    /* One deadline for the whole embedding, failovers included: each attempt
+     * gets what is left of it. */
+    int64_t deadline = s->start_mono + s->conf->semantic_embed_timeout_ms;
     struct buf resp;
     buf_init(&resp, EMBED_MAX_BYTES);
     int rc = -1;
     for (int tries = 0; tries < EMBED_MAX_TRIES && s->replica; tries++) {
         const struct snap_replica *rep = s->replica;
-        int64_t tokens = -1;
+        int64_t tokens = -1, left = deadline - mono_ms();
         CURLcode err = CURLE_OK;
         long status = 0;
-        int posted = 0;
-        if (s->ep->protocol != PROTO_OPENAI) {
+        int posted = 0, cut = 0;
+        if (left <= 0) {
+            why = "cache.semantic_embed_timeout_ms passed";
+        } else if (s->ep->protocol != PROTO_OPENAI) {
             why = "its endpoint does not speak the OpenAI protocol";
         } else {
             posted = 1;
@@ -194,11 +201,14 @@ int embed_text(struct request *r, const char *model, const char *text, size_t le
             const char *body = arena_strdup(s->arena, json_object_to_json_string_ext(q, JSON_C_TO_STRING_PLAIN));
             json_object_put(q);
             buf_reset(&resp);
-            status = embed_post(s, body, &resp, &err);
+            status = embed_post(s, body, left, &resp, &err);
+            /* the deadline, not the endpoint's own timeouts, ended it: no fault of the replica */
+            cut = err == CURLE_OPERATION_TIMEDOUT && mono_ms() >= deadline;
             if (status == 200 && embed_parse(s, &resp, out, &tokens) == 0)
                 rc = 0;
             else
-                why = err != CURLE_OK ? curl_easy_strerror(err)
+                why = cut ? "cache.semantic_embed_timeout_ms passed"
+                      : err != CURLE_OK ? curl_easy_strerror(err)
                       : status == 200 ? "the answer holds no embedding"
                                       : arena_printf(s->arena, "HTTP %ld", status);
         }
@@ -207,14 +217,19 @@ int embed_text(struct request *r, const char *model, const char *text, size_t le
          * attempts report it); no answer, a 5xx or a 429 is a failure of it. A
          * half-open trial it took is settled either way. */
         int replica_failed = rc != 0 && (status == 0 || status >= 500 || status == 429);
-        if (posted)
+        if (posted && !cut)
             serving_report(s, rep, !replica_failed, why);
         else
-            serving_unused(s, rep);     /* nothing was asked of it */
-        if (rc == 0) {
+            serving_unused(s, rep);     /* nothing was asked of it, or not for its own time */
+        /* Any 200 was paid for upstream: metered, an embedding in it or not. */
+        if (status == 200)
             embed_account(r, s, tokens, len);
+        /* Past the deadline, or an answer (a 200, a refusal: the input is too
+         * long for the embedder, the model is unknown) that another replica of
+         * the same model would give again: final. No answer, a 5xx or a 429
+         * is the replica's: the next one is tried. */
+        if (rc == 0 || left <= 0 || cut || (posted && !replica_failed))
             break;
-        }
         s->retries++;
         if (route_next_replica(s) != 0 || !s->replica)
             break;                  /* a full replica is not waited for: the caller's request is */

@@ -70,6 +70,7 @@ void conf_defaults(struct conf *c)
     c->rule_match_limit = 100000;
     c->semantic_max_entries = 10000;
     c->semantic_embed_timeout_ms = 2000;
+    c->semantic_max_input_bytes = 8192;
     c->idem_max_record_bytes = 8LL << 20;
     c->affinity_max_entries = 100000;
     c->affinity_abs_margin = 4;
@@ -175,6 +176,7 @@ static const struct conf_opt conf_opts[] = {
     OPT_INT("cache.max_entry_bytes", 0, 1LL << 32, cache_max_entry_bytes, LIVE),
     OPT_INT("cache.semantic_max_entries", 1, 100000000, semantic_max_entries, RESTART),
     OPT_INT("cache.semantic_embed_timeout_ms", 50, 60000, semantic_embed_timeout_ms, LIVE),
+    OPT_INT("cache.semantic_max_input_bytes", 1, 1LL << 30, semantic_max_input_bytes, LIVE),
     OPT_INT("limits.max_n", 1, 128, max_n, LIVE),
     OPT_INT("guard.tokenize_timeout_ms", 10, 60000, tokenize_timeout_ms, LIVE),
     OPT_INT("guard.tokenize_margin_pct", 0, 100, tokenize_margin_pct, LIVE),

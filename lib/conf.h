@@ -50,7 +50,8 @@ struct conf {
     int64_t tokenize_margin_pct; /* guard.tokenize_margin_pct: an estimate this close to max_context (%) asks /tokenize (10) */
     int64_t rule_match_limit;    /* guard.rule_match_limit: PCRE2 match limit per rule and text (bounded matching, 100000) */
     int64_t semantic_max_entries;/* cache.semantic_max_entries: semantic entries kept at most, oldest evicted (10000) */
-    int64_t semantic_embed_timeout_ms; /* cache.semantic_embed_timeout_ms: the longest one embedding call of the semantic cache takes (2000) */
+    int64_t semantic_embed_timeout_ms; /* cache.semantic_embed_timeout_ms: the longest one embedding of the semantic cache takes, failovers included (2000) */
+    int64_t semantic_max_input_bytes; /* cache.semantic_max_input_bytes: a longer last user turn is exact-cached only (8192) */
     int64_t cache_max_entry_bytes; /* cache.max_entry_bytes: one cached answer at most (4 MiB) */
     int64_t idem_max_record_bytes; /* idempotency.max_record_bytes: one stored response at most (8 MiB) */
     int affinity_max_entries;    /* affinity.max_entries: pool-wide session mappings (100000) */

@@ -10,7 +10,10 @@ have cosine 1 and one more word among nine gives ~0.953 (above 0.95). A near-dup
 served from the cache with X-Cache: hit-semantic and no upstream call; a different question,
 another tenant, another max_tokens miss; hits are audited (percent 100 here) and listed by
 `sluicectl cache hits` and GET /api/v1/cache/semantic-hits (members 403); the entry cap
-evicts the oldest; the TTL ends entries; an embedding upstream that fails leaves a plain miss."""
+evicts the oldest; the TTL ends entries; an embedding upstream that fails leaves a plain miss, a
+refusal (4xx) is not failed over, one deadline covers every attempt, a 200 without a vector is
+metered, a turn over cache.semantic_max_input_bytes is exact only, and no prompt is kept while
+the audit is off."""
 import json
 import os
 import sys
@@ -366,6 +369,138 @@ def test_embedding_fails_over_to_the_next_replica_R_CACHE_4(c):
     finally:
         c.gw.ctl("config", "set", "semantic_cache_embedding_model", "emb")
         time.sleep(0.8)
+
+
+def embed_events(c, rid):
+    return c.gw.sql("SELECT prompt_tokens, usage_estimated, status, model FROM usage_events"
+                    " WHERE request_id = ? AND path = '/v1/embeddings'", rid)
+
+
+def chat_event(c, rid):
+    return wait_for(lambda: c.gw.usage_events("request_id = ? AND path = '/v1/chat/completions'", rid), 5,
+                    what="the chat's usage event of %s" % rid)
+
+
+def embed_model(c, name, fakes):
+    """An embedding model of its own, on an endpoint of its own with these replicas, made
+    the semantic cache's (the test sets it back to emb)."""
+    if not c.gw.sql("SELECT 1 FROM endpoints WHERE name = ?", name + "ep"):
+        add_endpoint(c.gw, name + "ep", "default", fakes)
+        c.gw.ctl("route", "add", name, name + "ep", "--tenant", "default")
+    c.gw.ctl("config", "set", "semantic_cache_embedding_model", name)
+    time.sleep(0.8)         # every responder's poll
+
+
+def test_embedding_refusal_is_final_R_CACHE_4(c):
+    """A 4xx of the embedding upstream (the turn too long for its context, say) is asked of
+    one replica once per request, not failed over, not metered (nothing was billed): a
+    plain miss, the request served."""
+    a, b = Fake("sem400a"), Fake("sem400b")
+    try:
+        for f in (a, b):
+            f.behavior("status=400")
+        embed_model(c, "emb400", [a, b])
+        s, up = system(), chat_calls(c)
+        for i in range(2):
+            rid = "sem-refused-%d" % i
+            r = post(c, body("refused question number %d" % i, system=s), rid=rid)
+            assert r.status == 200 and r.headers.get("x-cache") == "miss", (r, r.headers)
+            calls = a.stats()["requests"] + b.stats()["requests"]
+            assert calls == i + 1, "the refusal was failed over: %d embedding calls for %d requests" % (calls, i + 1)
+            chat_event(c, rid)
+            time.sleep(0.3)     # the writer's batch holds both events
+            assert embed_events(c, rid) == [], embed_events(c, rid)
+        assert chat_calls(c) == up + 2
+    finally:
+        c.gw.ctl("config", "set", "semantic_cache_embedding_model", "emb")
+        time.sleep(0.8)
+        a.stop()
+        b.stop()
+
+
+def test_embedding_deadline_covers_failover_R_CACHE_4(c):
+    """cache.semantic_embed_timeout_ms (2000) bounds the embedding as a whole: two replicas
+    slower than it add about 2 s to the request, not 2 s each, and the one cut short by
+    the deadline is not failed over to the next."""
+    a, b = Fake("semslowa"), Fake("semslowb")
+    try:
+        for f in (a, b):
+            f.behavior("ttfb_ms=3000")
+        embed_model(c, "embslow", [a, b])
+        s = system()
+        for i in range(2):      # round robin: each replica comes first once
+            t0 = time.monotonic()
+            r = post(c, body("slow question number %d" % i, system=s))
+            took = time.monotonic() - t0
+            assert r.status == 200 and r.headers.get("x-cache") == "miss", (r, r.headers)
+            assert 1.9 <= took < 2.8, "the request took %.2f s with a 2 s embedding deadline" % took
+        calls = a.stats()["requests"] + b.stats()["requests"]
+        assert calls == 2, "%d embedding calls for 2 requests" % calls
+    finally:
+        c.gw.ctl("config", "set", "semantic_cache_embedding_model", "emb")
+        time.sleep(0.8)
+        a.stop()
+        b.stop()
+
+
+def test_long_turn_is_exact_only_R_CACHE_4(c):
+    """A last user turn longer than cache.semantic_max_input_bytes (8192) is never embedded
+    (nor cut to fit): the exact cache alone answers it. One of exactly 8192 bytes is."""
+    s = system()
+    eup = emb_calls(c)
+    words = " ".join("word%d" % i for i in range(2000))
+    long_turn = (Q + " " + words)[:8193]
+    assert len(long_turn.encode()) == 8193
+    r = post(c, body(long_turn, system=s))
+    assert r.status == 200 and r.headers.get("x-cache") == "miss", r.headers
+    assert emb_calls(c) == eup, "a turn over the bound was embedded"
+    wait_for(lambda: post(c, body(long_turn, system=s)).headers.get("x-cache") == "hit", 5, what="an exact hit")
+    # another long turn beginning the same way is no match (no cut turn to compare)
+    other = long_turn[:-1] + "Z"
+    r = post(c, body(other, system=s))
+    assert r.status == 200 and r.headers.get("x-cache") == "miss", r.headers
+    assert emb_calls(c) == eup
+    # at the bound: embedded as any other
+    r = post(c, body(long_turn[:8192], system=s))
+    assert r.status == 200 and r.headers.get("x-cache") == "miss", r.headers
+    assert emb_calls(c) == eup + 1
+
+
+def test_embedding_without_vector_is_metered_R_CACHE_4(c):
+    """A 200 that holds no usable embedding was paid for: its usage event (the upstream's
+    count when the answer has one, else estimated), still a plain miss, not failed over."""
+    s = system()
+    eup = emb_calls(c)
+    c.emb.behavior("bad_json=1")
+    try:
+        r = post(c, body(Q, system=s), rid="sem-novec-1")
+        assert r.status == 200 and r.headers.get("x-cache") == "miss", r.headers
+        assert emb_calls(c) == eup + 1
+    finally:
+        c.emb.behavior("")
+    got = wait_for(lambda: embed_events(c, "sem-novec-1"), 5, what="the embedding's usage event")
+    assert got == [((len(Q) + 3) // 4, 1, 200, "emb")], got
+
+
+def test_no_prompt_kept_without_audit_R_CACHE_4(c):
+    """With semantic_cache_audit_percent = 0 a semantic entry keeps no prompt ('');
+    an audit row that matches it later shows '' as the matched turn."""
+    s = system()
+    c.gw.ctl("config", "set", "semantic_cache_audit_percent", "0")
+    try:
+        time.sleep(0.8)
+        n = last_id(c.gw)
+        assert post(c, body(Q, system=s)).headers.get("x-cache") == "miss"
+        row = stored(c.gw, n)[-1]
+        assert row[7] == "" and row[5] == 64, row
+    finally:
+        c.gw.ctl("config", "set", "semantic_cache_audit_percent", "100")
+        time.sleep(0.8)
+    r = post(c, body(NEAR, system=s), rid="sem-noprompt-1")
+    assert r.headers.get("x-cache") == "hit-semantic", r.headers
+    got = wait_for(lambda: c.gw.sql("SELECT prompt, matched, entry_id FROM semantic_hits"
+                                    " WHERE request_id = 'sem-noprompt-1'"), 5, what="the audit row")
+    assert got == [(NEAR, "", row[0])], got
 
 
 def stream_records(c, sock, b):
