@@ -275,19 +275,22 @@ static int screen_stream_match(struct request *r, struct screen_stream *st, cons
 static int screen_channel_add(struct request *r, struct screen_stream *st, struct screen_channel id,
                               struct json_object *v)
 {
+    struct buf piece, text;
+    buf_init(&piece, 0);
+    screen_text_answer(v, 0, "", &piece);
+    if (!piece.len) {
+        buf_free(&piece);
+        return 0;               /* no text: no window taken (message_start, ping, ...) */
+    }
     struct screen_window *w = screen_window_of(st, id);
-    struct buf text;
     buf_init(&text, 0);
     buf_append(&text, w->text, w->len);
-    size_t before = text.len;
-    screen_text_answer(v, 0, "", &text);
-    int rc = 0;
-    if (text.len > before) {
-        rc = screen_stream_match(r, st, text.data, screen_text_settled(text.data, text.len));
-        size_t from = screen_text_tail(text.data, text.len, SCREEN_WINDOW);
-        w->len = text.len - from;
-        memcpy(w->text, text.data + from, w->len);
-    }
+    buf_append(&text, piece.data, piece.len);
+    int rc = screen_stream_match(r, st, text.data, screen_text_settled(text.data, text.len));
+    size_t from = screen_text_tail(text.data, text.len, SCREEN_WINDOW);
+    w->len = text.len - from;
+    memcpy(w->text, text.data + from, w->len);
+    buf_free(&piece);
     buf_free(&text);
     return rc;
 }
