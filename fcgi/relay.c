@@ -291,8 +291,10 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
         x->abort = ABORT_FAILED_EARLY;
         return -1;
     }
-    /* R-GUARD-3: output rules read the answer as it goes; a block ends it here. */
-    if ((kind == CHUNK_CONTENT || kind == CHUNK_OTHER) && screen_output_event(r, ev->data, ev->data_len) != 0) {
+    /* R-GUARD-3: output rules read the answer as it goes, every event of it (an error
+     * key or a role-only opening can carry text too; [DONE] checks the held-back last
+     * words); a block ends it here. */
+    if (kind != CHUNK_USAGE_ONLY && screen_output_event(r, ev->data, ev->data_len) != 0) {
         x->abort = ABORT_BLOCKED;
         return -1;
     }

@@ -64,11 +64,23 @@ static void screen_flag(struct request *r, const char *name)
                                               : arena_strdup(r->arena, name);
 }
 
+/* A stream's recent text, one window per channel (a chat choice, a tool call, a
+ * content block: their pieces interleave, and joined they would hide a match). A stream
+ * of more than SCREEN_CHANNELS channels (n > 16, or that many parallel tool calls) shares
+ * the last window among the rest: their texts join there, as every text did once.
+ * About 64 KiB of the request's arena, and only for streams that output rules read. */
+#define SCREEN_CHANNELS 16
+struct screen_window {
+    struct screen_channel id;
+    size_t len;
+    char text[SCREEN_WINDOW];     /* the end of this channel's text so far */
+};
+
 /* A stream's flag rules found so far (each is counted and named once). */
 #define SCREEN_MAX_FLAGGED 32
 struct screen_stream {
-    char tail[SCREEN_WINDOW];     /* the end of the answer's text so far */
-    size_t tail_len;
+    struct screen_window win[SCREEN_CHANNELS];
+    int n_win;
     uint64_t flagged[SCREEN_MAX_FLAGGED];
     int n_flagged;
 };
@@ -125,6 +137,22 @@ static void screen_block(struct request *r, const struct crule *cr, enum rule_sc
         r->status = errors_get(ERR_CONTENT_POLICY_VIOLATION)->status;  /* the record says what ended it */
 }
 
+/* What the model reads of a request in any protocol: the conversation, the system
+ * prompt and Responses instructions, completions' prompt and suffix, and the tools it
+ * is offered (their names and descriptions, their parameters' descriptions). */
+static void screen_input_text(struct json_object *req, struct buf *text)
+{
+    static const char *fields[] = {"messages", "system", "instructions", "prompt", "suffix", "input", NULL};
+    static const char *tool_fields[] = {"tools", "tool_choice", NULL};
+    struct json_object *v;
+    for (int f = 0; fields[f]; f++)
+        if (json_object_object_get_ex(req, fields[f], &v))
+            screen_text_request(v, text);
+    for (int f = 0; tool_fields[f]; f++)
+        if (json_object_object_get_ex(req, tool_fields[f], &v))
+            screen_text_tools(v, text);
+}
+
 int screen_input(struct request *r)
 {
     if (!r->snap || (r->snap->n_rules == 0 && !r->snap->builtin_injection_rules) || !r->json)
@@ -137,12 +165,7 @@ int screen_input(struct request *r)
         goto out;
     struct buf text;
     buf_init(&text, 0);
-    static const char *fields[] = {"messages", "system", "prompt", "input", NULL};
-    for (int f = 0; fields[f]; f++) {
-        struct json_object *v;
-        if (json_object_object_get_ex(r->json, fields[f], &v))
-            screen_text_request(v, &text);
-    }
+    screen_input_text(r->json, &text);
     const struct crule *blocked = screen_match(r, set, RULE_INPUT, text.data, text.len, NULL);
     if (blocked) {
         screen_block(r, blocked, RULE_INPUT);
@@ -219,38 +242,109 @@ static int screen_event_counts(struct json_object *o)
     return strncmp(s, "response.", 9) != 0 || (n > 6 && strcmp(s + n - 6, ".delta") == 0);
 }
 
+/* The window of channel id, made when it is new (the last one when all are taken). */
+static struct screen_window *screen_window_of(struct screen_stream *st, struct screen_channel id)
+{
+    for (int i = 0; i < st->n_win; i++)
+        if (st->win[i].id.major == id.major && st->win[i].id.minor == id.minor)
+            return &st->win[i];
+    if (st->n_win == SCREEN_CHANNELS)
+        return &st->win[SCREEN_CHANNELS - 1];
+    struct screen_window *w = &st->win[st->n_win++];
+    w->id = id;
+    w->len = 0;
+    return w;
+}
+
+/* Output rules on text of the stream; 0, or -1 after ending it with the error event. */
+static int screen_stream_match(struct request *r, struct screen_stream *st, const char *text, size_t len)
+{
+    if (!len)
+        return 0;
+    struct crule_set *set = screen_acquire(r);
+    const struct crule *blocked = screen_match(r, set, RULE_OUTPUT, text, len, st);
+    if (blocked)
+        screen_block(r, blocked, RULE_OUTPUT);
+    screen_release(set);
+    return blocked ? -1 : 0;
+}
+
+/* v's text continues channel id: the window with it is matched up to its settled end
+ * (R-GUARD-3: a match that spans events is found the moment its last piece arrives, a
+ * word still being written is not taken for a whole one), and its end is kept. */
+static int screen_channel_add(struct request *r, struct screen_stream *st, struct screen_channel id,
+                              struct json_object *v)
+{
+    struct buf piece, text;
+    buf_init(&piece, 0);
+    screen_text_answer(v, 0, "", &piece);
+    if (!piece.len) {
+        buf_free(&piece);
+        return 0;               /* no text: no window taken (message_start, ping, ...) */
+    }
+    struct screen_window *w = screen_window_of(st, id);
+    buf_init(&text, 0);
+    buf_append(&text, w->text, w->len);
+    buf_append(&text, piece.data, piece.len);
+    int rc = screen_stream_match(r, st, text.data, screen_text_settled(text.data, text.len));
+    size_t from = screen_text_tail(text.data, text.len, SCREEN_WINDOW);
+    w->len = text.len - from;
+    memcpy(w->text, text.data + from, w->len);
+    buf_free(&piece);
+    buf_free(&text);
+    return rc;
+}
+
+/* An event's text, each choice on its own channel. */
+static int screen_event_text(struct request *r, struct screen_stream *st, struct json_object *o)
+{
+    struct json_object *choices;
+    if (!json_object_object_get_ex(o, "choices", &choices) || !json_object_is_type(choices, json_type_array))
+        return screen_channel_add(r, st, screen_text_event_channel(o), o);
+    for (size_t i = 0; i < json_object_array_length(choices); i++) {
+        struct json_object *choice = json_object_array_get_idx(choices, i);
+        if (screen_channel_add(r, st, screen_text_choice_channel(choice, i), choice) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Does this event end the stream (Anthropic message_stop, Responses completed or
+ * incomplete)? OpenAI's [DONE] is not JSON and is asked before. */
+static int screen_event_ends(struct json_object *o)
+{
+    struct json_object *t;
+    if (!json_object_object_get_ex(o, "type", &t) || !json_object_is_type(t, json_type_string))
+        return 0;
+    const char *s = json_object_get_string(t);
+    return strcmp(s, "message_stop") == 0 || strcmp(s, "response.completed") == 0 ||
+           strcmp(s, "response.incomplete") == 0;
+}
+
+/* The stream ends: every channel's whole window, its held-back last word included. */
+static int screen_stream_end(struct request *r, struct screen_stream *st)
+{
+    for (int i = 0; i < st->n_win; i++)
+        if (screen_stream_match(r, st, st->win[i].text, st->win[i].len) != 0)
+            return -1;
+    return 0;
+}
+
 int screen_output_event(struct request *r, const char *data, size_t len)
 {
     if (!screen_output_wanted(r))
         return 0;
-    struct json_object *o = screen_parse(data, len);
-    if (!o)
-        return 0;               /* [DONE], or not JSON */
     if (!r->screen_stream)
         r->screen_stream = arena_alloc(r->arena, sizeof *r->screen_stream);
     struct screen_stream *st = r->screen_stream;
-    struct buf text;
-    buf_init(&text, 0);
-    buf_append(&text, st->tail, st->tail_len);
-    size_t before = text.len;
-    if (screen_event_counts(o))
-        screen_text_answer(o, 0, "", &text);
+    if (len == 6 && memcmp(data, "[DONE]", 6) == 0)
+        return screen_stream_end(r, st);
+    struct json_object *o = screen_parse(data, len);
+    if (!o)
+        return 0;               /* not JSON: no text the rules could read */
+    int rc = screen_event_counts(o) ? screen_event_text(r, st, o) : 0;
+    if (rc == 0 && screen_event_ends(o))
+        rc = screen_stream_end(r, st);
     json_object_put(o);
-    int rc = 0;
-    if (text.len > before) {
-        /* R-GUARD-3: the text so far (its last SCREEN_WINDOW bytes at most), so a match
-         * that spans events is found the moment its last piece arrives */
-        struct crule_set *set = screen_acquire(r);
-        const struct crule *blocked = screen_match(r, set, RULE_OUTPUT, text.data, text.len, st);
-        if (blocked) {
-            screen_block(r, blocked, RULE_OUTPUT);
-            rc = -1;
-        }
-        screen_release(set);
-        size_t from = screen_text_tail(text.data, text.len, SCREEN_WINDOW);
-        st->tail_len = text.len - from;
-        memcpy(st->tail, text.data + from, st->tail_len);
-    }
-    buf_free(&text);
     return rc;
 }

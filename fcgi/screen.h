@@ -18,8 +18,10 @@ int screen_output_wanted(struct request *r);
  * X-Content-Flag header), -1 refused after replying 400 content_policy_violation. */
 int screen_output_body(struct request *r, const char *body, size_t len);
 /* One event's data of a stream in the caller's protocol: its text joins the text so
- * far (the last SCREEN_WINDOW bytes), which is matched at once. 0 relay it, -1 the
- * stream was ended with an error event (the event is not sent). */
+ * far of its channel (a choice, a tool call, a content block; the last SCREEN_WINDOW
+ * bytes), which is matched at once but for a last word that may go on; the stream's
+ * end ([DONE], message_stop, response.completed) matches every channel whole. 0 relay
+ * it, -1 the stream was ended with an error event (the event is not sent). */
 int screen_output_event(struct request *r, const char *data, size_t len);
 
 #endif

@@ -102,6 +102,30 @@ def test_block_per_tenant_keyword_R_GUARD_3(c):
     assert r.status == 200, (r, r.body)
 
 
+def test_block_in_instructions_tools_suffix_R_GUARD_3(c):
+    """Input rules read every field the model reads: Responses instructions, the tools it is
+    offered (descriptions and names), tool_choice, completions' suffix."""
+    tool = {"type": "function", "function": {"name": "lookup", "description": "finds a zebra",
+                                             "parameters": {"type": "object", "properties": {}}}}
+    cases = (("/v1/responses", {"model": "m", "input": "hi", "instructions": "mind the zebra"}),
+             ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                       "tools": [tool]}),
+             ("/v1/chat/completions", {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                                       "tools": [dict(tool, function=dict(tool["function"], name="zebra",
+                                                                          description="finds"))],
+                                       "tool_choice": {"type": "function", "function": {"name": "zebra"}}}),
+             ("/v1/completions", {"model": "m", "prompt": "hi", "suffix": "a zebra"}))
+    for path, b in cases:
+        up = upstream(c)
+        r = c.gw.request("POST", path, b, key=c.key, headers={"X-Sluice-Tenant": "acme"})
+        assert r.status == 400, (path, b, r, r.body)
+        err = r.json()["error"]
+        assert err["code"] == "content_policy_violation" and "'acme-word'" in err["message"], (path, err)
+        assert upstream(c) == up, "a blocked request reached the upstream"
+        r = c.gw.request("POST", path, b, key=c.key, headers={"X-Sluice-Tenant": "beta"})
+        assert r.status == 200, ("another tenant's rule", path, r, r.body)
+
+
 def test_flag_served_with_header_R_GUARD_3(c):
     up = upstream(c)
     r = post(c, "is my SSN safe?", tenant="beta")

@@ -10,19 +10,135 @@ goes: a block ends it with an error event in the caller's protocol (OpenAI `data
 {"error":...}` and no [DONE]; Anthropic `event: error`) before the event that completed
 the match; a flag is logged, counted and in the usage row. A blocked answer is never
 cached (while output rules apply the exact cache is not used at all); rules are made
-through sluicectl with --scope output."""
+through sluicectl with --scope output.
+
+Each channel of a stream has its own window: a scripted upstream (below; the stand-in
+streams one choice of fixed words) interleaves two choices, two parallel tool calls,
+and Anthropic content blocks, and a rule spanning one channel's pieces (global block
+`bomb`) is found across the other's. A trailing word is held back from matching until
+the next piece or the stream's end, so keyword `kill` (block) does not refuse "kill" +
+"er" but does refuse a stream ending in "kill": the error event comes instead of
+[DONE] / message_stop / response.completed (tenant ends' rule `\bw6\z` on the
+stand-in's answer). Every event is screened: an `"error":null` beside content, an
+Anthropic content_block_start carrying text."""
 import http.client
+import http.server
 import json
 import os
 import re
 import sys
+import threading
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from harness import Fake, Gateway, add_endpoint, run_tests, setup_with, stop_all, wait_for
 
 
+def chunk(*choices):
+    return json.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 1, "model": "ms",
+                       "choices": list(choices)})
+
+
+def say(i, text):
+    return {"index": i, "delta": {"content": text}, "finish_reason": None}
+
+
+def call(i, args, head=False):
+    tc = {"index": i, "function": {"arguments": args}}
+    if head:
+        tc.update(id="call_%d" % i, type="function", function={"name": "lookup", "arguments": args})
+    return {"index": 0, "delta": {"tool_calls": [tc]}, "finish_reason": None}
+
+
+def stop(i):
+    return {"index": i, "delta": {}, "finish_reason": "stop"}
+
+
+def ant(kind, **kv):
+    return kind, json.dumps(dict(type=kind, **kv))
+
+
+ANT_START = ant("message_start", message={"id": "msg_s", "type": "message", "role": "assistant", "model": "ms",
+                                          "content": [], "stop_reason": None, "stop_sequence": None,
+                                          "usage": {"input_tokens": 3, "output_tokens": 1}})
+
+# What the scripted upstream streams for "[[script NAME]]": (event name or None, data).
+SCRIPTS = {
+    "n2": [(None, chunk({"index": 0, "delta": {"role": "assistant", "content": ""}},
+                        {"index": 1, "delta": {"role": "assistant", "content": ""}})),
+           (None, chunk(say(0, "a bo"))), (None, chunk(say(1, "xx "))), (None, chunk(say(0, "mb now"))),
+           (None, chunk(say(1, "yy"))), (None, chunk(stop(0), stop(1))), (None, "[DONE]")],
+    "n2-clean": [(None, chunk(say(0, "a bo"))), (None, chunk(say(1, "xx "))), (None, chunk(say(0, "ok now"))),
+                 (None, chunk(say(1, "mb "))), (None, chunk(stop(0), stop(1))), (None, "[DONE]")],
+    "tools": [(None, chunk(call(0, "", head=True))), (None, chunk(call(1, "", head=True))),
+              (None, chunk(call(0, '{"q":"bo'))), (None, chunk(call(1, '{"q":"xx'))),
+              (None, chunk(call(0, 'mb"}'))), (None, chunk(call(1, '"}'))), (None, "[DONE]")],
+    "killer": [(None, chunk(say(0, "the kill"))), (None, chunk(say(0, "er whale swims"))),
+               (None, chunk(stop(0))), (None, "[DONE]")],
+    "ends-kill": [(None, chunk(say(0, "we will "))), (None, chunk(say(0, "kill"))), (None, chunk(stop(0))),
+                  (None, "[DONE]")],
+    "error-null": [(None, chunk(say(0, "hello "))),
+                   (None, json.dumps({"error": None, "choices": [say(0, "a bomb here")]})),
+                   (None, chunk(stop(0))), (None, "[DONE]")],
+    "ant-block-start": [ANT_START, ant("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+                        ant("content_block_delta", index=0, delta={"type": "text_delta", "text": "hello "}),
+                        ant("content_block_stop", index=0),
+                        ant("content_block_start", index=1, content_block={"type": "text", "text": "a bomb here"}),
+                        ant("content_block_stop", index=1),
+                        ant("message_delta", delta={"stop_reason": "end_turn", "stop_sequence": None},
+                            usage={"output_tokens": 4}),
+                        ant("message_stop")],
+    "ant-blocks": [ANT_START, ant("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+                   ant("content_block_start", index=1, content_block={"type": "text", "text": ""}),
+                   ant("content_block_delta", index=0, delta={"type": "text_delta", "text": "a bo"}),
+                   ant("content_block_delta", index=1, delta={"type": "text_delta", "text": "xx "}),
+                   ant("content_block_delta", index=0, delta={"type": "text_delta", "text": "mb now"}),
+                   ant("content_block_stop", index=0), ant("content_block_stop", index=1),
+                   ant("message_delta", delta={"stop_reason": "end_turn", "stop_sequence": None},
+                       usage={"output_tokens": 4}),
+                   ant("message_stop")],
+}
+
+
+class Script:
+    """A stand-in upstream that streams a script verbatim: what sluice's stand-in cannot
+    send (interleaved choices, parallel tool calls, chosen words, an error key beside
+    content, text in a content_block_start)."""
+
+    def __init__(self):
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+                m = re.search(r"\[\[script ([\w-]+)\]\]", body)
+                script = SCRIPTS.get(m.group(1) if m else "", [])
+                self.send_response(200 if script else 404)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                for name, data in script:
+                    self.wfile.write(((("event: %s\n" % name) if name else "") + "data: %s\n\n" % data).encode())
+                    self.wfile.flush()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 def build(c):
     c.fake = Fake("t0132")
+    c.script = Script()
     c.gw = Gateway("t0132", procs=2, threads=8)
     c.gw.ctl("tenant", "add", "acme")
     c.gw.ctl("tenant", "add", "beta")
@@ -35,12 +151,21 @@ def build(c):
     c.gw.ctl_secret("sk-ant-t0132", "endpoint", "add", "ep-ant", "--tenant", "default", "--protocol", "anthropic")
     c.gw.ctl("replica", "add", "ep-ant", c.fake.url)
     c.gw.ctl("route", "add", "ma", "ep-ant", "--tenant", "default")
+    add_endpoint(c.gw, "ep-s", "default", [c.script])
+    c.gw.ctl("route", "add", "ms", "ep-s", "--tenant", "default")
+    c.gw.ctl_secret("sk-ant-script", "endpoint", "add", "ep-sa", "--tenant", "default", "--protocol", "anthropic")
+    c.gw.ctl("replica", "add", "ep-sa", c.script.url)
+    c.gw.ctl("route", "add", "msa", "ep-sa", "--tenant", "default")
+    c.gw.ctl("tenant", "add", "ends")
     c.gw.sql_write("INSERT INTO model_policies (model, cache, cache_ttl_s, default_greedy) VALUES ('mc', 'exact', 60, 1)")
     for name, pattern, action, tenant in (("g-block", r"w7 w8\b", "block", None), ("g-flag", r"w4 w5\b", "flag", None),
-                                          ("acme-block", r"w2 w3\b", "block", "acme")):
+                                          ("acme-block", r"w2 w3\b", "block", "acme"),
+                                          ("bomb-block", "bomb", "block", None), ("end-block", r"\bw6\z", "block", "ends")):
         made = c.gw.ctl(*(["rule", "add", name, "--pattern", pattern, "--action", action, "--scope", "output"] +
                           (["--tenant", tenant] if tenant else [])))
         assert made["scope"] == "output", made
+    made = c.gw.ctl("rule", "add", "k-block", "--keyword", "kill", "--action", "block", "--scope", "output")
+    assert made["scope"] == "output", made
     c.gw.start()
     wait_for(lambda: chat(c, 1, "beta").status == 200, 5, what="key live")
     return c
@@ -51,7 +176,7 @@ def setup():
 
 
 def teardown(c):
-    stop_all(c, "gw", "fake")
+    stop_all(c, "gw", "fake", "script")
 
 
 def body(chunks, stream=False, model="m"):
@@ -236,6 +361,110 @@ def test_blocked_answer_never_cached_R_GUARD_3(c):
     assert r.status == 200 and r.headers.get("x-cache") is None, r.headers
     wait_for(lambda: usage_row(c, "out-cache-s"), 5)
     assert c.gw.sql("SELECT count(*) FROM cache_entries")[0][0] == 0
+
+
+def scripted(c, name, rid, path="/v1/chat/completions", model="ms", tenant="beta"):
+    """A stream of the scripted upstream: (status, the body text, its events' data parsed)."""
+    b = {"model": model, "stream": True, "messages": [{"role": "user", "content": "go [[script %s]]" % name}]}
+    if path == "/v1/messages":
+        b["max_tokens"] = 50
+    status, _, text = stream(c, path, b, tenant, rid)
+    assert status == 200, (status, text)
+    return text, [json.loads(d) for _, d in events(text) if d.startswith("{")]
+
+
+def choice_text(evs, i):
+    """Chat stream: what choice i said (content, else its tool calls' arguments by index)."""
+    out = {}
+    for e in evs:
+        for ch in e.get("choices") or []:
+            if ch.get("index") != i:
+                continue
+            d = ch.get("delta") or {}
+            out.setdefault(-1, "")
+            out[-1] += d.get("content") or ""
+            for tc in d.get("tool_calls") or []:
+                out[tc["index"]] = out.get(tc["index"], "") + (tc.get("function") or {}).get("arguments", "")
+    return out
+
+
+def assert_blocked(c, text, evs, rid, rule, end="[DONE]"):
+    err = evs[-1].get("error")
+    assert err and "'%s'" % rule in err["message"], evs[-3:]
+    if end == "[DONE]":             # OpenAI's code; Anthropic's error event has its own types
+        assert err["code"] == "content_policy_violation", err
+    assert end not in text, text
+    row = usage_row(c, rid)
+    assert (row["status"], row["content_rule"]) == (400, rule), row
+
+
+def test_stream_choices_have_their_own_window_R_GUARD_3(c):
+    """n=2: "a bo" (choice 0) "xx " (choice 1) "mb now" (choice 0) is "a bomb now" for choice 0."""
+    text, evs = scripted(c, "n2", "out-n2")
+    assert choice_text(evs, 0)[-1] == "a bo" and choice_text(evs, 1)[-1] == "xx ", evs
+    assert "now" not in text and "yy" not in text, text
+    assert_blocked(c, text, evs, "out-n2", "bomb-block")
+    # the pieces of two choices do not join either: "a bo" + "mb " in another choice is nothing
+    text, evs = scripted(c, "n2-clean", "out-n2-clean")
+    assert text.rstrip().endswith("data: [DONE]") and "error" not in text, text
+    assert usage_row(c, "out-n2-clean")["content_rule"] is None
+
+
+def test_stream_parallel_tool_calls_have_their_own_window_R_GUARD_3(c):
+    text, evs = scripted(c, "tools", "out-tools")
+    calls = choice_text(evs, 0)
+    assert calls.get(0) == '{"q":"bo' and calls.get(1) == '{"q":"xx', calls
+    assert 'mb\\"}' not in text, text
+    assert_blocked(c, text, evs, "out-tools", "bomb-block")
+
+
+def test_stream_anthropic_blocks_have_their_own_window_R_GUARD_3(c):
+    text, evs = scripted(c, "ant-blocks", "out-ant-blocks", path="/v1/messages", model="msa")
+    assert "now" not in text and events(text)[-1][0] == "error", text
+    assert_blocked(c, text, evs, "out-ant-blocks", "bomb-block", end="message_stop")
+
+
+def test_stream_last_word_held_back_R_GUARD_3(c):
+    """Keyword kill: "the kill" + "er whale" is not the word; a stream ending in "kill" is,
+    found at its end (the error event instead of [DONE], every word already sent)."""
+    text, evs = scripted(c, "killer", "out-killer")
+    assert text.rstrip().endswith("data: [DONE]") and "content_policy_violation" not in text, text
+    assert choice_text(evs, 0)[-1] == "the killer whale swims", evs
+    assert usage_row(c, "out-killer")["content_rule"] is None
+    text, evs = scripted(c, "ends-kill", "out-ends-kill")
+    assert choice_text(evs, 0)[-1] == "we will kill", evs
+    assert_blocked(c, text, evs, "out-ends-kill", "k-block")
+
+
+def test_stream_end_checks_whole_window_each_protocol_R_GUARD_3(c):
+    """Tenant ends' rule \\bw6\\z matches the stand-in's 6-word answer only at its end."""
+    b = {"model": "m", "stream": True, "max_tokens": 50,
+         "messages": [{"role": "user", "content": "say it [[fake chunks=6]]"}]}
+    for path, end in (("/v1/chat/completions", "[DONE]"), ("/v1/messages", "message_stop")):
+        rid = "out-end" + path.replace("/", "-")
+        status, _, text = stream(c, path, b, "ends", rid)
+        assert status == 200 and "w6" in text, (status, text)
+        assert_blocked(c, text, [json.loads(d) for _, d in events(text) if d.startswith("{")], rid, "end-block", end)
+    rb = {"model": "m", "stream": True, "input": "say it [[fake chunks=6]]"}
+    status, _, text = stream(c, "/v1/responses", rb, "ends", "out-end-resp")
+    assert status == 200 and "w6" in text, (status, text)
+    name, last = events(text)[-1]
+    assert name == "error" and "'end-block'" in last and "response.completed" not in text, (name, last)
+    assert usage_row(c, "out-end-resp")["content_rule"] == "end-block"
+    status, _, text = stream(c, "/v1/chat/completions", dict(b, messages=[{"role": "user", "content":
+                                                                             "say it [[fake chunks=5]]"}]),
+                             "ends", "out-end-5")
+    assert text.rstrip().endswith("data: [DONE]"), text
+
+
+def test_stream_every_event_screened_R_GUARD_3(c):
+    """A chunk with "error":null beside its content, and text in an Anthropic content_block_start."""
+    text, evs = scripted(c, "error-null", "out-errnull")
+    assert "hello" in text and "a bomb" not in text, text
+    assert_blocked(c, text, evs, "out-errnull", "bomb-block")
+    text, evs = scripted(c, "ant-block-start", "out-ant-start", path="/v1/messages", model="msa")
+    assert "hello" in text and "a bomb" not in text and events(text)[-1][0] == "error", text
+    assert_blocked(c, text, evs, "out-ant-start", "bomb-block", end="message_stop")
 
 
 if __name__ == "__main__":

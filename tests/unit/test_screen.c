@@ -1,6 +1,7 @@
 /* test_screen.c: the texts content rules read (fcgi/screen_text.h, R-GUARD-3): the
  * answer's text in each protocol's bodies and events (ids, roles, models and usage
- * left out), and the start of a stream's window of recent text. */
+ * left out), the request's tools, the channel an event's text continues, the start of
+ * a stream's window of recent text and the held-back last word at its end. */
 #include "check.h"
 
 #include "screen_text.h"
@@ -57,6 +58,12 @@ static void test_answers(void)
          "{\"output_tokens\":5}}", ""},
         {"responses delta", "{\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"delta\":\"de\"}", "de|"},
         {"error object", "{\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}", ""},
+        {"error null beside content", "{\"error\":null,\"choices\":[{\"delta\":{\"content\":\"x\"}}]}", "x|"},
+        {"vLLM reasoning_content", "{\"choices\":[{\"delta\":{\"reasoning_content\":\"think\"}}]}", "think|"},
+        {"OpenRouter reasoning", "{\"choices\":[{\"delta\":{\"reasoning\":\"hmm\"}}]}", "hmm|"},
+        {"Responses reasoning settings", "{\"reasoning\":{\"effort\":\"low\",\"summary\":\"auto\"}}", ""},
+        {"anthropic block start", "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":"
+         "\"text\",\"text\":\"opening\"}}", "opening|"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         CHECK_STR(answer(rows[i].json, "|"), rows[i].want, rows[i].what);
@@ -74,6 +81,82 @@ static void test_request_text(void)
     CHECK(b.len == 9 && memcmp(b.data, "rules\nhi\n", 9) == 0, "request text: %.*s", (int)b.len, b.data);
     buf_free(&b);
     json_object_put(o);
+}
+
+static void test_tools_text(void)
+{
+    struct json_object *o = json_tokener_parse(
+        "[{\"type\":\"function\",\"function\":{\"name\":\"lookup\",\"description\":\"find it\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\",\"description\":\"the query\"}}}}}]");
+    struct buf b;
+    buf_init(&b, 0);
+    screen_text_tools(o, &b);
+    CHECK(b.len == 25 && memcmp(b.data, "lookup\nfind it\nthe query\n", 25) == 0, "tools text: %.*s", (int)b.len,
+          b.data);
+    buf_free(&b);
+    json_object_put(o);
+}
+
+/* The channel of choices[pos] of a chunk, or of an event without choices. */
+static struct screen_channel channel(const char *json, int choice_pos)
+{
+    struct json_object *o = json_tokener_parse(json);
+    struct screen_channel ch = choice_pos >= 0 ? screen_text_choice_channel(o, (size_t)choice_pos)
+                                               : screen_text_event_channel(o);
+    json_object_put(o);
+    return ch;
+}
+
+static void test_channels(void)
+{
+    static const struct {
+        const char *what, *json;
+        int pos;
+        int64_t major, minor;
+    } rows[] = {
+        {"choice 0 content", "{\"index\":0,\"delta\":{\"content\":\"bo\"}}", 0, 0, -1},
+        {"choice 1 content", "{\"index\":1,\"delta\":{\"content\":\"xx\"}}", 0, 1, -1},
+        {"no index: the position", "{\"delta\":{\"content\":\"a\"}}", 3, 3, -1},
+        {"completions choice", "{\"text\":\"a\",\"index\":2}", 0, 2, -1},
+        {"tool call 1 of choice 0", "{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"function\":"
+         "{\"arguments\":\"{\"}}]}}", 0, 0, 1},
+        {"tool call without index", "{\"index\":0,\"delta\":{\"tool_calls\":[{\"function\":{}}]}}", 0, 0, 0},
+        {"anthropic block 2", "{\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"text\":\"a\"}}", -1, 2, -1},
+        {"anthropic message_delta", "{\"type\":\"message_delta\",\"delta\":{}}", -1, -1, -1},
+        {"responses text part", "{\"type\":\"response.output_text.delta\",\"output_index\":1,\"content_index\":0,"
+         "\"delta\":\"a\"}", -1, 1, 0},
+        {"responses call arguments", "{\"type\":\"response.function_call_arguments.delta\",\"output_index\":2,"
+         "\"delta\":\"a\"}", -1, 2, -1},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct screen_channel ch = channel(rows[i].json, rows[i].pos);
+        CHECK(ch.major == rows[i].major && ch.minor == rows[i].minor, "%s: (%lld, %lld)", rows[i].what,
+              (long long)ch.major, (long long)ch.minor);
+    }
+}
+
+static void test_settled(void)
+{
+    static const struct {
+        const char *what, *text;
+        size_t want;
+    } rows[] = {
+        {"last word held back", "we kill", 3},
+        {"a space settles it", "we kill ", 8},
+        {"punctuation settles it", "we kill.", 8},
+        {"all one word", "kill", 0},
+        {"underscore and digits are word", "x a_b9", 2},
+        {"UTF-8 is not held (CJK has no spaces)", "\xe7\x82\xb8\xe5\xbc\xb9", 6},
+        {"ASCII after UTF-8", "\xc3\xa9" "ab", 2},
+        {"empty", "", 0},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        CHECK_INT(screen_text_settled(rows[i].text, strlen(rows[i].text)), rows[i].want, rows[i].what);
+    char run[200] = "go ";
+    memset(run + 3, 'a', SCREEN_HELD_MAX);
+    CHECK_INT(screen_text_settled(run, 3 + SCREEN_HELD_MAX), 3, "a run of SCREEN_HELD_MAX is held");
+    run[3 + SCREEN_HELD_MAX] = 'a';
+    CHECK_INT(screen_text_settled(run, 4 + SCREEN_HELD_MAX), 4 + SCREEN_HELD_MAX, "a longer run is matched at once");
 }
 
 static void test_tail(void)
@@ -103,6 +186,9 @@ int main(void)
 {
     test_answers();
     test_request_text();
+    test_tools_text();
+    test_channels();
+    test_settled();
     test_tail();
     return check_done();
 }
