@@ -3,7 +3,7 @@
 # foreground, on 127.0.0.1:PORT, with every file under STATE_DIR. SIGTERM or
 # Ctrl-C stops everything this script started (R-DEP-3).
 set -eu
-port=3333 state=./run builddir=. srcdir=. lighttpd=lighttpd upstream_port=
+port=3333 state=./run builddir=. srcdir=. lighttpd=lighttpd upstream_port= front=lighttpd
 procs=2 threads=256
 while [ $# -gt 0 ]; do
   case $1 in
@@ -13,6 +13,7 @@ while [ $# -gt 0 ]; do
     --srcdir) srcdir=$2; shift 2 ;;
     --lighttpd) lighttpd=$2; shift 2 ;;
     --upstream-port) upstream_port=$2; shift 2 ;;
+    --front) front=$2; shift 2 ;;
     --procs) procs=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
@@ -22,8 +23,16 @@ case $port in
   ''|*[!0-9]*) echo "run.sh: PORT must be a number from 1024 to 65535, not '$port'" >&2; exit 2 ;;
 esac
 [ "$port" -ge 1024 ] && [ "$port" -le 65535 ] || { echo "run.sh: PORT must be from 1024 to 65535, not $port" >&2; exit 2; }
-[ -n "$lighttpd" ] || lighttpd=$(command -v lighttpd || echo /usr/sbin/lighttpd)
-[ -x "$lighttpd" ] || { echo "lighttpd not found: apt-get install lighttpd" >&2; exit 1; }
+case $front in
+  lighttpd)
+    [ -n "$lighttpd" ] || lighttpd=$(command -v lighttpd || echo /usr/sbin/lighttpd)
+    [ -x "$lighttpd" ] || { echo "lighttpd not found: apt-get install lighttpd" >&2; exit 1; } ;;
+  nginx)
+    nginx=$(command -v nginx || echo /usr/sbin/nginx)
+    fcgiwrap=$(command -v fcgiwrap || echo /usr/sbin/fcgiwrap)
+    [ -x "$nginx" ] && [ -x "$fcgiwrap" ] || { echo "nginx or fcgiwrap not found: apt-get install nginx fcgiwrap" >&2; exit 1; } ;;
+  *) echo "run.sh: FRONT must be lighttpd or nginx, not '$front' (Apache: see README)" >&2; exit 2 ;;
+esac
 # R-SEC-9: a state folder made here is 0750 (an existing one is left as it is).
 [ -d "$state" ] || (umask 027 && mkdir -p "$state")
 state=$(cd "$state" && pwd)
@@ -40,11 +49,15 @@ fresh=0
 [ -f "$db" ] || fresh=1
 "$ctl" --db "$db" init >/dev/null
 
-lighttpd_pid= healthd_pid= upstream_pid=
+lighttpd_pid= healthd_pid= upstream_pid= sup_pid= wrap_pid=
 stop() {
   trap - INT TERM EXIT
   [ -n "$healthd_pid" ] && kill "$healthd_pid" 2>/dev/null && wait "$healthd_pid" 2>/dev/null
-  [ -n "$lighttpd_pid" ] && kill -INT "$lighttpd_pid" 2>/dev/null && wait "$lighttpd_pid" 2>/dev/null
+  # lighttpd's graceful stop is SIGINT, nginx's SIGQUIT; the pool's supervisor drains on SIGTERM.
+  [ -n "$lighttpd_pid" ] && kill -"$( [ "$front" = nginx ] && echo QUIT || echo INT )" "$lighttpd_pid" 2>/dev/null &&
+    wait "$lighttpd_pid" 2>/dev/null
+  [ -n "$sup_pid" ] && kill "$sup_pid" 2>/dev/null && wait "$sup_pid" 2>/dev/null
+  [ -n "$wrap_pid" ] && kill "$wrap_pid" 2>/dev/null && wait "$wrap_pid" 2>/dev/null
   [ -n "$upstream_pid" ] && kill "$upstream_pid" 2>/dev/null && wait "$upstream_pid" 2>/dev/null
   echo "sluice stopped."
 }
@@ -96,10 +109,49 @@ if ! "$ctl" --db "$db" --json list users --tenant default | grep -q '"name":"adm
 fi
 admin_pw=$(cat "$state/admin-password.txt" 2>/dev/null || echo "(see $state/admin-password.txt)")
 
-"$srcdir/conf/gen-lighttpd.sh" "$srcdir/conf/lighttpd.conf.in" 127.0.0.1 "$port" "$state" \
-  "$builddir/fcgi/sluice-fcgi" "$conf" "$srcdir/www" "$procs" "$threads" 8388608 13 \
-  "$builddir/admin/sluice-admin.cgi" > "$state/lighttpd.conf"
-"$lighttpd" -D -f "$state/lighttpd.conf" &
+if [ "$front" = lighttpd ]; then
+  "$srcdir/conf/gen-lighttpd.sh" "$srcdir/conf/lighttpd.conf.in" 127.0.0.1 "$port" "$state" \
+    "$builddir/fcgi/sluice-fcgi" "$conf" "$srcdir/www" "$procs" "$threads" 8388608 13 \
+    "$builddir/admin/sluice-admin.cgi" > "$state/lighttpd.conf"
+  "$lighttpd" -D -f "$state/lighttpd.conf" &
+else
+  # nginx starts no FastCGI programs: the pool runs under its own supervisor, the admin CGI
+  # under fcgiwrap, and nginx includes the same snippet `make install` installs.
+  SLUICE_CONF="$conf" "$builddir/fcgi/sluice-fcgi" --listen "unix:$state/sluice-fcgi.sock" --processes "$procs" \
+    -c "$conf" >> "$state/front.out" 2>&1 &
+  sup_pid=$!
+  SLUICE_CONF="$conf" "$fcgiwrap" -c 2 -s "unix:$state/fcgiwrap.sock" >> "$state/front.out" 2>&1 &
+  wrap_pid=$!
+  sed -e "s|@SOCKET@|$state/sluice-fcgi.sock|g" -e "s|@WWW_DIR@|$srcdir/www|g" \
+      -e "s|@ADMIN_CGI@|$builddir/admin/sluice-admin.cgi|g" -e "s|@CONF_FILE@|$conf|g" \
+      -e "s|@SYSCONFDIR@|$state|g" -e "s|unix:/run/fcgiwrap.socket|unix:$state/fcgiwrap.sock|g" \
+      "$srcdir/conf/nginx-sluice.conf.in" > "$state/nginx-sluice.conf"
+  cp /etc/nginx/fastcgi_params "$state/fastcgi_params"
+  user=; [ "$(id -u)" -eq 0 ] && user="user root;"
+  cat > "$state/nginx.conf" <<NGINX
+$user
+pid $state/nginx.pid;
+error_log $state/nginx-error.log;
+events { worker_connections $((procs * threads * 2 + 512)); }
+http {
+  access_log off;
+  types { text/html html; text/css css; text/javascript js; application/json json; image/svg+xml svg; }
+  client_body_temp_path $state/nginx-body;
+  fastcgi_temp_path $state/nginx-fastcgi;
+  server {
+    listen 127.0.0.1:$port;
+    server_tokens off;
+    include $state/nginx-sluice.conf;
+  }
+}
+NGINX
+  i=0
+  until [ -S "$state/sluice-fcgi.sock" ] && [ -S "$state/fcgiwrap.sock" ]; do
+    i=$((i + 1)); [ $i -gt 100 ] && { echo "run.sh: the pool did not start (see $state/front.out)" >&2; exit 1; }
+    sleep 0.05
+  done
+  "$nginx" -p "$state" -c "$state/nginx.conf" -g "daemon off;" &
+fi
 lighttpd_pid=$!
 # "serving" in the banner must be true: wait (5 s at most) until the port answers.
 i=0
@@ -108,13 +160,13 @@ while [ $i -lt 100 ] && kill -0 "$lighttpd_pid" 2>/dev/null &&
   i=$((i + 1))
   sleep 0.05
 done
-kill -0 "$lighttpd_pid" 2>/dev/null || { echo "run.sh: lighttpd did not start (see $state/lighttpd-error.log)" >&2; exit 1; }
+kill -0 "$lighttpd_pid" 2>/dev/null || { echo "run.sh: $front did not start (see $state/)" >&2; exit 1; }
 # R-HC-9: no cron here, so sluice-healthd runs --forever beside the pool.
 "$builddir/healthd/sluice-healthd" -c "$conf" --forever >> "$state/sluice-healthd.log" 2>&1 &
 healthd_pid=$!
 
 cat <<MSG
-sluice is serving on http://127.0.0.1:$port  (state in $state)
+sluice is serving on http://127.0.0.1:$port behind $front  (state in $state)
 demo upstream (stand-in model server): $upstream_url
 demo member key: $key
 management page: http://127.0.0.1:$port/inference  (user admin, password $admin_pw)

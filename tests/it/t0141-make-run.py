@@ -4,7 +4,8 @@
 The demo upstream no longer sits at PORT+10000 (which does not exist above 55535): it takes
 a free port and says which, or UPSTREAM_PORT; on a later start with another upstream port
 the demo replica follows it (one replica, the new URL). A PORT outside 1024..65535 is
-refused with a message. Ended by SIGTERM to run.sh's PID, which stops what it started."""
+refused with a message; FRONT=nginx serves the same behind nginx. Ended by SIGTERM to
+run.sh's PID, which stops what it started."""
 import os
 import random
 import re
@@ -36,8 +37,8 @@ def high_free_port():
     raise RuntimeError("no free high port")
 
 
-def start(port, upstream_port=None):
-    args = ["sh", os.path.join(SRCDIR, "conf", "run.sh"), "--port", str(port), "--state", STATE,
+def start(port, upstream_port=None, front="lighttpd"):
+    args = ["sh", os.path.join(SRCDIR, "conf", "run.sh"), "--port", str(port), "--state", STATE, "--front", front,
             "--builddir", BUILDDIR, "--srcdir", SRCDIR, "--lighttpd", LIGHTTPD, "--procs", "1", "--threads", "8"]
     if upstream_port:
         args += ["--upstream-port", str(upstream_port)]
@@ -117,6 +118,35 @@ def test_a_high_port_then_another_upstream_port():
         s.bind(("127.0.0.1", port))
     finally:
         s.close()
+
+
+def test_behind_nginx():
+    """FRONT=nginx: the same state folder served by nginx in front of sluice-fcgi --listen,
+    the management API through fcgiwrap."""
+    if not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")) or not (
+            shutil.which("fcgiwrap") or os.path.exists("/usr/sbin/fcgiwrap")):
+        print("   skipped: nginx or fcgiwrap is not installed")
+        return
+    port = high_free_port()
+    p = start(port, front="nginx")
+    try:
+        text = banner(p)
+        assert "sluice is serving on http://127.0.0.1:%d behind nginx" % port in text, text
+        r = chat(port)
+        assert r.status == 200 and r.headers.get("server", "").startswith("nginx"), r
+        pw = open(os.path.join(STATE, "admin-password.txt")).read().strip()
+        r = http_request(port, "POST", "/api/v1/auth/login", {"username": "admin", "password": pw})
+        assert r.status == 200 and r.json()["user"]["role"] == "operator", r
+        r = http_request(port, "GET", "/inference/")
+        assert r.status == 200 and "content-security-policy" in r.headers, r
+    finally:
+        stop(p)
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    finally:
+        s.close()
+    assert not os.path.exists(os.path.join(STATE, "sluice-fcgi.sock")), "the pool's socket is gone with it"
 
 
 def test_a_port_out_of_range_is_refused():
