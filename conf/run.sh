@@ -31,7 +31,10 @@ case $front in
     nginx=$(command -v nginx || echo /usr/sbin/nginx)
     fcgiwrap=$(command -v fcgiwrap || echo /usr/sbin/fcgiwrap)
     [ -x "$nginx" ] && [ -x "$fcgiwrap" ] || { echo "nginx or fcgiwrap not found: apt-get install nginx fcgiwrap" >&2; exit 1; } ;;
-  *) echo "run.sh: FRONT must be lighttpd or nginx, not '$front' (Apache: see README)" >&2; exit 2 ;;
+  apache)
+    apache=$(command -v apache2 || echo /usr/sbin/apache2)
+    [ -x "$apache" ] || { echo "apache2 not found: apt-get install apache2-bin" >&2; exit 1; } ;;
+  *) echo "run.sh: FRONT must be lighttpd, nginx or apache, not '$front'" >&2; exit 2 ;;
 esac
 # R-SEC-9: a state folder made here is 0750 (an existing one is left as it is).
 [ -d "$state" ] || (umask 027 && mkdir -p "$state")
@@ -54,7 +57,8 @@ stop() {
   trap - INT TERM EXIT
   [ -n "$healthd_pid" ] && kill "$healthd_pid" 2>/dev/null && wait "$healthd_pid" 2>/dev/null
   # lighttpd's graceful stop is SIGINT, nginx's SIGQUIT; the pool's supervisor drains on SIGTERM.
-  [ -n "$lighttpd_pid" ] && kill -"$( [ "$front" = nginx ] && echo QUIT || echo INT )" "$lighttpd_pid" 2>/dev/null &&
+  [ -n "$lighttpd_pid" ] && kill -"$(case $front in nginx) echo QUIT ;; apache) echo TERM ;; *) echo INT ;; esac)" \
+    "$lighttpd_pid" 2>/dev/null &&
     wait "$lighttpd_pid" 2>/dev/null
   [ -n "$sup_pid" ] && kill "$sup_pid" 2>/dev/null && wait "$sup_pid" 2>/dev/null
   [ -n "$wrap_pid" ] && kill "$wrap_pid" 2>/dev/null && wait "$wrap_pid" 2>/dev/null
@@ -114,7 +118,7 @@ if [ "$front" = lighttpd ]; then
     "$builddir/fcgi/sluice-fcgi" "$conf" "$srcdir/www" "$procs" "$threads" 8388608 13 \
     "$builddir/admin/sluice-admin.cgi" > "$state/lighttpd.conf"
   "$lighttpd" -D -f "$state/lighttpd.conf" &
-else
+elif [ "$front" = nginx ]; then
   # nginx starts no FastCGI programs: the pool runs under its own supervisor, the admin CGI
   # under fcgiwrap, and nginx includes the same snippet `make install` installs.
   SLUICE_CONF="$conf" "$builddir/fcgi/sluice-fcgi" --listen "unix:$state/sluice-fcgi.sock" --processes "$procs" \
@@ -152,7 +156,65 @@ NGINX
   done
   "$nginx" -p "$state" -c "$state/nginx.conf" -g "daemon off;" &
 fi
-lighttpd_pid=$!
+[ "$front" = apache ] || lighttpd_pid=$!
+if [ "$front" = apache ]; then
+  # Apache will not serve as root: its children are www-data then, and get the state
+  # folder, a copy of the page and of the admin CGI, and the pool's socket.
+  SLUICE_CONF="$conf" "$builddir/fcgi/sluice-fcgi" --listen "unix:$state/sluice-fcgi.sock" --processes "$procs" \
+    -c "$conf" >> "$state/front.out" 2>&1 &
+  sup_pid=$!
+  rm -rf "$state/www" "$state/libexec"
+  cp -R "$srcdir/www" "$state/www"
+  mkdir -p "$state/libexec"
+  cp "$builddir/admin/sluice-admin.cgi" "$state/libexec/"
+  sed -e "s|@SOCKET@|$state/sluice-fcgi.sock|g" -e "s|@WWW_DIR@|$state/www|g" \
+      -e "s|@ADMIN_CGI@|$state/libexec/sluice-admin.cgi|g" -e "s|@PKGLIBEXECDIR@|$state/libexec|g" \
+      -e "s|@CONF_FILE@|$conf|g" -e "s|@SYSCONFDIR@|$state|g" \
+      "$srcdir/conf/apache-sluice.conf.in" > "$state/apache-sluice.conf"
+  user=
+  if [ "$(id -u)" -eq 0 ]; then
+    user="User www-data
+Group www-data"
+    d=$state
+    while [ "$d" != / ]; do
+      d=$(dirname "$d")
+      [ -n "$(find "$d" -maxdepth 0 -perm -o+x)" ] ||
+        { echo "run.sh: Apache's www-data cannot pass $d (mode $(stat -c %a "$d")): use a STATE_DIR it can reach" >&2; exit 1; }
+    done
+  fi
+  types=; [ -f /etc/mime.types ] && types="TypesConfig /etc/mime.types"
+  mods=
+  for m in mpm_event authz_core proxy proxy_fcgi mime alias cgid headers env dir; do
+    mods="$mods
+LoadModule ${m}_module /usr/lib/apache2/modules/mod_$m.so"
+  done
+  cat > "$state/apache.conf" <<APACHE
+ServerRoot $state
+ServerName 127.0.0.1
+Listen 127.0.0.1:$port
+$mods
+$user
+PidFile $state/apache.pid
+ErrorLog $state/apache-error.log
+Mutex file:$state default
+ScriptSock $state/cgid.sock
+Timeout 3600
+$types
+AddType application/json .json
+ServerTokens Prod
+<VirtualHost 127.0.0.1:$port>
+  Include $state/apache-sluice.conf
+</VirtualHost>
+APACHE
+  i=0
+  until [ -S "$state/sluice-fcgi.sock" ]; do
+    i=$((i + 1)); [ $i -gt 100 ] && { echo "run.sh: the pool did not start (see $state/front.out)" >&2; exit 1; }
+    sleep 0.05
+  done
+  [ "$(id -u)" -eq 0 ] && chown -R www-data:www-data "$state"
+  "$apache" -f "$state/apache.conf" -DFOREGROUND &
+  lighttpd_pid=$!
+fi
 # "serving" in the banner must be true: wait (5 s at most) until the port answers.
 i=0
 while [ $i -lt 100 ] && kill -0 "$lighttpd_pid" 2>/dev/null &&

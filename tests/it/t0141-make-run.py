@@ -120,20 +120,25 @@ def test_a_high_port_then_another_upstream_port():
         s.close()
 
 
-def test_behind_nginx():
-    """FRONT=nginx: the same state folder served by nginx in front of sluice-fcgi --listen,
-    the management API through fcgiwrap."""
-    if not (shutil.which("nginx") or os.path.exists("/usr/sbin/nginx")) or not (
-            shutil.which("fcgiwrap") or os.path.exists("/usr/sbin/fcgiwrap")):
-        print("   skipped: nginx or fcgiwrap is not installed")
+def behind(front, programs):
+    """FRONT=nginx|apache: the same state folder served by that front in front of
+    sluice-fcgi --listen (the management API through fcgiwrap or mod_cgid)."""
+    if not all(shutil.which(p) or os.path.exists("/usr/sbin/" + p) for p in programs):
+        print("   skipped: %s is not installed" % " or ".join(programs))
         return
+    global STATE
+    if front == "apache":
+        # Apache's children (www-data, when root runs this) must reach the state folder:
+        # one under /tmp, whatever folder the tests write to.
+        STATE = os.path.join("/tmp", "sluice-t0141-apache-%d" % os.getpid())
+        shutil.rmtree(STATE, ignore_errors=True)
     port = high_free_port()
-    p = start(port, front="nginx")
+    p = start(port, front=front)
     try:
         text = banner(p)
-        assert "sluice is serving on http://127.0.0.1:%d behind nginx" % port in text, text
+        assert "sluice is serving on http://127.0.0.1:%d behind %s" % (port, front) in text, text
         r = chat(port)
-        assert r.status == 200 and r.headers.get("server", "").startswith("nginx"), r
+        assert r.status == 200 and r.json()["choices"], r
         pw = open(os.path.join(STATE, "admin-password.txt")).read().strip()
         r = http_request(port, "POST", "/api/v1/auth/login", {"username": "admin", "password": pw})
         assert r.status == 200 and r.json()["user"]["role"] == "operator", r
@@ -147,6 +152,16 @@ def test_behind_nginx():
     finally:
         s.close()
     assert not os.path.exists(os.path.join(STATE, "sluice-fcgi.sock")), "the pool's socket is gone with it"
+    if front == "apache":
+        shutil.rmtree(STATE, ignore_errors=True)
+
+
+def test_behind_nginx():
+    behind("nginx", ("nginx", "fcgiwrap"))
+
+
+def test_behind_apache():
+    behind("apache", ("apache2",))
 
 
 def test_a_port_out_of_range_is_refused():

@@ -25,6 +25,8 @@ LIGHTTPD = shutil.which("lighttpd") or "/usr/sbin/lighttpd"
 FRONT = os.environ.get("SLUICE_FRONT", "lighttpd")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 FCGIWRAP = shutil.which("fcgiwrap") or "/usr/sbin/fcgiwrap"
+APACHE = shutil.which("apache2") or "/usr/sbin/apache2"
+APACHE_MODULES = "/usr/lib/apache2/modules"
 CTL = os.environ.get("SLUICE_CTL", os.path.join(BUILDDIR, "admin", "sluicectl"))
 FAKE = os.path.join(BUILDDIR, "tests", "fake", "sluice-fake-upstream")
 FCGI = os.path.join(BUILDDIR, "fcgi", "sluice-fcgi")
@@ -48,6 +50,23 @@ if SANITIZER_REPORTS:
         return p
 
     subprocess.run = _run_keeping_reports
+
+
+def _front_outdir():
+    """Where a gateway's folder goes: OUTDIR, unless Apache (its children run as www-data
+    when the tests run as root) could not get there through a folder closed to others: then
+    a folder of its own under /tmp, said once."""
+    if FRONT != "apache" or os.geteuid() != 0:
+        return OUTDIR
+    p = os.path.abspath(OUTDIR)
+    while p != "/":
+        p = os.path.dirname(p)
+        if not os.stat(p).st_mode & 0o001:
+            alt = os.path.join("/tmp", "sluice-apache-tests")
+            os.makedirs(alt, exist_ok=True)
+            os.chmod(alt, 0o755)
+            return alt
+    return OUTDIR
 
 
 def free_port():
@@ -218,7 +237,7 @@ class Gateway:
         """conf: {"passive": "ban_ms = 2000; ...", "billing_tz": '"UTC"'} replaces that
         group's (or setting's) line of conf/sluice.conf.in."""
         self.name = name
-        self.dir = os.path.join(OUTDIR, "%s-%d" % (name, os.getpid()))
+        self.dir = os.path.join(_front_outdir(), "%s-%d" % (name, os.getpid()))
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir, mode=0o750)
         os.chmod(self.dir, 0o750)               # R-SEC-9: the state folder is 0750
@@ -306,6 +325,8 @@ class Gateway:
     def start(self):
         if FRONT == "nginx":
             return self._start_nginx()
+        if FRONT == "apache":
+            return self._start_apache()
         with open(os.path.join(self.dir, "lighttpd.conf"), "w") as f:
             subprocess.run([os.path.join(SRCDIR, "conf", "gen-lighttpd.sh"),
                             os.path.join(SRCDIR, "conf", "lighttpd.conf.in"), "127.0.0.1", str(self.port),
@@ -367,6 +388,63 @@ class Gateway:
         wait_for(lambda: len(self.responder_pids()) >= self.procs, 10, what="responders")
         return self
 
+    def _start_apache(self):
+        """Apache 2.4 in front: the pool under its own supervisor, conf/apache-sluice.conf.in
+        inside a <VirtualHost> of a whole server. Apache will not serve as root: its children
+        run as www-data then, so the state folder, a copy of the page and of the admin CGI,
+        and the pool's socket are given to www-data (the responders, root, still reach them)."""
+        import pwd
+        sock = os.path.join(self.dir, "sluice-fcgi.sock")
+        www, libexec = os.path.join(self.dir, "www"), os.path.join(self.dir, "libexec")
+        shutil.copytree(os.path.join(SRCDIR, "www"), www)
+        os.makedirs(libexec, exist_ok=True)
+        cgi = os.path.join(libexec, "sluice-admin.cgi")
+        shutil.copy(os.path.join(BUILDDIR, "admin", "sluice-admin.cgi"), cgi)
+        with open(os.path.join(SRCDIR, "conf", "apache-sluice.conf.in")) as f:
+            snippet = f.read()
+        for k, v in (("@SOCKET@", sock), ("@WWW_DIR@", www), ("@ADMIN_CGI@", cgi), ("@PKGLIBEXECDIR@", libexec),
+                     ("@CONF_FILE@", self.conf_path), ("@SYSCONFDIR@", self.dir)):
+            snippet = snippet.replace(k, v)
+        with open(os.path.join(self.dir, "apache-sluice.conf"), "w") as f:
+            f.write(snippet)
+        mods = ["mpm_event", "authz_core", "proxy", "proxy_fcgi", "mime", "alias", "cgid", "headers", "env", "dir"]
+        user = ""
+        if os.geteuid() == 0:
+            user = "User www-data\nGroup www-data\n"
+        with open(os.path.join(self.dir, "apache.conf"), "w") as f:
+            f.write("ServerRoot %s\nServerName 127.0.0.1\nListen 127.0.0.1:%d\n%s%sPidFile %s/apache.pid\n"
+                    "ErrorLog %s/apache-error.log\nMutex file:%s default\nScriptSock %s/cgid.sock\n"
+                    "Timeout 3600\n%sAddType application/json .json\nAddType text/html .html\nAddType text/css .css\n"
+                    "AddType text/javascript .js\nServerTokens Prod\n"
+                    "<IfModule mpm_event_module>\n  ThreadsPerChild %d\n  MaxRequestWorkers %d\n"
+                    "  ServerLimit 4\n  StartServers 2\n</IfModule>\n"
+                    "<VirtualHost 127.0.0.1:%d>\n  Include %s/apache-sluice.conf\n</VirtualHost>\n" % (
+                        self.dir, self.port, "".join("LoadModule %s_module %s/mod_%s.so\n" % (m, APACHE_MODULES, m)
+                                                     for m in mods), user, self.dir, self.dir, self.dir, self.dir,
+                        "TypesConfig /etc/mime.types\n" if os.path.exists("/etc/mime.types") else "",
+                        64, 128, self.port, self.dir))
+        env = dict(os.environ, SLUICE_CONF=self.conf_path)
+        out = open(os.path.join(self.dir, "front.out"), "ab")
+        self.sup = subprocess.Popen([FCGI, "--listen", "unix:" + sock, "--processes", str(self.procs), "-c",
+                                     self.conf_path], env=env, stdout=out, stderr=out)
+        wait_for(lambda: os.path.exists(sock), 10, what="the pool's socket")
+        if os.geteuid() == 0:
+            w = pwd.getpwnam("www-data")
+            for root, dirs, files in os.walk(self.dir):
+                for n in [root] + [os.path.join(root, x) for x in dirs + files]:
+                    os.lchown(n, w.pw_uid, w.pw_gid)
+        self.proc = subprocess.Popen([APACHE, "-f", os.path.join(self.dir, "apache.conf"), "-DFOREGROUND"],
+                                     env=env, stdout=out, stderr=out)
+        def up():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                return True
+            except OSError:
+                return False
+        wait_for(up, 10, what="apache on port %d" % self.port)
+        wait_for(lambda: len(self.responder_pids()) >= self.procs, 10, what="responders")
+        return self
+
     def _stop_nginx(self, sig):
         # SIGINT to lighttpd is its graceful stop; for nginx SIGQUIT is, and the pool's
         # supervisor drains on SIGTERM.
@@ -403,8 +481,8 @@ class Gateway:
         return sorted(pids)
 
     def stop(self, sig=signal.SIGINT):
-        if FRONT == "nginx":
-            self._stop_nginx(sig)
+        if FRONT in ("nginx", "apache"):
+            self._stop_nginx(signal.SIGTERM if FRONT == "apache" else sig)
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:
