@@ -335,16 +335,25 @@ class Gateway:
         log = open(os.path.join(self.dir, "lighttpd.out"), "ab")
         self.proc = subprocess.Popen([LIGHTTPD, "-D", "-f", os.path.join(self.dir, "lighttpd.conf")],
                                      stdout=log, stderr=log)
+        self._wait_front("lighttpd")
+        # The pool is spawned at start; wait until every responder is ready.
+        wait_for(lambda: len(self.responder_pids()) >= self.procs, 10, what="responders")
+        return self
+
+    def _wait_front(self, what):
         def up():
             try:
                 socket.create_connection(("127.0.0.1", self.port), 0.2).close()
                 return True
             except OSError:
                 return False
-        wait_for(up, 10, what="lighttpd on port %d" % self.port)
-        # The pool is spawned at start; wait until every responder is ready.
-        wait_for(lambda: len(self.responder_pids()) >= self.procs, 10, what="responders")
-        return self
+        wait_for(up, 10, what="%s on port %d" % (what, self.port))
+
+    def _start_pool(self, sock, out):
+        """sluice-fcgi --listen on sock: the pool of a front that starts no FastCGI programs."""
+        self.sup = subprocess.Popen([FCGI, "--listen", "unix:" + sock, "--processes", str(self.procs), "-c",
+                                     self.conf_path], env=dict(os.environ, SLUICE_CONF=self.conf_path),
+                                    stdout=out, stderr=out)
 
     def _start_nginx(self):
         """nginx in front: the pool under its own supervisor, the admin CGI under fcgiwrap,
@@ -352,8 +361,7 @@ class Gateway:
         sock, wrap = os.path.join(self.dir, "sluice-fcgi.sock"), os.path.join(self.dir, "fcgiwrap.sock")
         env = dict(os.environ, SLUICE_CONF=self.conf_path)
         out = open(os.path.join(self.dir, "front.out"), "ab")
-        self.sup = subprocess.Popen([FCGI, "--listen", "unix:" + sock, "--processes", str(self.procs), "-c",
-                                     self.conf_path], env=env, stdout=out, stderr=out)
+        self._start_pool(sock, out)
         self.wrap = subprocess.Popen([FCGIWRAP, "-c", "2", "-s", "unix:" + wrap], env=env, stdout=out, stderr=out)
         with open(os.path.join(SRCDIR, "conf", "nginx-sluice.conf.in")) as f:
             snippet = f.read()
@@ -378,13 +386,7 @@ class Gateway:
         wait_for(lambda: os.path.exists(sock) and os.path.exists(wrap), 10, what="the pool's and fcgiwrap's sockets")
         self.proc = subprocess.Popen([NGINX, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"), "-g",
                                       "daemon off;"], stdout=out, stderr=out)
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return True
-            except OSError:
-                return False
-        wait_for(up, 10, what="nginx on port %d" % self.port)
+        self._wait_front("nginx")
         wait_for(lambda: len(self.responder_pids()) >= self.procs, 10, what="responders")
         return self
 
@@ -425,8 +427,7 @@ class Gateway:
                         64, 128, self.port, self.dir))
         env = dict(os.environ, SLUICE_CONF=self.conf_path)
         out = open(os.path.join(self.dir, "front.out"), "ab")
-        self.sup = subprocess.Popen([FCGI, "--listen", "unix:" + sock, "--processes", str(self.procs), "-c",
-                                     self.conf_path], env=env, stdout=out, stderr=out)
+        self._start_pool(sock, out)
         wait_for(lambda: os.path.exists(sock), 10, what="the pool's socket")
         if os.geteuid() == 0:
             w = pwd.getpwnam("www-data")
@@ -435,13 +436,7 @@ class Gateway:
                     os.lchown(n, w.pw_uid, w.pw_gid)
         self.proc = subprocess.Popen([APACHE, "-f", os.path.join(self.dir, "apache.conf"), "-DFOREGROUND"],
                                      env=env, stdout=out, stderr=out)
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return True
-            except OSError:
-                return False
-        wait_for(up, 10, what="apache on port %d" % self.port)
+        self._wait_front("apache")
         wait_for(lambda: len(self.responder_pids()) >= self.procs, 10, what="responders")
         return self
 
