@@ -24,7 +24,7 @@ static _Atomic int over_budget;
 int admit_init(const struct conf *c)
 {
     admit_conf = c;
-    return dbpool_init(c->database, c->db_connections, c->quota_db_wait_ms);
+    return dbpool_init(c->database, c->db_connections, c->quota_db_wait_ms, c->db_mmap_bytes);
 }
 
 /* The key's pool-wide window; robust, so a holder killed mid-update is survivable. */

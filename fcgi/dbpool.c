@@ -6,13 +6,14 @@
 #include "log.h"
 
 #include <pthread.h>
+#include <stdio.h>
 
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
 static struct dbconn *pool;          /* the connections; owned here for the process's life */
 static int *pool_free, pool_nfree, pool_n;
 
-int dbpool_init(const char *path, int n, int wait_ms)
+int dbpool_init(const char *path, int n, int wait_ms, int64_t mmap_bytes)
 {
     pool = xcalloc((size_t)n, sizeof *pool);
     pool_free = xcalloc((size_t)n, sizeof *pool_free);
@@ -26,8 +27,12 @@ int dbpool_init(const char *path, int n, int wait_ms)
         /* Every commit of the usage writer empties a reader's page cache
          * (WAL: the next read transaction sees a changed database); mapped,
          * the pages come back without a read() each (the cache lookup's p99,
-         * R-CACHE-3). Best effort: a build without mmap reads as before. */
-        sqlite3_exec(pool[i].db, "PRAGMA mmap_size=268435456", NULL, NULL, NULL);
+         * R-CACHE-3). The price: an I/O error on a mapped page, or the file
+         * cut short underneath (a restore over the live file), is a SIGBUS,
+         * not an error; keys.db_mmap_bytes = 0 turns it off. */
+        char pragma[64];
+        snprintf(pragma, sizeof pragma, "PRAGMA mmap_size=%lld", (long long)mmap_bytes);
+        sqlite3_exec(pool[i].db, pragma, NULL, NULL, NULL);
         pool_free[pool_nfree++] = i;
     }
     pool_n = n;

@@ -4,6 +4,7 @@
 #ifndef SLUICE_DBPOOL_H
 #define SLUICE_DBPOOL_H
 
+#include <stdint.h>
 #include <sqlite3.h>
 
 enum dbq {
@@ -21,7 +22,7 @@ struct dbconn {
     sqlite3_stmt *st[DBQ_COUNT];
 };
 
-int dbpool_init(const char *path, int n, int wait_ms);
+int dbpool_init(const char *path, int n, int wait_ms, int64_t mmap_bytes);
 struct dbconn *dbpool_get(void);        /* waits for a free connection */
 void dbpool_put(struct dbconn *c);
 /* The statement for q, prepared on first use (SQLITE_PREPARE_PERSISTENT) and

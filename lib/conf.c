@@ -59,6 +59,7 @@ void conf_defaults(struct conf *c)
     c->max_tokens_cap = 1000000;
     c->quota_db_wait_ms = 20;
     c->db_connections = 4;
+    c->db_mmap_bytes = 256LL << 20;
     c->idem_ttl_minutes = 10;
     c->idem_max_records = 100000;
     c->idem_max_bytes = 256LL << 20;
@@ -168,6 +169,7 @@ static const struct conf_opt conf_opts[] = {
     OPT_INT("admin.endpoint_test_timeout_ms", 100, 600000, admin_test_timeout_ms, LIVE),
     OPT_INT("keys.default_max_output", 1, 10000000, default_max_output, LIVE),
     OPT_INT("keys.db_connections", 1, 64, db_connections, RESTART),
+    OPT_INT("keys.db_mmap_bytes", 0, 1LL << 40, db_mmap_bytes, RESTART),
     OPT_INT("idempotency.ttl_minutes", 1, 1440, idem_ttl_minutes, RESTART),
     OPT_INT("idempotency.max_records", 1, 100000000, idem_max_records, RESTART),
     OPT_INT("idempotency.max_bytes", 0, 1LL << 40, idem_max_bytes, RESTART),

@@ -41,6 +41,7 @@ struct conf {
     int quota_db_wait_ms;        /* limits.quota_db_wait_ms: longest wait on a locked database on the request path (20) */
     int64_t max_tokens_cap;      /* limits.max_tokens_cap: largest max_tokens accepted without a model max_output (1000000) */
     int db_connections;          /* keys.db_connections: SQLite connections per responder for quotas (4) */
+    int64_t db_mmap_bytes;       /* keys.db_mmap_bytes: how much of the database those connections map (256 MiB; 0 = none) */
     int idem_ttl_minutes;        /* idempotency.ttl_minutes: record lifetime, 1-1440 (10; SLUICE_IDEMPOTENCY_TTL_MINUTES) */
     int idem_max_records;        /* idempotency.max_records: records kept at most (100000) */
     int64_t idem_max_bytes;      /* idempotency.max_bytes: stored responses at most (256 MiB) */
