@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""t0147-deb: debian/ builds a .deb with the install layout of R-DEP-2 (issue 13).
+
+A copy of the source tree (the files git knows, as they are in the work tree; from a
+tarball, `make distdir` of the build) is built with `dpkg-buildpackage -us -uc -b`
+(DEB_BUILD_OPTIONS=parallel=2, about 20 s here) in the test's output folder, never in
+the source tree. Then `dpkg-deb -c` must list the layout (programs, page, configuration,
+units, man pages, the state folder, the lighttpd conf-available file), no installed file
+may name the build folder, `dpkg-deb -I` must show the maintainer scripts (the user, the
+database, lighttpd-enable-mod, the healthd timer enabled, sluice-fcgi.service not) and
+the conffiles, and `lintian --fail-on error` must accept the .deb. Skipped with a line
+when dpkg-buildpackage or debhelper is missing (lintian alone: that check only)."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from harness import BUILDDIR, OUTDIR, SRCDIR, run_tests, setup_with
+
+DIR = os.path.join(OUTDIR, "t0147-%d" % os.getpid())
+LAYOUT = ["usr/bin/sluicectl", "usr/sbin/sluice-fcgi", "usr/sbin/sluice-healthd",
+          "usr/libexec/sluice/sluice-admin.cgi",
+          "usr/share/sluice/www/index.html", "usr/share/sluice/www/inference/index.html",
+          "usr/share/sluice/www/inference/app.js", "usr/share/sluice/www/inference/app.css",
+          "usr/share/sluice/www/inference/js/api.js", "usr/share/sluice/www/inference/js/views/keys.js",
+          "usr/share/sluice/www/_sluice/error.json", "usr/share/sluice/www/_sluice/error-anthropic.json",
+          "etc/sluice/sluice.conf", "etc/sluice/sluice.conf.sample", "etc/sluice/lighttpd-sluice.conf",
+          "etc/sluice/lighttpd.conf", "etc/sluice/apache-sluice.conf", "etc/sluice/nginx-sluice.conf",
+          "etc/sluice/sluice-healthd.cron", "etc/sluice/logrotate", "etc/sluice/grafana-sluice.json",
+          "etc/lighttpd/conf-available/50-sluice.conf",
+          "lib/systemd/system/sluice-fcgi.service", "lib/systemd/system/sluice-healthd.service",
+          "lib/systemd/system/sluice-healthd.timer",
+          "usr/share/man/man1/sluicectl.1.gz", "usr/share/man/man5/sluice.conf.5.gz",
+          "usr/share/man/man7/sluice.7.gz", "usr/share/man/man8/sluice-fcgi.8.gz",
+          "usr/share/man/man8/sluice-healthd.8.gz", "usr/share/man/man8/sluice-admin.cgi.8.gz",
+          "usr/share/doc/sluice/copyright", "usr/share/doc/sluice/changelog.Debian.gz",
+          "usr/share/doc/sluice/architecture.md.gz", "var/lib/sluice/"]
+
+
+def clean_env():
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    env.update({"DEB_BUILD_OPTIONS": "parallel=2", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"})
+    return env
+
+
+def missing():
+    if not shutil.which("dpkg-buildpackage"):
+        return "dpkg-buildpackage is not installed (dpkg-dev)"
+    if subprocess.run(["dpkg", "-s", "debhelper"], capture_output=True).returncode != 0:
+        return "debhelper is not installed"
+    return None
+
+
+def copy_source(dest):
+    """The source tree to build, in dest: git's files as they are in the work tree, or
+    `make distdir` of the build (a tarball has no .git)."""
+    git = shutil.which("git") and subprocess.run(
+        ["git", "-C", SRCDIR, "rev-parse", "--show-prefix"], capture_output=True, text=True)
+    if git and git.returncode == 0 and git.stdout.strip() == "":
+        files = subprocess.run(["git", "-C", SRCDIR, "ls-files", "-z", "--cached", "--others",
+                                "--exclude-standard"], capture_output=True, check=True).stdout
+        os.makedirs(dest)
+        for rel in sorted(set(f.decode() for f in files.split(b"\0") if f)):
+            src = os.path.join(SRCDIR, rel)
+            if not os.path.lexists(src):      # deleted in the work tree
+                continue
+            os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
+            shutil.copy2(src, os.path.join(dest, rel), follow_symlinks=False)
+        return "git work tree"
+    subprocess.run(["make", "-s", "distdir", "distdir=" + dest], cwd=BUILDDIR, env=clean_env(),
+                   check=True, capture_output=True, timeout=300)
+    subprocess.run(["chmod", "-R", "u+w", dest], check=True)
+    return "make distdir"
+
+
+class Ctx:
+    pass
+
+
+def setup():
+    def build(c):
+        c.skip = missing()
+        if c.skip:
+            return c
+        c.src = os.path.join(DIR, "sluice-src")
+        how = copy_source(c.src)
+        if not os.path.isfile(os.path.join(c.src, "debian", "rules")):
+            c.skip = "the source tree (%s) has no debian/rules" % how
+            return c
+        log = os.path.join(DIR, "dpkg-buildpackage.log")
+        with open(log, "w") as f:
+            p = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=c.src, env=clean_env(),
+                               stdout=f, stderr=subprocess.STDOUT, timeout=1200)
+        assert p.returncode == 0, "dpkg-buildpackage failed (exit %d), see %s" % (p.returncode, log)
+        debs = [f for f in os.listdir(DIR) if re.match(r"sluice_[^_]+_[^_]+\.deb$", f)]
+        assert len(debs) == 1, os.listdir(DIR)
+        c.deb = os.path.join(DIR, debs[0])
+        print("   built %s from the %s (%s)" % (debs[0], how, c.src))
+        return c
+    if os.path.isdir(DIR):
+        shutil.rmtree(DIR)
+    os.makedirs(DIR)
+    return setup_with(build, teardown)
+
+
+def teardown(c):
+    pass      # the folder stays in test-output for a look; `make clean` removes it
+
+
+def skipped(c, what):
+    if c.skip:
+        print("   skipped: %s (%s)" % (what, c.skip))
+        return True
+    return False
+
+
+def deb(c, *args):
+    return subprocess.run(["dpkg-deb"] + list(args), capture_output=True, text=True, check=True).stdout
+
+
+def test_the_file_list_holds_the_layout(c):
+    """dpkg-deb -c lists every installed path of README "Installing", root-owned."""
+    if skipped(c, "the file list"):
+        return
+    listing = deb(c, "-c", c.deb)
+    paths = {}
+    for line in listing.splitlines():
+        f = line.split(None, 5)
+        name = f[5].split(" -> ")[0]
+        paths[name[2:] if name.startswith("./") else name] = (f[0], f[1])
+    lost = [p for p in LAYOUT if p not in paths]
+    assert not lost, "missing from the package: %s" % lost
+    assert all(owner == "root/root" for _, owner in paths.values()), "a file not owned by root"
+    for exe in ("usr/bin/sluicectl", "usr/sbin/sluice-fcgi", "usr/sbin/sluice-healthd",
+                "usr/libexec/sluice/sluice-admin.cgi"):
+        assert paths[exe][0] == "-rwxr-xr-x", (exe, paths[exe])
+    # Nothing of the build's own (tests, the stand-in upstream, objects) and nothing under /usr/local.
+    odd = [p for p in paths if p.startswith("usr/local") or "fake-upstream" in p or p.endswith((".o", ".a"))]
+    assert not odd, odd
+
+
+def test_no_installed_file_names_a_build_folder(c):
+    """No installed file (configuration, units, man pages, programs) holds the path of the
+    package build, the source tree or the build tree."""
+    if skipped(c, "the build folders"):
+        return
+    x = os.path.join(DIR, "extracted")
+    shutil.rmtree(x, ignore_errors=True)
+    subprocess.run(["dpkg-deb", "-x", c.deb, x], check=True)
+    needles = {os.path.realpath(p).encode() for p in (c.src, SRCDIR, BUILDDIR, DIR)}
+    hits = []
+    for d, _, files in os.walk(x):
+        for f in files:
+            p = os.path.join(d, f)
+            if os.path.islink(p):
+                continue
+            data = open(p, "rb").read()
+            if p.endswith(".gz"):
+                import gzip
+                data = gzip.decompress(data)
+            hits += ["%s: %s" % (os.path.relpath(p, x), n.decode()) for n in needles if n in data]
+    assert not hits, hits
+    conf = open(os.path.join(x, "etc/sluice/sluice.conf")).read()
+    assert 'database = "/var/lib/sluice/sluice.db";' in conf, conf[:400]
+    snippet = open(os.path.join(x, "etc/sluice/lighttpd-sluice.conf")).read()
+    assert "/usr/sbin/sluice-fcgi" in snippet and "/usr/libexec/sluice/sluice-admin.cgi" in snippet
+    avail = open(os.path.join(x, "etc/lighttpd/conf-available/50-sluice.conf")).read()
+    assert 'include "/etc/sluice/lighttpd-sluice.conf"' in avail
+
+
+def test_control_scripts_and_conffiles(c):
+    """dpkg-deb -I: the relations, the conffiles (all of /etc) and the maintainer scripts:
+    the user and the database before debhelper's part, lighttpd-enable-mod, the timer
+    enabled, sluice-fcgi.service not; every script parses with sh -n."""
+    if skipped(c, "the maintainer scripts"):
+        return
+    info = deb(c, "-I", c.deb)
+    for name in ("postinst", "postrm", "prerm", "conffiles", "md5sums"):
+        assert re.search(r"\b%s\b" % name, info), (name, info)
+    control = deb(c, "-f", c.deb)
+    assert re.search(r"^Depends: .*\badduser\b", control, re.M), control
+    assert re.search(r"^Recommends: lighttpd$", control, re.M), control
+    assert re.search(r"^Suggests: nginx \| apache2, fcgiwrap$", control, re.M), control
+    ctl = os.path.join(DIR, "control")
+    shutil.rmtree(ctl, ignore_errors=True)
+    subprocess.run(["dpkg-deb", "-e", c.deb, ctl], check=True)
+    conffiles = open(os.path.join(ctl, "conffiles")).read().split()
+    for f in ("/etc/sluice/sluice.conf", "/etc/sluice/lighttpd-sluice.conf",
+              "/etc/lighttpd/conf-available/50-sluice.conf"):
+        assert f in conffiles, (f, conffiles)
+    for s in ("preinst", "postinst", "prerm", "postrm"):
+        if os.path.exists(os.path.join(ctl, s)):
+            p = subprocess.run(["sh", "-n", os.path.join(ctl, s)], capture_output=True, text=True)
+            assert p.returncode == 0, (s, p.stderr)
+    post = open(os.path.join(ctl, "postinst")).read()
+    helper = post.index("# Automatically added by dh_installsystemd")
+    for what in ("adduser --quiet --system --group --home \"$STATE\"", "adduser --quiet www-data sluice",
+                 "chmod 2770", "/usr/bin/sluicectl init", "lighttpd-enable-mod sluice"):
+        assert 0 <= post.find(what) < helper, what
+    assert "deb-systemd-helper enable 'sluice-healthd.timer'" in post
+    assert "deb-systemd-invoke $_dh_action 'sluice-healthd.timer'" in post
+    # dh_installsystemd --no-enable: sluice-fcgi.service is enabled again only when it was
+    # (deb-systemd-invoke then starts neither it nor the static sluice-healthd.service).
+    blocks = [b for b in post.split("# Automatically added by") if "deb-systemd-helper" in b]
+    timer = [b for b in blocks if "'sluice-healthd.timer'" in b]
+    fcgi = [b for b in blocks if "'sluice-fcgi.service'" in b]
+    assert timer and all("was-enabled defaults to true" in b for b in timer), timer
+    assert fcgi and all("debian-installed 'sluice-fcgi.service'" in b and
+                        "was-enabled defaults to true" not in b for b in fcgi), fcgi
+    assert not re.search(r"enable 'sluice-healthd.service'", post)
+    postrm = open(os.path.join(ctl, "postrm")).read()
+    assert "lighttpd-disable-mod sluice" in postrm and "rm -rf /var/lib/sluice" in postrm
+    assert "deluser" not in postrm                              # the user stays on purge
+
+
+def test_lintian_finds_no_error(c):
+    """lintian --fail-on error accepts the .deb (its warnings are printed)."""
+    if skipped(c, "lintian"):
+        return
+    if not shutil.which("lintian"):
+        print("   skipped: lintian (not installed)")
+        return
+    p = subprocess.run(["lintian", "--fail-on", "error", c.deb], capture_output=True, text=True,
+                       timeout=600)
+    for line in p.stdout.splitlines():
+        print("   lintian: " + line)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+if __name__ == "__main__":
+    run_tests(globals(), setup, teardown)
