@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """t0147-deb: debian/ builds a .deb with the install layout of R-DEP-2 (issue 13).
 
-A copy of the source tree (the files git knows, as they are in the work tree; from a
-tarball, `make distdir` of the build) is built with `dpkg-buildpackage -us -uc -b`
+A copy of the source tree (the files git knows, as they are in the work tree; else the
+source tree, or `make distdir` of a tree configured in place) is built with `dpkg-buildpackage -us -uc -b`
 (DEB_BUILD_OPTIONS=parallel=2, about 20 s here) in the test's output folder, never in
 the source tree. Then `dpkg-deb -c` must list the layout (programs, page, configuration,
 units, man pages, the state folder, the lighttpd conf-available file), no installed file
@@ -54,8 +54,8 @@ def missing():
 
 
 def copy_source(dest):
-    """The source tree to build, in dest: git's files as they are in the work tree, or
-    `make distdir` of the build (a tarball has no .git)."""
+    """The source tree to build, in dest: git's files as they are in the work tree; else
+    the source tree itself when it is not configured in place, else `make distdir`."""
     git = shutil.which("git") and subprocess.run(
         ["git", "-C", SRCDIR, "rev-parse", "--show-prefix"], capture_output=True, text=True)
     if git and git.returncode == 0 and git.stdout.strip() == "":
@@ -69,10 +69,18 @@ def copy_source(dest):
             os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
             shutil.copy2(src, os.path.join(dest, rel), follow_symlinks=False)
         return "git work tree"
-    subprocess.run(["make", "-s", "distdir", "distdir=" + dest], cwd=BUILDDIR, env=clean_env(),
-                   check=True, capture_output=True, timeout=300)
+    if not os.path.exists(os.path.join(SRCDIR, "config.status")):
+        # A source tree built elsewhere (an unpacked tarball, as in make distcheck) is clean
+        # as it is (and `make distdir` of an out-of-tree build would miss the files that
+        # EXTRA_DIST lists by $(wildcard)).
+        shutil.copytree(SRCDIR, dest, symlinks=True)
+        how = "source tree"
+    else:
+        subprocess.run(["make", "-s", "distdir", "distdir=" + dest], cwd=BUILDDIR, env=clean_env(),
+                       check=True, capture_output=True, timeout=300)
+        how = "make distdir"
     subprocess.run(["chmod", "-R", "u+w", dest], check=True)
-    return "make distdir"
+    return how
 
 
 class Ctx:
