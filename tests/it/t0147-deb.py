@@ -68,13 +68,13 @@ def copy_source(dest):
                 continue
             os.makedirs(os.path.dirname(os.path.join(dest, rel)), exist_ok=True)
             shutil.copy2(src, os.path.join(dest, rel), follow_symlinks=False)
-        return "git work tree"
+        return "git ls-files"
     if not os.path.exists(os.path.join(SRCDIR, "config.status")):
         # A source tree built elsewhere (an unpacked tarball, as in make distcheck) is clean
         # as it is (and `make distdir` of an out-of-tree build would miss the files that
         # EXTRA_DIST lists by $(wildcard)).
         shutil.copytree(SRCDIR, dest, symlinks=True)
-        how = "source tree"
+        how = "a copy of the source tree"
     else:
         subprocess.run(["make", "-s", "distdir", "distdir=" + dest], cwd=BUILDDIR, env=clean_env(),
                        check=True, capture_output=True, timeout=300)
@@ -105,7 +105,7 @@ def setup():
         debs = [f for f in os.listdir(DIR) if re.match(r"sluice_[^_]+_[^_]+\.deb$", f)]
         assert len(debs) == 1, os.listdir(DIR)
         c.deb = os.path.join(DIR, debs[0])
-        print("   built %s from the %s (%s)" % (debs[0], how, c.src))
+        print("   built %s (the source copied by: %s; in %s)" % (debs[0], how, c.src))
         return c
     if os.path.isdir(DIR):
         shutil.rmtree(DIR)
