@@ -9,7 +9,10 @@ units, man pages, the state folder, the lighttpd conf-available file), no instal
 may name the build folder, `dpkg-deb -I` must show the maintainer scripts (the user, the
 database, lighttpd-enable-mod, the healthd timer enabled, sluice-fcgi.service not) and
 the conffiles, and `lintian --fail-on error` must accept the .deb. Skipped with a line
-when dpkg-buildpackage or debhelper is missing (lintian alone: that check only)."""
+when dpkg-buildpackage or debhelper is missing (lintian alone: that check only).
+With SLUICE_TEST_DEB_INSTALL=1, as root, the package is also installed, removed and
+purged in throwaway namespaces over overlays of /etc, /var and /usr (the machine is not
+changed), with Debian's lighttpd serving /v1/ and sluice-healthd running as sluice."""
 import os
 import re
 import shutil
@@ -235,6 +238,85 @@ def test_lintian_finds_no_error(c):
     for line in p.stdout.splitlines():
         print("   lintian: " + line)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+# The opt-in install check: the script runs in new mount, network and PID namespaces with
+# /etc, /var and /usr overlaid (their upper folders in the test folder), so the machine's
+# own files, users and dpkg database are never written, and nothing it starts outlives it.
+INSTALL_SCRIPT = r"""
+set -eu
+B=$1; DEB=$2
+mount --make-rprivate /
+for d in etc var usr; do
+  mkdir -p "$B/$d.u" "$B/$d.w"
+  mount -t overlay overlay -o "lowerdir=/$d,upperdir=$B/$d.u,workdir=$B/$d.w" "/$d"
+  [ "$(findmnt -n -o FSTYPE "/$d" | tail -n 1)" = overlay ] || { echo "NO-OVERLAY /$d"; exit 3; }
+done
+ip link set lo up
+dpkg -i "$DEB"
+echo "USER $(getent passwd sluice | cut -d: -f1,6,7)"
+echo "GROUPS $(id -nG www-data)"
+echo "STATE $(stat -c '%U:%G %a' /var/lib/sluice)"
+echo "DB $(stat -c '%U:%G %a' /var/lib/sluice/sluice.db)"
+echo "KEY $(stat -c '%U:%G %a' /var/lib/sluice/sluice.key)"
+[ -L /etc/lighttpd/conf-enabled/50-sluice.conf ] && echo "MOD enabled"
+[ -L /etc/systemd/system/timers.target.wants/sluice-healthd.timer ] && echo "TIMER enabled"
+[ -e /etc/systemd/system/multi-user.target.wants/sluice-fcgi.service ] || echo "FCGI not enabled"
+if command -v lighttpd >/dev/null; then
+  sed -i 's/^server.port.*/server.port = 3380/' /etc/lighttpd/lighttpd.conf
+  lighttpd -D -f /etc/lighttpd/lighttpd.conf > "$B/lighttpd.out" 2>&1 &
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    curl -s -o /dev/null http://127.0.0.1:3380/v1/models && break; sleep 0.5
+  done
+  echo "CHAT $(curl -s -w %{http_code} http://127.0.0.1:3380/v1/models)"
+  echo "FCGI-USER $(ps -o user= -C sluice-fcgi | sort -u | tr '\n' ' ')"
+  runuser -u sluice -- timeout 7 /usr/sbin/sluice-healthd -c /etc/sluice/sluice.conf > "$B/healthd.out" 2>&1 || :
+  grep -q 'exiting after' "$B/healthd.out" && echo "HEALTHD ran"
+fi
+runuser -u www-data -- sluicectl tenant add t0147 >/dev/null && echo "WWW-DATA writes"
+runuser -u sluice -- sluicectl tenant rm t0147 >/dev/null && echo "SLUICE writes"
+dpkg -r sluice
+[ -e /etc/lighttpd/conf-enabled/50-sluice.conf ] || echo "REMOVE mod off"
+[ -d /var/lib/sluice ] && echo "REMOVE state kept"
+dpkg -P sluice
+[ -d /var/lib/sluice ] || echo "PURGE state gone"
+getent passwd sluice >/dev/null && echo "PURGE user kept"
+"""
+
+
+def test_install_remove_purge_in_a_throwaway_root(c):
+    """(SLUICE_TEST_DEB_INSTALL=1, as root) dpkg -i in namespaces over overlays of /etc, /var
+    and /usr: the user, www-data in its group, the modes, the lighttpd mod and the timer
+    enabled, sluice-fcgi.service not; Debian's lighttpd serves /v1/ from responders run as
+    www-data and sluice-healthd runs as sluice; dpkg -r turns the mod off, dpkg -P deletes
+    the state and keeps the user."""
+    if skipped(c, "the install check"):
+        return
+    if os.environ.get("SLUICE_TEST_DEB_INSTALL") != "1":
+        print("   skipped: the install check (opt-in: SLUICE_TEST_DEB_INSTALL=1, as root)")
+        return
+    if os.geteuid() != 0 or not all(shutil.which(p) for p in ("unshare", "findmnt", "ip", "curl")):
+        print("   skipped: the install check (needs root, unshare, findmnt, ip and curl)")
+        return
+    b = os.path.join(DIR, "root")
+    os.makedirs(b)
+    p = subprocess.run(["unshare", "-m", "-n", "-p", "--fork", "--mount-proc", "sh", "-c", INSTALL_SCRIPT,
+                        "t0147", b, c.deb], capture_output=True, text=True, timeout=300)
+    out = p.stdout
+    with open(os.path.join(DIR, "install.log"), "w") as f:
+        f.write(out + p.stderr)
+    assert p.returncode == 0, out[-2000:] + p.stderr[-2000:]
+    for want in ("USER sluice:/var/lib/sluice:/usr/sbin/nologin", "STATE sluice:sluice 2770",
+                 "DB sluice:sluice 660", "KEY sluice:sluice 640", "MOD enabled", "TIMER enabled",
+                 "FCGI not enabled", "WWW-DATA writes", "SLUICE writes", "REMOVE mod off",
+                 "REMOVE state kept", "PURGE state gone", "PURGE user kept"):
+        assert want in out, (want, out)
+    assert re.search(r"^GROUPS .*\bsluice\b", out, re.M), out
+    if shutil.which("lighttpd"):
+        assert re.search(r'^CHAT .*"invalid_api_key".*401$', out, re.M), out
+        assert "FCGI-USER www-data " in out, out
+        assert "HEALTHD ran" in out, out
+    shutil.rmtree(b, ignore_errors=True)
 
 
 if __name__ == "__main__":
