@@ -275,6 +275,11 @@ if command -v lighttpd >/dev/null; then
 fi
 runuser -u www-data -- sluicectl tenant add t0147 >/dev/null && echo "WWW-DATA writes"
 runuser -u sluice -- sluicectl tenant rm t0147 >/dev/null && echo "SLUICE writes"
+chmod 0640 /var/lib/sluice/sluice.db
+lighttpd-disable-mod sluice >/dev/null 2>&1 || :
+dpkg -i "$DEB"
+echo "REINSTALL DB $(stat -c '%U:%G %a' /var/lib/sluice/sluice.db)"
+[ -e /etc/lighttpd/conf-enabled/50-sluice.conf ] || echo "REINSTALL mod left off"
 dpkg -r sluice
 [ -e /etc/lighttpd/conf-enabled/50-sluice.conf ] || echo "REMOVE mod off"
 [ -d /var/lib/sluice ] && echo "REMOVE state kept"
@@ -288,8 +293,9 @@ def test_install_remove_purge_in_a_throwaway_root(c):
     """(SLUICE_TEST_DEB_INSTALL=1, as root) dpkg -i in namespaces over overlays of /etc, /var
     and /usr: the user, www-data in its group, the modes, the lighttpd mod and the timer
     enabled, sluice-fcgi.service not; Debian's lighttpd serves /v1/ from responders run as
-    www-data and sluice-healthd runs as sluice; dpkg -r turns the mod off, dpkg -P deletes
-    the state and keeps the user."""
+    www-data and sluice-healthd runs as sluice; a reinstall mends the database's mode and
+    leaves a mod the admin turned off off; dpkg -r turns the mod off, dpkg -P deletes the
+    state and keeps the user."""
     if skipped(c, "the install check"):
         return
     if os.environ.get("SLUICE_TEST_DEB_INSTALL") != "1":
@@ -308,7 +314,8 @@ def test_install_remove_purge_in_a_throwaway_root(c):
     assert p.returncode == 0, out[-2000:] + p.stderr[-2000:]
     for want in ("USER sluice:/var/lib/sluice:/usr/sbin/nologin", "STATE sluice:sluice 2770",
                  "DB sluice:sluice 660", "KEY sluice:sluice 640", "MOD enabled", "TIMER enabled",
-                 "FCGI not enabled", "WWW-DATA writes", "SLUICE writes", "REMOVE mod off",
+                 "FCGI not enabled", "WWW-DATA writes", "SLUICE writes", "REINSTALL DB sluice:sluice 660",
+                 "REINSTALL mod left off", "REMOVE mod off",
                  "REMOVE state kept", "PURGE state gone", "PURGE user kept"):
         assert want in out, (want, out)
     assert re.search(r"^GROUPS .*\bsluice\b", out, re.M), out
