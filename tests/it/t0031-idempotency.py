@@ -138,9 +138,9 @@ def test_dead_owner_released_R_IDEM_3(c):
     os.kill(owner, signal.SIGKILL)
     # The next identical request is served (the record is taken over), not stuck at 409.
     b2 = dict(b)
-    # lighttpd answers its own HTML 500 for a request it handed to the killed responder's
-    # socket before it respawned it (a front-server answer, not sluice's: issue 13): try again.
-    r = wait_for(lambda: (lambda r: r if r.status != 409 and not (r.status == 500 and b"<html" in r.body)
+    # lighttpd answers its own 500 (sluice's JSON body, gateway_unavailable) for a request it
+    # handed to the killed responder's socket before it respawned it: try again.
+    r = wait_for(lambda: (lambda r: r if r.status != 409 and not (r.status == 500 and b"gateway_unavailable" in r.body)
                           else None)(
         c.gw.request("POST", "/v1/chat/completions", b, key=c.key, headers={"Idempotency-Key": "dead-1"}, timeout=20)),
         10, interval=0.3, what="dead owner's record released")
