@@ -124,7 +124,7 @@ elif [ "$front" = nginx ]; then
   SLUICE_CONF="$conf" "$builddir/fcgi/sluice-fcgi" --listen "unix:$state/sluice-fcgi.sock" --processes "$procs" \
     -c "$conf" >> "$state/front.out" 2>&1 &
   sup_pid=$!
-  SLUICE_CONF="$conf" "$fcgiwrap" -c 2 -s "unix:$state/fcgiwrap.sock" >> "$state/front.out" 2>&1 &
+  SLUICE_CONF="$conf" "$fcgiwrap" -s "unix:$state/fcgiwrap.sock" >> "$state/front.out" 2>&1 &
   wrap_pid=$!
   sed -e "s|@SOCKET@|$state/sluice-fcgi.sock|g" -e "s|@WWW_DIR@|$srcdir/www|g" \
       -e "s|@ADMIN_CGI@|$builddir/admin/sluice-admin.cgi|g" -e "s|@CONF_FILE@|$conf|g" \

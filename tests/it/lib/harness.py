@@ -362,7 +362,7 @@ class Gateway:
         env = dict(os.environ, SLUICE_CONF=self.conf_path)
         out = open(os.path.join(self.dir, "front.out"), "ab")
         self._start_pool(sock, out)
-        self.wrap = subprocess.Popen([FCGIWRAP, "-c", "2", "-s", "unix:" + wrap], env=env, stdout=out, stderr=out)
+        self.wrap = subprocess.Popen([FCGIWRAP, "-s", "unix:" + wrap], env=env, stdout=out, stderr=out)
         with open(os.path.join(SRCDIR, "conf", "nginx-sluice.conf.in")) as f:
             snippet = f.read()
         for k, v in (("@SOCKET@", sock), ("@WWW_DIR@", os.path.join(SRCDIR, "www")),
