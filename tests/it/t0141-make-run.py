@@ -17,7 +17,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import BUILDDIR, CTL, LIGHTTPD, OUTDIR, SRCDIR, http_request, run_tests, wait_for
+from harness import BUILDDIR, CTL, LIGHTTPD, OUTDIR, SRCDIR, http_request, port_is_free, run_tests, wait_for
 
 STATE = os.path.join(OUTDIR, "t0141-%d" % os.getpid())
 
@@ -112,12 +112,7 @@ def test_a_high_port_then_another_upstream_port():
         assert sorted(replicas()) == sorted(["http://127.0.0.1:%d" % fixed, own]), replicas()
     finally:
         stop(p)
-    # everything it started has gone with it
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-    finally:
-        s.close()
+    assert port_is_free(port), "everything it started has gone with it"
 
 
 def behind(front, programs):
@@ -146,11 +141,7 @@ def behind(front, programs):
         assert r.status == 200 and "content-security-policy" in r.headers, r
     finally:
         stop(p)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port))
-    finally:
-        s.close()
+    assert port_is_free(port), "everything it started has gone with it"
     assert not os.path.exists(os.path.join(STATE, "sluice-fcgi.sock")), "the pool's socket is gone with it"
     if front == "apache":
         shutil.rmtree(STATE, ignore_errors=True)

@@ -26,7 +26,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import (BUILDDIR, LIGHTTPD, OUTDIR, SRCDIR, Fake, free_port, http_request, run_tests, setup_with,
+from harness import (BUILDDIR, LIGHTTPD, OUTDIR, SRCDIR, Fake, free_port, listening, http_request, run_tests, setup_with,
                      wait_for)
 
 DIR = os.path.join(OUTDIR, "t0143-%d" % os.getpid())
@@ -95,14 +95,6 @@ class Lighttpd:
             time.sleep(0.1)
         for pid in responder_pids():
             os.kill(pid, signal.SIGKILL)
-
-
-def listening(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), 0.2).close()
-        return True
-    except OSError:
-        return False
 
 
 def responder_pids():

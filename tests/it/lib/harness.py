@@ -69,6 +69,27 @@ def _front_outdir():
     return OUTDIR
 
 
+def listening(port):
+    """Something accepts connections on 127.0.0.1:port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.2).close()
+        return True
+    except OSError:
+        return False
+
+
+def port_is_free(port):
+    """Nothing is bound to 127.0.0.1:port any more (what a test started has gone)."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -341,13 +362,7 @@ class Gateway:
         return self
 
     def _wait_front(self, what):
-        def up():
-            try:
-                socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return True
-            except OSError:
-                return False
-        wait_for(up, 10, what="%s on port %d" % (what, self.port))
+        wait_for(lambda: listening(self.port), 10, what="%s on port %d" % (what, self.port))
 
     def _start_pool(self, sock, out):
         """sluice-fcgi --listen on sock: the pool of a front that starts no FastCGI programs."""
