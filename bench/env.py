@@ -40,6 +40,8 @@ def main():
     ap.add_argument("--name", default="bench")
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=128)
+    ap.add_argument("--peak-threads", type=int, default=0,
+                    help="threads per responder the front server is sized for (default: --threads)")
     ap.add_argument("--keepalive-ms", type=int, default=5000)
     ap.add_argument("--obs", choices=("on", "off"), default="on",
                     help="on: access log and trace log written (metrics are always kept); off: neither")
@@ -52,7 +54,8 @@ def main():
     out = os.path.join(os.environ["SLUICE_TEST_OUT"], "%s-%d" % (a.name, os.getpid()))
     logs = ({"access_log": '"%s/access.log"' % out, "trace_log": '"%s/trace.log"' % out} if a.obs == "on"
             else {"access_log": '""', "trace_log": '""'})
-    gw = Gateway(a.name, procs=a.procs, threads=a.threads, keepalive_ms=a.keepalive_ms, conf=logs)
+    gw = Gateway(a.name, procs=a.procs, threads=a.threads, keepalive_ms=a.keepalive_ms, conf=logs,
+                 peak_threads=a.peak_threads or None)
     try:
         key = setup_tenant(gw, "bench", "bencher")
         gw.ctl("endpoint", "add", "ep", "--tenant", "bench", "--algorithm", "round_robin")

@@ -6,6 +6,7 @@
 #include "auto.h"
 #include "auth.h"
 #include "cache.h"
+#include "content_rules.h"
 #include "conf.h"
 #include "cors.h"
 #include "count.h"
@@ -32,6 +33,7 @@
 #include "util.h"
 
 #include <errno.h>
+#include <fastcgi.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -263,12 +265,93 @@ static int handle(struct worker *w)
     return r.body_complete;
 }
 
+/* ---- the worker pool ----
+ * A request holds its thread from first byte to last (a stream for minutes),
+ * so the pool grows while every thread is busy instead of leaving requests in
+ * the listen backlog: whenever fewer than POOL_SPARE threads wait in accept,
+ * one more is started, up to pool.max_threads. The pool.threads a responder
+ * starts with stay; a thread beyond them that finishes a request while
+ * pool.threads others wait ends, so memory follows the load back down. (Not
+ * on a timer: libfcgi's accept cannot time out, and a poll on the shared
+ * listening socket would wake every idle thread for each connection.) */
+enum { POOL_SPARE = 2 };
+static atomic_int threads_total;       /* started and not ended */
+static atomic_int threads_idle;        /* waiting for a request */
+static pthread_attr_t worker_attr;
+
+static void *worker_main(void *arg);
+
+static struct worker *worker_new(int index)
+{
+    struct worker *w = xcalloc(1, sizeof *w);
+    w->index = index;
+    w->cut = &cut;
+    arena_init(&w->arena);
+    buf_init(&w->resp, 0);
+    buf_init(&w->out, 0);
+    w->curl = curl_easy_init();
+    w->multi = curl_multi_init();
+    if (!w->curl || !w->multi) {
+        if (w->curl)
+            curl_easy_cleanup(w->curl);
+        if (w->multi)
+            curl_multi_cleanup(w->multi);
+        free(w);
+        return NULL;
+    }
+    forward_curl_init(w->curl);
+    w->rng = ((uint64_t)getpid() << 32) ^ (uint64_t)now_ms() ^ ((uint64_t)(index + 1) * 0x9E3779B97F4A7C15ULL);
+    if (!w->rng)
+        w->rng = 1;
+    return w;
+}
+
+static void worker_free(struct worker *w)
+{
+    curl_multi_cleanup(w->multi);
+    curl_easy_cleanup(w->curl);
+    if (w->side)
+        curl_easy_cleanup(w->side);
+    buf_free(&w->resp);
+    buf_free(&w->out);
+    arena_free(&w->arena);
+    free(w);
+}
+
+/* Starts one more worker unless the pool is at its ceiling. 0 started. */
+static int pool_grow(void)
+{
+    int max = conf.pool_max_threads > conf.pool_threads ? conf.pool_max_threads : conf.pool_threads;
+    int n = atomic_load(&threads_total);
+    do {
+        if (n >= max)
+            return -1;
+    } while (!atomic_compare_exchange_weak(&threads_total, &n, n + 1));
+    struct worker *w = worker_new(n);
+    pthread_t t;
+    if (w && pthread_create(&t, &worker_attr, worker_main, w) == 0)
+        return 0;
+    int e = errno;
+    atomic_fetch_sub(&threads_total, 1);
+    if (w)
+        worker_free(w);
+    static _Atomic int64_t warned_ms;
+    int64_t now = mono_ms(), last = atomic_load(&warned_ms);
+    if (now - last > 10000 && atomic_compare_exchange_strong(&warned_ms, &last, now))
+        log_warn("cannot start worker thread %d (%s): requests wait for a free one (logged every 10 s)", n,
+                 strerror(e));
+    return -1;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    FCGX_InitRequest(&w->fcgi, 0, 0);
+    int extra = w->index >= conf.pool_threads;
+    FCGX_InitRequest(&w->fcgi, FCGI_LISTENSOCK_FILENO, 0);
     while (!atomic_load(&stopping)) {
+        atomic_fetch_add(&threads_idle, 1);
         int rc = FCGX_Accept_r(&w->fcgi);
+        int idle = atomic_fetch_sub(&threads_idle, 1) - 1;
         if (rc < 0) {
             /* -24 is EMFILE: back off and keep the thread (DESIGN.md pool sizing). */
             if (!atomic_load(&stopping))
@@ -277,6 +360,8 @@ static void *worker_main(void *arg)
             nanosleep(&pause, NULL);
             continue;
         }
+        if (idle < POOL_SPARE)
+            pool_grow();
         atomic_fetch_add(&inflight, 1);
         int drained = handle(w);
         /* libfcgi's lingering close (shutdown, then wait for the front server to
@@ -286,7 +371,15 @@ static void *worker_main(void *arg)
             w->fcgi.detached = 1;
         FCGX_Finish_r(&w->fcgi);
         atomic_fetch_sub(&inflight, 1);
+        if (extra && atomic_load(&threads_idle) >= conf.pool_threads)
+            break;
     }
+    if (!extra || atomic_load(&stopping))
+        return NULL;       /* the process is ending: its memory goes with it */
+    spans_thread_end();
+    content_rules_thread_end();
+    worker_free(w);
+    atomic_fetch_sub(&threads_total, 1);
     return NULL;
 }
 
@@ -342,42 +435,17 @@ static void raise_fd_limit(int threads)
     }
 }
 
-static void start_threads(int n, void *(*fn)(void *), struct worker *ws)
+/* The pool.threads a responder starts with; more come as the load needs them. */
+static void start_pool(void)
 {
-    pthread_attr_t a;
-    pthread_attr_init(&a);
-    pthread_attr_setstacksize(&a, 256 * 1024);
-    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-    for (int i = 0; i < n; i++) {
-        pthread_t t;
-        if (pthread_create(&t, &a, fn, &ws[i]) != 0) {
+    pthread_attr_init(&worker_attr);
+    pthread_attr_setstacksize(&worker_attr, 256 * 1024);
+    pthread_attr_setdetachstate(&worker_attr, PTHREAD_CREATE_DETACHED);
+    for (int i = 0; i < conf.pool_threads; i++)
+        if (pool_grow() != 0) {
             log_error("cannot start worker thread %d: %s", i, strerror(errno));
             exit(1);
         }
-    }
-    pthread_attr_destroy(&a);
-}
-
-static struct worker *workers_new(int n)
-{
-    struct worker *ws = xcalloc((size_t)n, sizeof *ws);
-    for (int i = 0; i < n; i++) {
-        struct worker *w = &ws[i];
-        w->index = i;
-        w->cut = &cut;
-        arena_init(&w->arena);
-        buf_init(&w->resp, 0);
-        buf_init(&w->out, 0);
-        w->curl = curl_easy_init();
-        w->multi = curl_multi_init();
-        if (!w->curl || !w->multi)
-            abort();
-        forward_curl_init(w->curl);
-        w->rng = ((uint64_t)getpid() << 32) ^ (uint64_t)now_ms() ^ ((uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL);
-        if (!w->rng)
-            w->rng = 1;
-    }
-    return ws;
 }
 
 static void usage(void)
@@ -475,7 +543,7 @@ int main(int argc, char **argv)
         if (supervise(&sup, &set) != 0)
             return 1;
     }
-    raise_fd_limit(conf.pool_threads);
+    raise_fd_limit(conf.pool_max_threads > conf.pool_threads ? conf.pool_max_threads : conf.pool_threads);
     secret_use_key_file(conf.secrets_key_file);   /* R-SEC-9: opens upstream credentials */
     curl_global_init(CURL_GLOBAL_ALL);
     if (shm_attach(&shm, conf.state_file) != 0 || shm_register(&shm) != 0)
@@ -501,11 +569,12 @@ int main(int argc, char **argv)
     /* libfcgi's own handlers are overridden: signals go to sigwait below. */
     signal(SIGPIPE, SIG_IGN);
 
-    struct worker *ws = workers_new(conf.pool_threads);
-    start_threads(conf.pool_threads, worker_main, ws);
+    start_pool();
     pthread_t cfg_thread;
     pthread_create(&cfg_thread, NULL, config_main, cfg_db);
-    log_info("sluice-fcgi ready: %d threads, config version %lld", conf.pool_threads, (long long)s->version);
+    log_info("sluice-fcgi ready: %d threads (up to %d), config version %lld", conf.pool_threads,
+             conf.pool_max_threads > conf.pool_threads ? conf.pool_max_threads : conf.pool_threads,
+             (long long)s->version);
 
     int sig = 0;
     while (sigwait(&set, &sig) == 0 && sig != SIGTERM && sig != SIGINT) {

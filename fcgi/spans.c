@@ -82,6 +82,12 @@ int spans_move(const char *path) { return linelog_move(&T, path); }
 
 void spans_reopen(void) { linelog_reopen(&T); }
 
+void spans_thread_end(void)
+{
+    buf_free(&lines);
+    buf_free(&otlp_text);
+}
+
 void spans_stop(void)
 {
     otlp_stop();

@@ -14,6 +14,7 @@ void spans_end(const struct request *r);
 void spans_new_span_id(struct request *r, char out[17]);   /* 16 hex digits, never all zeros */
 int spans_move(const char *path);               /* SIGHUP: a new trace_log (linelog_move) */
 void spans_reopen(void);                      /* SIGHUP */
+void spans_thread_end(void);                /* a worker thread ends: its buffers go */
 void spans_stop(void);                        /* exports what is queued (bounded) */
 
 #endif

@@ -19,7 +19,8 @@ void conf_defaults(struct conf *c)
     snprintf(c->log_level, sizeof c->log_level, "info");
     snprintf(c->billing_tz, sizeof c->billing_tz, "UTC");
     c->pool_processes = 2;
-    c->pool_threads = 256;
+    c->pool_threads = 32;
+    c->pool_max_threads = 1024;
     c->max_body_bytes = 8 << 20;
     c->max_response_bytes = 64 << 20;
     c->max_sse_event_bytes = 4 << 20;
@@ -131,6 +132,7 @@ static const struct conf_opt conf_opts[] = {
     OPT_BOOL("metrics.tenant_labels", metrics_tenant_labels, RESTART),
     OPT_INT("pool.processes", 1, 64, pool_processes, RESTART),
     OPT_INT("pool.threads", 1, 4096, pool_threads, RESTART),
+    OPT_INT("pool.max_threads", 1, 16384, pool_max_threads, RESTART),
     OPT_INT("limits.max_body_bytes", 1024, 1LL << 32, max_body_bytes, LIVE),
     OPT_INT("limits.max_response_bytes", 1024, 1LL << 34, max_response_bytes, LIVE),
     OPT_INT("limits.max_sse_event_bytes", 1024, 1LL << 30, max_sse_event_bytes, LIVE),

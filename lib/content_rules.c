@@ -81,6 +81,16 @@ static _Thread_local pcre2_jit_stack *tl_jit;
 static _Thread_local uint32_t tl_limit;
 static _Thread_local pcre2_match_data *tl_md;   /* one pair: only whether it matched is read */
 
+void content_rules_thread_end(void)
+{
+    if (!tl_mctx)
+        return;
+    pcre2_match_data_free(tl_md);
+    pcre2_jit_stack_free(tl_jit);
+    pcre2_match_context_free(tl_mctx);
+    tl_md = NULL, tl_jit = NULL, tl_mctx = NULL, tl_limit = 0;
+}
+
 int content_rules_match(void *code, const char *text, size_t len, uint32_t match_limit, int *limited)
 {
     if (!tl_mctx) {

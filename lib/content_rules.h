@@ -39,6 +39,8 @@ int content_rules_check(enum rule_kind kind, const char *pattern, uint32_t match
 /* Match text: 1 = match (or the limit was hit: a crafted text cannot talk past a
  * rule by making it slow), 0 = no match. *limited set to 1 when a limit was hit. */
 int content_rules_match(void *code, const char *text, size_t len, uint32_t match_limit, int *limited);
+/* A thread that matched ends: its match state goes (the responder's grown workers). */
+void content_rules_thread_end(void);
 
 /* The key of a rule's match counter (sluice_content_rule_matches_total): its id
  * and name together, so a new rule that gets a deleted one's id starts at 0.

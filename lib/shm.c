@@ -45,9 +45,13 @@ int shm_proc_alive(int pid, uint64_t start_time)
     return now_start == 0 || now_start == start_time;
 }
 
-static int shm_init_region(struct shm_region *r)
+/* fresh: the file was just made by ftruncate, so it reads as zeros already;
+ * clearing it again would make every page of it resident (30 MB) in the
+ * process that created it. */
+static int shm_init_region(struct shm_region *r, int fresh)
 {
-    memset(r, 0, sizeof *r);
+    if (!fresh)
+        memset(r, 0, sizeof *r);
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -123,7 +127,7 @@ static int shm_attach_once(struct shm *s, const char *path, int *stale)
     }
     s->r = m;
     if (fresh || s->r->magic != SHM_MAGIC) {
-        if (shm_init_region(s->r) != 0)
+        if (shm_init_region(s->r, fresh) != 0)
             goto out;
     } else if (s->r->version != SHM_VERSION) {
         log_error("state file %s has version %u, this build needs %u", path, s->r->version,

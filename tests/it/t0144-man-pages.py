@@ -414,8 +414,8 @@ def test_a_missing_conf_option_is_named():
     assert conf_mistakes(man) == []
     mistakes = conf_mistakes(cut)
     assert any("missing" in m and "pool.threads" in m for m in mistakes), mistakes
-    wrong = man.replace("Integer from 1 to 4096; default 256.", "Integer from 1 to 4096; default 255.")
-    assert any("pool.threads" in m and "default 256" in m for m in conf_mistakes(wrong))
+    wrong = man.replace("Integer from 1 to 4096; default 32.", "Integer from 1 to 4096; default 31.")
+    assert any("pool.threads" in m and "default 32" in m for m in conf_mistakes(wrong))
 
 
 def test_a_missing_command_or_option_is_named():

@@ -254,7 +254,7 @@ class Healthd:
 class Gateway:
     """A real lighttpd in front of a sluice-fcgi pool, on a free port, with its own state dir."""
 
-    def __init__(self, name, procs=2, threads=16, keepalive_ms=1000, conf=None):
+    def __init__(self, name, procs=2, threads=16, keepalive_ms=1000, conf=None, peak_threads=None):
         """conf: {"passive": "ban_ms = 2000; ...", "billing_tz": '"UTC"'} replaces that
         group's (or setting's) line of conf/sluice.conf.in."""
         self.name = name
@@ -266,6 +266,9 @@ class Gateway:
         self.key_file = os.path.join(self.dir, "sluice.key")   # the default: beside the database
         self.port = free_port()
         self.procs, self.threads = procs, threads
+        # The front server is sized for the threads a responder may grow to at the
+        # peak (pool.max_threads), not only the pool.threads it starts with.
+        self.peak_threads = max(peak_threads or threads, threads)
         self.conf_path = os.path.join(self.dir, "sluice.conf")
         with open(os.path.join(SRCDIR, "conf", "sluice.conf.in")) as f:
             text = f.read()
@@ -352,7 +355,7 @@ class Gateway:
             subprocess.run([os.path.join(SRCDIR, "conf", "gen-lighttpd.sh"),
                             os.path.join(SRCDIR, "conf", "lighttpd.conf.in"), "127.0.0.1", str(self.port),
                             self.dir, FCGI, self.conf_path, os.path.join(SRCDIR, "www"), str(self.procs),
-                            str(self.threads), "8388608", "13"], stdout=f, check=True)
+                            str(self.peak_threads), "8388608", "13"], stdout=f, check=True)
         log = open(os.path.join(self.dir, "lighttpd.out"), "ab")
         self.proc = subprocess.Popen([LIGHTTPD, "-D", "-f", os.path.join(self.dir, "lighttpd.conf")],
                                      stdout=log, stderr=log)
@@ -388,7 +391,7 @@ class Gateway:
         with open(os.path.join(self.dir, "nginx-sluice.conf"), "w") as f:
             f.write(snippet)
         shutil.copy("/etc/nginx/fastcgi_params", os.path.join(self.dir, "fastcgi_params"))
-        conns = self.procs * self.threads + 256
+        conns = self.procs * self.peak_threads + 256
         with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
             f.write("%spid %s/nginx.pid;\nerror_log %s/nginx-error.log;\nworker_processes 2;\n"
                     "events { worker_connections %d; }\nhttp {\n access_log off;\n"
