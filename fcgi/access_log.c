@@ -35,9 +35,18 @@ static void put_raw(struct line *l, const char *s, size_t n)
 
 static void put_key(struct line *l, const char *name)
 {
-    char k[40];
-    int n = snprintf(k, sizeof k, "%s\"%s\":", l->fields++ ? "," : "", name);
-    put_raw(l, k, (size_t)n);
+    char k[48];
+    size_t n = 0, len = strlen(name);
+    if (len > sizeof k - 4)
+        len = sizeof k - 4;
+    if (l->fields++)
+        k[n++] = ',';
+    k[n++] = '"';
+    memcpy(k + n, name, len);
+    n += len;
+    k[n++] = '"';
+    k[n++] = ':';
+    put_raw(l, k, n);
 }
 
 /* The length of the valid UTF-8 sequence at s (1..4), or 0 when it is not
@@ -70,6 +79,21 @@ static void put_escaped(struct line *l, const char *s, size_t cap)
     out[o++] = '"';
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
+        /* A run of printable ASCII (nearly every field) is copied whole. */
+        size_t run = 0;
+        while (i + run < n && (unsigned char)s[i + run] >= 0x20 && (unsigned char)s[i + run] < 0x80 &&
+               s[i + run] != '"' && s[i + run] != '\\')
+            run++;
+        if (run) {
+            if (o + run + 1 > cap)
+                run = cap > o + 1 ? cap - o - 1 : 0;
+            memcpy(out + o, s + i, run);
+            o += run;
+            i += run;
+            if (o + 1 >= cap)
+                break;
+            continue;
+        }
         const unsigned char c = (unsigned char)s[i];
         char unit[8];
         size_t u = 0, used = 1;
@@ -122,9 +146,9 @@ static void put_str(struct line *l, const char *name, const char *value, size_t 
 static void put_int(struct line *l, const char *name, int64_t v)
 {
     char num[24];
-    int n = snprintf(num, sizeof num, "%lld", (long long)v);
+    size_t n = fmt_i64(num, v);
     put_key(l, name);
-    put_raw(l, num, (size_t)n);
+    put_raw(l, num, n);
 }
 
 /* An id that is 0 when there is none (no key, no user) is null. */
@@ -147,20 +171,40 @@ static void put_ms(struct line *l, const char *name, int64_t us, int present)
     }
     if (us < 0)
         us = 0;
-    int n = snprintf(num, sizeof num, "%lld.%03lld", (long long)(us / 1000), (long long)(us % 1000));
-    put_raw(l, num, (size_t)n);
+    size_t n = fmt_i64(num, us / 1000);
+    int frac = (int)(us % 1000);
+    num[n++] = '.';
+    num[n++] = (char)('0' + frac / 100);
+    num[n++] = (char)('0' + frac / 10 % 10);
+    num[n++] = (char)('0' + frac % 10);
+    put_raw(l, num, n);
 }
 
+/* The second's text is made once per second per thread; the milliseconds each time. */
 static void put_time(struct line *l, int64_t ms)
 {
-    time_t sec = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    char ts[40];
-    int n = snprintf(ts, sizeof ts, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+    static __thread int64_t cached_sec = -1;
+    static __thread char ts[40];       /* "YYYY-MM-DDTHH:MM:SS." then the milliseconds */
+    static __thread int ts_len;
+    if (ms / 1000 != cached_sec) {
+        time_t sec = (time_t)(ms / 1000);
+        struct tm tm;
+        gmtime_r(&sec, &tm);
+        ts_len = snprintf(ts, sizeof ts, "\"%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900, tm.tm_mon + 1,
+                          tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+        cached_sec = ms / 1000;
+    }
+    char t[48];
+    int frac = (int)(ms % 1000);
+    memcpy(t, ts, (size_t)ts_len);
+    size_t n = (size_t)ts_len;
+    t[n++] = (char)('0' + frac / 100);
+    t[n++] = (char)('0' + frac / 10 % 10);
+    t[n++] = (char)('0' + frac % 10);
+    t[n++] = 'Z';
+    t[n++] = '"';
     put_key(l, "ts");
-    put_raw(l, ts, (size_t)n);
+    put_raw(l, t, n);
 }
 
 /* ---- what a request's line says ---- */

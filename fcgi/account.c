@@ -69,12 +69,12 @@ void account_record(struct request *r)
     if (r->quota_shared && r->key && r->quota_month_tokens != r->month_tokens_reserved) {
         /* R-KEY-5: the settlement of what admission reserved (admit.c wrote the call). */
         u->quota_key_id = r->key->id;
-        snprintf(u->quota_day, sizeof u->quota_day, "%s", r->quota_day);
-        snprintf(u->quota_month, sizeof u->quota_month, "%s", r->month_period);
+        str_copy(u->quota_day, sizeof u->quota_day, r->quota_day);
+        str_copy(u->quota_month, sizeof u->quota_month, r->month_period);
         u->quota_tokens = r->quota_month_tokens - r->month_tokens_reserved;
     }
     u->ts_ms = r->admitted_ms ? r->admitted_ms : r->start_ms;
-    snprintf(u->request_id, sizeof u->request_id, "%s", r->request_id);
+    str_copy(u->request_id, sizeof u->request_id, r->request_id);
     /* R-USE-5: the tenant the request ran for (the caller's, or the one an
      * operator acted for); a failure before routing keeps the caller's context. */
     u->tenant_id = r->caller.tenant_id;
@@ -83,9 +83,9 @@ void account_record(struct request *r)
     u->endpoint_id = r->ep ? r->ep->id : 0;
     u->replica_id = r->replica ? r->replica->id : 0;
     u->route_id = r->route ? r->route->id : 0;
-    snprintf(u->model, sizeof u->model, "%s", r->model ? r->model : "");
-    snprintf(u->routed_model, sizeof u->routed_model, "%s", r->routed_model ? r->routed_model : "");
-    snprintf(u->path, sizeof u->path, "%s", r->path ? r->path : "");
+    str_copy(u->model, sizeof u->model, r->model ? r->model : "");
+    str_copy(u->routed_model, sizeof u->routed_model, r->routed_model ? r->routed_model : "");
+    str_copy(u->path, sizeof u->path, r->path ? r->path : "");
     account_billable_tokens(r, &u->prompt_tokens, &u->completion_tokens);
     if (r->usage.found) {
         u->cache_read_tokens = r->usage.cache_read_tokens;
@@ -103,10 +103,10 @@ void account_record(struct request *r)
     u->retries = r->retries;
     u->queue_ms = r->queue_ms;
     u->stream = r->stream;
-    snprintf(u->error_code, sizeof u->error_code, "%s", r->error_code ? r->error_code : "");
-    snprintf(u->finish_reason, sizeof u->finish_reason, "%s", r->finish_reason);
+    str_copy(u->error_code, sizeof u->error_code, r->error_code ? r->error_code : "");
+    str_copy(u->finish_reason, sizeof u->finish_reason, r->finish_reason);
     const char *rule = r->obs.content_block ? r->obs.content_block : r->obs.content_flag;
-    snprintf(u->content_rule, sizeof u->content_rule, "%s", rule ? rule : "");
+    str_copy(u->content_rule, sizeof u->content_rule, rule ? rule : "");
     if (u->status >= 400) {
         /* R-USE-4: failures carry tokens only when the upstream produced some
          * (a client that left, a stream ended by the shutdown, an answer an
@@ -120,13 +120,13 @@ void account_record(struct request *r)
      * answer of a cacheable miss is stored with its event. */
     u->cached = r->cache_hit;
     if (r->cache_hit) {
-        snprintf(u->cache_hit_key, sizeof u->cache_hit_key, "%s", r->cache_key);
+        str_copy(u->cache_hit_key, sizeof u->cache_hit_key, r->cache_key);
         u->sem_audit = cache_semantic_audit_take(r);    /* R-CACHE-4: a sampled semantic hit */
     } else
         u->cache = cache_entry_take(r);
     if (r->month_tokens_delta && r->key) {
         u->settle_key_id = r->key->id;
-        snprintf(u->settle_period, sizeof u->settle_period, "%s", r->month_period);
+        str_copy(u->settle_period, sizeof u->settle_period, r->month_period);
         u->settle_tokens = r->month_tokens_delta;
     }
     usage_writer_enqueue(u);

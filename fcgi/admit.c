@@ -216,8 +216,8 @@ static int admit_quotas_shared(struct request *r, int64_t want, int qps_taken, i
     /* A period new to the state is read from SQLite before the key's lock is
      * taken, never while holding it; if another process moved on meanwhile
      * (midnight), one more round. */
-    snprintf(ask.day, sizeof ask.day, "%s", day);
-    snprintf(ask.month, sizeof ask.month, "%s", month);
+    str_copy(ask.day, sizeof ask.day, day);
+    str_copy(ask.month, sizeof ask.month, month);
     for (int round = 0; round < 2 && q == QUOTA_DB_ERROR; round++) {
         struct quota_loaded pre, *have = NULL;
         if (!quota_shared_loaded(&r->shm->r->keys[k->slot], ask.day, ask.month)) {
@@ -235,8 +235,8 @@ static int admit_quotas_shared(struct request *r, int64_t want, int qps_taken, i
             char d[16], m[16];
             quota_day_period(now_ms(), d);
             quota_month_period(now_ms(), m);
-            snprintf(ask.day, sizeof ask.day, "%s", d);
-            snprintf(ask.month, sizeof ask.month, "%s", m);
+            str_copy(ask.day, sizeof ask.day, d);
+            str_copy(ask.month, sizeof ask.month, m);
         }
     }
     if (q == QUOTA_DB_ERROR) {
@@ -259,8 +259,8 @@ static int admit_quotas_shared(struct request *r, int64_t want, int qps_taken, i
     }
     if (q == QUOTA_OK) {
         r->quota_shared = 1;
-        snprintf(r->quota_day, sizeof r->quota_day, "%s", ask.day);
-        snprintf(r->month_period, sizeof r->month_period, "%s", ask.month);
+        str_copy(r->quota_day, sizeof r->quota_day, ask.day);
+        str_copy(r->month_period, sizeof r->month_period, ask.month);
         if (ask.monthly_token_quota)
             r->month_tokens_reserved = ask.want;
     }
@@ -283,8 +283,8 @@ static int admit_quotas_shared(struct request *r, int64_t want, int qps_taken, i
         u->quota_key_id = k->id;
         u->quota_calls = 1;
         u->quota_tokens = r->month_tokens_reserved;
-        snprintf(u->quota_day, sizeof u->quota_day, "%s", ask.day);
-        snprintf(u->quota_month, sizeof u->quota_month, "%s", ask.month);
+        str_copy(u->quota_day, sizeof u->quota_day, ask.day);
+        str_copy(u->quota_month, sizeof u->quota_month, ask.month);
         usage_writer_enqueue(u);
     }
     return 0;
@@ -354,11 +354,11 @@ static int admit_quotas(struct request *r, int64_t want, int qps_taken)
     }
     dbpool_put(c);
     r->key_quota_sql = 1;           /* what give_back_quotas undoes if a quota layer refuses */
-    snprintf(r->quota_day, sizeof r->quota_day, "%s", day);
-    snprintf(r->month_period, sizeof r->month_period, "%s", month);
+    str_copy(r->quota_day, sizeof r->quota_day, day);
+    str_copy(r->month_period, sizeof r->month_period, month);
     if (tokens && k->monthly_token_quota) {
         r->month_tokens_reserved = want > k->monthly_token_quota ? k->monthly_token_quota : want;
-        snprintf(r->month_period, sizeof r->month_period, "%s", month);
+        str_copy(r->month_period, sizeof r->month_period, month);
     }
     return 0;
 db_failed:
@@ -462,8 +462,8 @@ static void give_back_quotas(struct request *r)
         u->quota_key_id = k->id;
         u->quota_calls = -1;
         u->quota_tokens = -r->month_tokens_reserved;
-        snprintf(u->quota_day, sizeof u->quota_day, "%s", r->quota_day);
-        snprintf(u->quota_month, sizeof u->quota_month, "%s", r->month_period);
+        str_copy(u->quota_day, sizeof u->quota_day, r->quota_day);
+        str_copy(u->quota_month, sizeof u->quota_month, r->month_period);
         usage_writer_enqueue(u);
         r->quota_shared = 0;
     } else if (r->key_quota_sql) {

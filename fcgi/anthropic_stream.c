@@ -2,6 +2,7 @@
  * errors (SPEC §18, R-ANT-1; REFERENCE §4 "Mapping Anthropic -> OpenAI"). The request direction is
  * anthropic.c. Everything written here is compact JSON, so fcgi/usage.c classifies the chunks. */
 #include "anthropic.h"
+#include "util.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -220,7 +221,7 @@ void anthropic_stream_init(struct anthropic_stream *s, const char *model, int64_
 {
     memset(s, 0, sizeof *s);
     if (model)
-        snprintf(s->model, sizeof s->model, "%s", model);
+        str_copy(s->model, sizeof s->model, model);
     s->created = created;
     s->last_tool_block = -1;
 }
@@ -291,9 +292,9 @@ static int on_message_start(struct stream_call *c)
     struct json_object *msg = xlate_member(c->data, "message", json_type_object);
     const char *id = xlate_member_str(msg, "id", NULL), *model = xlate_member_str(msg, "model", NULL);
     if (id)
-        snprintf(c->s->id, sizeof c->s->id, "%s", id);
+        str_copy(c->s->id, sizeof c->s->id, id);
     if (!c->s->model[0] && model)
-        snprintf(c->s->model, sizeof c->s->model, "%s", model);
+        str_copy(c->s->model, sizeof c->s->model, model);
     read_counts(c->s, xlate_member(msg, "usage", json_type_object));
     stream_usage(c);
     delta_open(c);

@@ -288,7 +288,7 @@ struct cache_entry *cache_entry_take(struct request *r)
     struct cache_entry *e = xcalloc(1, need);
     e->held = need;
     char *p = (char *)(e + 1);
-    snprintf(e->key_hash, sizeof e->key_hash, "%s", r->cache_key);
+    str_copy(e->key_hash, sizeof e->key_hash, r->cache_key);
     e->kind = CACHE_KIND_EXACT;
     /* R-CACHE-4: with the embedding of a semantic miss, a semantic entry too. */
     size_t sem_bytes = 0;

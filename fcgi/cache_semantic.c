@@ -200,12 +200,12 @@ struct semantic_part *cache_semantic_part(const struct request *r, size_t *bytes
     if (!cache_store_hold(need, r->conf->cache_max_entry_bytes))
         return NULL;
     struct semantic_part *p = xcalloc(1, need);
-    snprintf(p->scope_hash, sizeof p->scope_hash, "%s", s->scope);
-    snprintf(p->embed_model, sizeof p->embed_model, "%s", s->embed_model);
+    str_copy(p->scope_hash, sizeof p->scope_hash, s->scope);
+    str_copy(p->embed_model, sizeof p->embed_model, s->embed_model);
     /* The prompt is kept only for the audit: with none asked for now, none
      * (an audit row matching this entry then shows '' as its matched turn). */
     if (r->snap->semantic_audit_percent > 0)
-        snprintf(p->prompt, sizeof p->prompt, "%s", s->prompt);
+        str_copy(p->prompt, sizeof p->prompt, s->prompt);
     p->dims = s->emb.dims;
     memcpy(p->vec, s->emb.vec, s->emb.dims * sizeof(float));
     *bytes = need;
@@ -232,10 +232,10 @@ struct semantic_audit *cache_semantic_audit_take(const struct request *r)
     a->tenant_id = r->caller.tenant_id;
     a->entry_id = s->entry_id;
     a->similarity = s->similarity;
-    snprintf(a->request_id, sizeof a->request_id, "%s", r->request_id);
-    snprintf(a->key_hash, sizeof a->key_hash, "%s", r->cache_key);
-    snprintf(a->model, sizeof a->model, "%s", r->model ? r->model : "");
-    snprintf(a->prompt, sizeof a->prompt, "%s", s->prompt);
-    snprintf(a->matched, sizeof a->matched, "%s", s->matched_prompt);
+    str_copy(a->request_id, sizeof a->request_id, r->request_id);
+    str_copy(a->key_hash, sizeof a->key_hash, r->cache_key);
+    str_copy(a->model, sizeof a->model, r->model ? r->model : "");
+    str_copy(a->prompt, sizeof a->prompt, s->prompt);
+    str_copy(a->matched, sizeof a->matched, s->matched_prompt);
     return a;
 }

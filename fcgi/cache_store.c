@@ -12,6 +12,7 @@
 
 #include "log.h"
 #include "metrics.h"
+#include "util.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -323,7 +324,7 @@ int cache_store_hit(const char *key_hash)
         }
     if (cs.n_hit == HIT_KEYS && flush_hits() != 0)
         return -1;
-    snprintf(cs.hit[cs.n_hit].key, sizeof cs.hit[cs.n_hit].key, "%s", key_hash);
+    str_copy(cs.hit[cs.n_hit].key, sizeof cs.hit[cs.n_hit].key, key_hash);
     cs.hit[cs.n_hit++].n = 1;
     return 0;
 }

@@ -42,7 +42,7 @@ static struct request *side_new(struct request *r, const char *model)
     s->uri = s->path = "/v1/embeddings";
     s->kind = REQ_EMBEDDINGS;
     s->ingress = INGRESS_OPENAI;
-    snprintf(s->request_id, sizeof s->request_id, "%s", r->request_id);
+    str_copy(s->request_id, sizeof s->request_id, r->request_id);
     s->caller = r->caller;
     s->priority = r->priority;
     s->model = model;
@@ -141,16 +141,16 @@ static void embed_account(const struct request *r, const struct request *s, int6
 {
     struct usage_record *u = xcalloc(1, sizeof *u);
     u->ts_ms = s->start_ms;
-    snprintf(u->request_id, sizeof u->request_id, "%s", r->request_id);
+    str_copy(u->request_id, sizeof u->request_id, r->request_id);
     u->tenant_id = r->caller.tenant_id;
     u->user_id = r->caller.user_id;
     u->key_id = r->caller.key_id;
     u->endpoint_id = s->ep->id;
     u->replica_id = s->replica->id;
     u->route_id = s->route ? s->route->id : 0;
-    snprintf(u->model, sizeof u->model, "%s", s->model);
-    snprintf(u->routed_model, sizeof u->routed_model, "%s", s->routed_model ? s->routed_model : s->model);
-    snprintf(u->path, sizeof u->path, "%s", s->path);
+    str_copy(u->model, sizeof u->model, s->model);
+    str_copy(u->routed_model, sizeof u->routed_model, s->routed_model ? s->routed_model : s->model);
+    str_copy(u->path, sizeof u->path, s->path);
     u->usage_estimated = tokens < 0;
     u->prompt_tokens = tokens >= 0 ? tokens : (int64_t)(text_len + 3) / 4;
     u->latency_ms = mono_ms() - s->start_mono;

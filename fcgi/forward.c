@@ -48,7 +48,7 @@ void forward_curl_init(CURL *c)
 static void forward_setup(struct request *r, struct relay *x, const struct proto_request *pr)
 {
     CURL *c = r->w->curl;
-    const char *url = arena_printf(r->arena, "%s%s", r->replica->url, pr->path ? pr->path : "");
+    const char *url = arena_cat(r->arena, r->replica->url, pr->path ? pr->path : "", NULL);
     curl_easy_setopt(c, CURLOPT_URL, url);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)r->ep->connect_timeout_ms);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, pr->headers);
@@ -154,9 +154,9 @@ static struct curl_slist *trace_headers(struct request *r, struct curl_slist *h,
     spans_new_span_id(r, span_id);
     char tp[56];
     traceparent_format(tp, r->obs.trace_id, span_id, r->obs.trace_flags);
-    h = curl_slist_append(h, arena_printf(r->arena, "traceparent: %s", tp));
+    h = curl_slist_append(h, arena_cat(r->arena, "traceparent: ", tp, NULL));
     if (r->obs.tracestate)
-        h = curl_slist_append(h, arena_printf(r->arena, "tracestate: %s", r->obs.tracestate));
+        h = curl_slist_append(h, arena_cat(r->arena, "tracestate: ", r->obs.tracestate, NULL));
     return h;
 }
 

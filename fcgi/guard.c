@@ -92,6 +92,12 @@ static int guard_max_tokens(struct request *r, struct json_object *body, const c
 /* R-GUARD-1: each message an object with a role the API knows and content of
  * a type it accepts (string, array of parts, or null where a tool call stands
  * in for it); a tool message names its tool_call_id. roles: NULL-terminated. */
+/* "messages[i].field": made only for an error (this runs for every message). */
+static const char *msg_field(struct request *r, size_t i, const char *field)
+{
+    return arena_printf(r->arena, "messages[%zu].%s", i, field);
+}
+
 static int guard_roles(struct request *r, struct json_object *msgs, const char *const *roles, int anthropic)
 {
     size_t n = json_object_array_length(msgs);
@@ -100,32 +106,38 @@ static int guard_roles(struct request *r, struct json_object *msgs, const char *
         if (!json_object_is_type(m, json_type_object))
             return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "messages[%zu] must be an object", i),
                               arena_printf(r->arena, "messages[%zu]", i));
-        const char *param = arena_printf(r->arena, "messages[%zu].role", i);
-        if (!json_object_object_get_ex(m, "role", &v) || json_object_is_type(v, json_type_null))
+        if (!json_object_object_get_ex(m, "role", &v) || json_object_is_type(v, json_type_null)) {
+            const char *param = msg_field(r, i, "role");
             return guard_fail(r, ERR_MISSING_FIELD, arena_printf(r->arena, "%s: Field required", param), param);
+        }
         int ok = 0;
         if (json_object_is_type(v, json_type_string))
             for (int k = 0; roles[k] && !ok; k++)
                 ok = strcmp(json_object_get_string(v), roles[k]) == 0;
-        if (!ok)
+        if (!ok) {
+            const char *param = msg_field(r, i, "role");
             return guard_fail(r, ERR_INVALID_VALUE,
                               arena_printf(r->arena, "%s must be one of %s", param,
                                            anthropic ? "user, assistant" :
                                            "system, developer, user, assistant, tool, function"), param);
+        }
         const char *role = json_object_get_string(v);
-        const char *cparam = arena_printf(r->arena, "messages[%zu].content", i);
         int has = json_object_object_get_ex(m, "content", &v) && !json_object_is_type(v, json_type_null);
-        if (has && !json_object_is_type(v, json_type_string) && !json_object_is_type(v, json_type_array))
+        if (has && !json_object_is_type(v, json_type_string) && !json_object_is_type(v, json_type_array)) {
+            const char *cparam = msg_field(r, i, "content");
             return guard_fail(r, ERR_INVALID_TYPE, arena_printf(r->arena, "%s must be a string or an array", cparam),
                               cparam);
+        }
         /* Only an assistant message (with tool_calls) may leave content out. */
-        if (!has && (anthropic || strcmp(role, "assistant") != 0))
+        if (!has && (anthropic || strcmp(role, "assistant") != 0)) {
+            const char *cparam = msg_field(r, i, "content");
             return guard_fail(r, ERR_MISSING_FIELD, arena_printf(r->arena, "%s: Field required", cparam), cparam);
+        }
         if (!anthropic && strcmp(role, "tool") == 0 &&
             (!json_object_object_get_ex(m, "tool_call_id", &v) || !json_object_is_type(v, json_type_string)))
             return guard_fail(r, ERR_MISSING_FIELD,
                               arena_printf(r->arena, "messages[%zu].tool_call_id: Field required", i),
-                              arena_printf(r->arena, "messages[%zu].tool_call_id", i));
+                              msg_field(r, i, "tool_call_id"));
     }
     return 0;
 }

@@ -2,6 +2,7 @@
 #include "linelog.h"
 
 #include "log.h"
+#include "util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -93,6 +94,7 @@ static void *writer_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    thread_background();
     for (;;) {
         pthread_mutex_lock(&l->lock);
         if (!l->head && !l->stop) {
@@ -130,7 +132,7 @@ int linelog_open(struct linelog *l, const char *what, const char *path, enum met
     l->dropped_metric = dropped_metric;
     if (!path || !*path)
         return 0;
-    snprintf(l->path, sizeof l->path, "%s", path);
+    str_copy(l->path, sizeof l->path, path);
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->cond, NULL);
     int fd = open_file(l->path);
@@ -165,7 +167,7 @@ int linelog_move(struct linelog *l, const char *path)
     if (rc < 0)
         return -1;
     pthread_mutex_lock(&l->lock);
-    snprintf(l->path, sizeof l->path, "%s", path);
+    str_copy(l->path, sizeof l->path, path);
     pthread_mutex_unlock(&l->lock);
     return 0;
 }

@@ -2,6 +2,7 @@
  * stream events (the reverse of anthropic_stream.c; the request direction is
  * messages.c). Everything written is compact JSON. */
 #include "messages.h"
+#include "util.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -281,7 +282,7 @@ void messages_stream_init(struct messages_stream *s, const char *model)
 {
     memset(s, 0, sizeof *s);
     if (model)
-        snprintf(s->model, sizeof s->model, "%s", model);
+        str_copy(s->model, sizeof s->model, model);
 }
 
 int messages_stream_failed(const struct messages_stream *s) { return s->failed; }
@@ -309,7 +310,7 @@ static int message_start(struct stream_call *c, struct json_object *chunk)
     const char *model = xlate_member_str(chunk, "model", NULL);
     c->s->started = 1;
     if (!c->s->model[0] && model)
-        snprintf(c->s->model, sizeof c->s->model, "%s", model);
+        str_copy(c->s->model, sizeof c->s->model, model);
     buf_puts(&c->b, "{\"type\":\"message_start\",\"message\":{\"id\":");
     message_id(&c->b, xlate_member_str(chunk, "id", NULL));
     buf_puts(&c->b, ",\"type\":\"message\",\"role\":\"assistant\",\"model\":");

@@ -169,6 +169,7 @@ static void export_one(struct item *batch, int n, struct buf *body)
 static void *otlp_main(void *arg)
 {
     (void)arg;
+    thread_background();
     struct buf body;
     buf_init(&body, 0);
     pthread_mutex_lock(&X.mu);
@@ -217,7 +218,7 @@ int otlp_start(const struct conf *c)
 {
     if (!c->otlp_endpoint[0])
         return 0;
-    snprintf(X.url, sizeof X.url, "%s", c->otlp_endpoint);
+    str_copy(X.url, sizeof X.url, c->otlp_endpoint);
     X.flush_ms = c->otlp_flush_ms;
     X.batch_max = c->otlp_batch_max;
     X.queue_max = c->otlp_queue_max;

@@ -123,7 +123,7 @@ static void anthropic_body(struct request *r, long *status, const char *in, size
         char finish[32];
         if (anthropic_response(in, len, r->routed_model ? r->routed_model : r->model, now_ms() / 1000, out, &u,
                                finish, sizeof finish) == 0) {
-            snprintf(r->finish_reason, sizeof r->finish_reason, "%s", finish);
+            str_copy(r->finish_reason, sizeof r->finish_reason, finish);
             if (u.found)
                 r->usage = u;
             return;

@@ -137,7 +137,7 @@ static void openai_body(struct request *r, long *status, const char *in, size_t 
         struct usage u = {0};
         char stop[32];
         if (messages_response(in, len, upstream_model(r), out, &u, stop, sizeof stop) == 0) {
-            snprintf(r->finish_reason, sizeof r->finish_reason, "%s", stop);
+            str_copy(r->finish_reason, sizeof r->finish_reason, stop);
             if (u.found)
                 r->usage = u;
             return;

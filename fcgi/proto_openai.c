@@ -34,9 +34,9 @@ static struct curl_slist *client_headers(struct request *r, size_t body_len, con
     struct curl_slist *h = NULL;
     const char *ct = request_param(r, "CONTENT_TYPE");
     if (body_len > 0 || (ct && *ct))
-        h = curl_slist_append(h, arena_printf(r->arena, "Content-Type: %s",
-                                              ct && *ct && pathcheck_header_ok(ct, 256) ? ct : "application/json"));
-    h = curl_slist_append(h, arena_printf(r->arena, "X-Request-Id: %s", r->request_id));
+        h = curl_slist_append(h, arena_cat(r->arena, "Content-Type: ",
+                                           ct && *ct && pathcheck_header_ok(ct, 256) ? ct : "application/json", NULL));
+    h = curl_slist_append(h, arena_cat(r->arena, "X-Request-Id: ", r->request_id, NULL));
     h = curl_slist_append(h, "Expect:");        /* no 100-continue round trip */
     if (cred)
         h = curl_slist_append(h, cred);
@@ -64,7 +64,7 @@ static struct curl_slist *client_headers(struct request *r, size_t body_len, con
             up = c == '-';
         }
         name[k] = '\0';
-        h = curl_slist_append(h, arena_printf(r->arena, "%s: %s", name, eq + 1));
+        h = curl_slist_append(h, arena_cat(r->arena, name, ": ", eq + 1, NULL));
     }
     return h;
 }
@@ -72,7 +72,7 @@ static struct curl_slist *client_headers(struct request *r, size_t body_len, con
 static const char *bearer(struct request *r)
 {
     const char *a = r->ep->upstream_auth;
-    return a && *a ? arena_printf(r->arena, "Authorization: Bearer %s", a) : NULL;
+    return a && *a ? arena_cat(r->arena, "Authorization: Bearer ", a, NULL) : NULL;
 }
 
 /* R-RT-5: the backend gets the model name it knows; the body is serialised
@@ -109,7 +109,7 @@ static int passthrough_build(struct request *r, struct proto_request *out, struc
     (void)why;
     const char *a = r->ep->upstream_auth;
     const char *cred = !a || !*a ? NULL
-                       : r->ep->protocol == PROTO_ANTHROPIC ? arena_printf(r->arena, "x-api-key: %s", a)
+                       : r->ep->protocol == PROTO_ANTHROPIC ? arena_cat(r->arena, "x-api-key: ", a, NULL)
                                                             : bearer(r);
     proto_model_body(r, out);
     out->path = r->upstream_path;

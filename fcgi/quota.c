@@ -159,8 +159,8 @@ int quota_preload(struct dbconn *c, int64_t key_id, const struct quota_ask *a, s
     if (quota_load(c, key_id, a->day, &out->day_calls, &unused) != 0 ||
         quota_load(c, key_id, a->month, &out->month_calls, &out->month_tokens) != 0)
         return -1;
-    snprintf(out->day, sizeof out->day, "%s", a->day);
-    snprintf(out->month, sizeof out->month, "%s", a->month);
+    str_copy(out->day, sizeof out->day, a->day);
+    str_copy(out->month, sizeof out->month, a->month);
     return 0;
 }
 

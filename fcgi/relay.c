@@ -141,23 +141,57 @@ static const char *relay_extra_headers(struct relay *x, int stream)
      * model, 2 queued for the model, 3 max_tokens shrunk (also saying to what). */
     int fell = ap && r->plan.pos > 0;
     int level = ap ? (fell ? r->plan.pos : 0) + (r->shrunk_max_tokens ? 1 : 0) : r->degrade_level;
-    const char *fallback = arena_printf(r->arena, "%s%s%s",
-        fell ? "X-Fallback: true\r\n" : "",
-        level ? arena_printf(r->arena, "X-Degradation-Level: %d\r\n", level) : "",
-        ap && ap->purpose_fallback ? "X-Routing-Purpose-Fallback: unlabeled\r\n" : "");
-    if (r->shrunk_max_tokens)
-        fallback = arena_printf(r->arena, "%sX-Max-Tokens-Shrunk: %lld\r\n", fallback, (long long)r->shrunk_max_tokens);
-    const char *session = r->affinity_header[0]
-        ? arena_printf(r->arena, "X-Session-Id: %s\r\nX-Session-Affinity: %s\r\n", r->session_id, r->affinity_header)
-        : "";
+    /* Built with appends, not printf: this runs for every answer. */
+    struct buf h;
+    char num[24];
+    buf_init(&h, 0);
+    buf_puts(&h, up);
+    buf_puts(&h, nocache);
+    buf_puts(&h, noaccel);
+    if (r->affinity_header[0]) {
+        buf_puts(&h, "X-Session-Id: ");
+        buf_puts(&h, r->session_id);
+        buf_puts(&h, "\r\nX-Session-Affinity: ");
+        buf_puts(&h, r->affinity_header);
+        buf_puts(&h, "\r\n");
+    }
+    if (fell)
+        buf_puts(&h, "X-Fallback: true\r\n");
+    if (level) {
+        buf_puts(&h, "X-Degradation-Level: ");
+        buf_append(&h, num, fmt_i64(num, level));
+        buf_puts(&h, "\r\n");
+    }
+    if (ap && ap->purpose_fallback)
+        buf_puts(&h, "X-Routing-Purpose-Fallback: unlabeled\r\n");
+    if (r->shrunk_max_tokens) {
+        buf_puts(&h, "X-Max-Tokens-Shrunk: ");
+        buf_append(&h, num, fmt_i64(num, r->shrunk_max_tokens));
+        buf_puts(&h, "\r\n");
+    }
     /* R-CACHE-2: a cacheable request the cache could not answer says so. */
-    const char *cache = r->obs.cache ? arena_printf(r->arena, "X-Cache: %s\r\n", r->obs.cache) : "";
+    if (r->obs.cache) {
+        buf_puts(&h, "X-Cache: ");
+        buf_puts(&h, r->obs.cache);
+        buf_puts(&h, "\r\n");
+    }
     /* R-GUARD-3: the flag rules the request's text matched. */
-    if (r->obs.content_flag)
-        cache = arena_printf(r->arena, "%sX-Content-Flag: %s\r\n", cache, r->obs.content_flag);
-    return arena_printf(r->arena, "%s%s%s%s%s%sX-Routed-Endpoint: %s\r\n%s%s%s", up, nocache, noaccel, session, fallback,
-                        cache, r->ep ? r->ep->name : "",
-                        *routed ? "X-Routed-Model: " : "", routed, *routed ? "\r\n" : "");
+    if (r->obs.content_flag) {
+        buf_puts(&h, "X-Content-Flag: ");
+        buf_puts(&h, r->obs.content_flag);
+        buf_puts(&h, "\r\n");
+    }
+    buf_puts(&h, "X-Routed-Endpoint: ");
+    buf_puts(&h, r->ep ? r->ep->name : "");
+    buf_puts(&h, "\r\n");
+    if (*routed) {
+        buf_puts(&h, "X-Routed-Model: ");
+        buf_puts(&h, routed);
+        buf_puts(&h, "\r\n");
+    }
+    const char *out = arena_strndup(r->arena, h.data ? h.data : "", h.len);
+    buf_free(&h);
+    return out;
 }
 
 int relay_stream_head(struct relay *x)
@@ -317,7 +351,7 @@ static int relay_event(struct relay *x, const struct sse_event *ev)
         if (f.counts)
             r->content_chunks++;
         if (f.finish[0])
-            snprintf(r->finish_reason, sizeof r->finish_reason, "%s", f.finish);
+            str_copy(r->finish_reason, sizeof r->finish_reason, f.finish);
     }
     return relay_send_event(x, ev->raw, ev->raw_len, 1);
 }

@@ -109,7 +109,7 @@ int request_read(struct request *r)
     /* R-API-4: keep the client's X-Request-Id when it is safe to echo, else make one. */
     const char *rid = request_header(r, "X-Request-Id");
     if (rid && pathcheck_id_ok(rid, 64)) {
-        snprintf(r->request_id, sizeof r->request_id, "%s", rid);
+        str_copy(r->request_id, sizeof r->request_id, rid);
     } else {
         /* Unique, not secret: the worker's generator is enough (no syscall). */
         static const char hex[] = "0123456789abcdef";

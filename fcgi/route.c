@@ -260,7 +260,7 @@ static int plan_pin(struct request *r)
     r->plan.pinned = idx;
     if (r->kind == REQ_RESPONSE_OP) {
         r->plan.proxy = e;
-        r->upstream_path = r->query && *r->query ? arena_printf(r->arena, "%s?%s", r->path, r->query) : r->path;
+        r->upstream_path = r->query && *r->query ? arena_cat(r->arena, r->path, "?", r->query, NULL) : r->path;
     }
     return 0;
 }

@@ -61,7 +61,7 @@ int sticky_lookup(struct request *r, const struct snap_endpoint *e, const int *c
     aff_keys_build(&st->keys, scope, hdr, body, STICKY_INPUT_CAP);
     json_object_put(parsed);
     if (hdr)
-        snprintf(r->session_id, sizeof r->session_id, "%s", hdr);
+        str_copy(r->session_id, sizeof r->session_id, hdr);
 
     struct shm_affinity *a = table_lock(r);
     if (!a)

@@ -158,6 +158,47 @@ static int write_daily(const struct daily_sum *d)
     return step_kept(st, "daily aggregate");
 }
 
+/* The quota counter additions of a batch, summed per key and period: a busy
+ * key costs two UPSERTs per batch (its day and its month), not two per
+ * request. They are pure additions, so their sum is the same in any order; a
+ * settlement later in the batch sees its own reservation counted already, as
+ * it would one by one (the reservation is always enqueued first). */
+struct quota_sum {
+    int64_t key_id, calls, tokens;
+    char period[16];
+};
+
+static int quota_sums_write(struct quota_sum *q, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (quota_add(q[i].key_id, q[i].period, q[i].calls, q[i].tokens) != 0)
+            return -1;
+    return 0;
+}
+
+/* Adds one addition to the sums; writes them when the table is full. */
+static int quota_sum_add(struct quota_sum *q, int *n, int max, int64_t key_id, const char *period, int64_t calls,
+                         int64_t tokens)
+{
+    int i = 0;
+    while (i < *n && !(q[i].key_id == key_id && strcmp(q[i].period, period) == 0))
+        i++;
+    if (i == *n) {
+        if (*n == max) {
+            if (quota_sums_write(q, *n) != 0)
+                return -1;
+            *n = i = 0;
+        }
+        q[i].key_id = key_id;
+        q[i].calls = q[i].tokens = 0;
+        str_copy(q[i].period, sizeof q[i].period, period);
+        (*n)++;
+    }
+    q[i].calls += calls;
+    q[i].tokens += tokens;
+    return 0;
+}
+
 /* One transaction for the batch: every event, then the daily aggregates summed
  * per group (a busy key costs one UPSERT per batch, not one per request). On
  * failure the batch is retried later, so a busy database delays records but
@@ -169,13 +210,22 @@ static int write_batch(struct usage_record *list)
     int nsums = 0;
     /* Not db_exec: its generic "sqlite:" line would say the same as the outage's. */
     if (sqlite3_exec(q_db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        snprintf(last_error, sizeof last_error, "%s", sqlite3_errmsg(q_db));
+        str_copy(last_error, sizeof last_error, sqlite3_errmsg(q_db));
         return -1;
     }
-    for (struct usage_record *u = list; u; u = u->next) {
-        if (u->quota_key_id && ((u->quota_calls && quota_add(u->quota_key_id, u->quota_day, u->quota_calls, 0) != 0) ||
-                                quota_add(u->quota_key_id, u->quota_month, u->quota_calls, u->quota_tokens) != 0))
+    enum { MAX_QUOTA_SUMS = 64 };
+    struct quota_sum qs[MAX_QUOTA_SUMS];
+    int nqs = 0;
+    for (struct usage_record *u = list; u; u = u->next)
+        if (u->quota_key_id &&
+            ((u->quota_calls && quota_sum_add(qs, &nqs, MAX_QUOTA_SUMS, u->quota_key_id, u->quota_day, u->quota_calls,
+                                              0) != 0) ||
+             quota_sum_add(qs, &nqs, MAX_QUOTA_SUMS, u->quota_key_id, u->quota_month, u->quota_calls,
+                           u->quota_tokens) != 0))
             goto fail;
+    if (quota_sums_write(qs, nqs) != 0)
+        goto fail;
+    for (struct usage_record *u = list; u; u = u->next) {
         if (u->no_event)
             continue;
         if (write_event(u) != 0)
@@ -225,7 +275,7 @@ static int write_batch(struct usage_record *list)
         return 0;
     }
 fail:
-    snprintf(last_error, sizeof last_error, "%s", sqlite3_errmsg(q_db));
+    str_copy(last_error, sizeof last_error, sqlite3_errmsg(q_db));
     cache_store_done(0);            /* undone while the write lock is still held: no re-sum sees half */
     db_exec(q_db, "ROLLBACK");
     return -1;
@@ -311,6 +361,7 @@ static void *writer_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    thread_background();
     struct usage_record *pending = NULL;
     int stop_failures = 0;
     for (;;) {

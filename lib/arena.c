@@ -80,6 +80,26 @@ char *arena_strndup(struct arena *a, const char *s, size_t n)
 
 char *arena_strdup(struct arena *a, const char *s) { return arena_strndup(a, s, strlen(s)); }
 
+char *arena_cat(struct arena *a, ...)
+{
+    va_list ap;
+    size_t n = 0;
+    va_start(ap, a);
+    for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *))
+        n += strlen(s);
+    va_end(ap);
+    char *out = arena_alloc(a, n + 1), *p = out;
+    va_start(ap, a);
+    for (const char *s = va_arg(ap, const char *); s; s = va_arg(ap, const char *)) {
+        size_t k = strlen(s);
+        memcpy(p, s, k);
+        p += k;
+    }
+    va_end(ap);
+    *p = '\0';
+    return out;
+}
+
 char *arena_printf(struct arena *a, const char *fmt, ...)
 {
     va_list ap;

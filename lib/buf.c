@@ -31,7 +31,7 @@ static int buf_grow(struct buf *b, size_t need)
 
 int buf_append(struct buf *b, const void *p, size_t n)
 {
-    if (buf_grow(b, b->len + n) != 0)
+    if ((b->len + n + 1 > b->cap || (b->max && b->len + n > b->max)) && buf_grow(b, b->len + n) != 0)
         return -1;
     if (n)
         memcpy(b->data + b->len, p, n);

@@ -142,11 +142,15 @@ int metrics_label(char *out, size_t cap, size_t len, const char *name, const cha
 {
     if (len >= cap)
         return -1;
-    size_t n = len;
-    int w = snprintf(out + n, cap - n, "%s%s=\"", n ? "," : "", name);
-    if (w < 0 || (size_t)w >= cap - n)
+    size_t n = len, name_len = strlen(name);
+    if (n + (n ? 1 : 0) + name_len + 2 >= cap)
         goto full;
-    n += (size_t)w;
+    if (n)
+        out[n++] = ',';
+    memcpy(out + n, name, name_len);
+    n += name_len;
+    out[n++] = '=';
+    out[n++] = '"';
     for (const char *p = value ? value : ""; *p; p++) {
         const char *esc = *p == '\\' ? "\\\\" : *p == '"' ? "\\\"" : *p == '\n' ? "\\n" : NULL;
         size_t need = esc ? 2 : 1;

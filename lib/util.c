@@ -7,7 +7,10 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 int64_t now_ms(void)
 {
@@ -92,13 +95,59 @@ int ct_equal(const void *a, const void *b, size_t n)
     return d == 0;
 }
 
+/* A request asks for its day a few times: the last second's answer is kept per
+ * thread (localtime_r and snprintf are most of the cost), for the time zone
+ * tzset last read (its offset and name). */
 void day_string(int64_t epoch_ms, char out[11])
 {
-    time_t t = (time_t)(epoch_ms / 1000);
-    struct tm tm;
-    localtime_r(&t, &tm);
-    int y = (tm.tm_year + 1900) % 10000, m = (tm.tm_mon + 1) % 100, d = tm.tm_mday % 100;
-    if (y < 0)
-        y = 0;
-    snprintf(out, 11, "%04u-%02u-%02u", (unsigned)y, (unsigned)m, (unsigned)d);
+    static __thread int64_t cached_sec = INT64_MIN;
+    static __thread long cached_zone;
+    static __thread const char *cached_name;
+    static __thread char cached[11];
+    int64_t sec = epoch_ms / 1000;
+    if (sec != cached_sec || timezone != cached_zone || tzname[0] != cached_name) {
+        time_t t = (time_t)sec;
+        struct tm tm;
+        localtime_r(&t, &tm);
+        int y = (tm.tm_year + 1900) % 10000, m = (tm.tm_mon + 1) % 100, d = tm.tm_mday % 100;
+        if (y < 0)
+            y = 0;
+        snprintf(cached, sizeof cached, "%04u-%02u-%02u", (unsigned)y, (unsigned)m, (unsigned)d);
+        cached_sec = sec;
+        cached_zone = timezone;
+        cached_name = tzname[0];
+    }
+    memcpy(out, cached, 11);
+}
+
+size_t fmt_i64(char *out, int64_t v)
+{
+    char tmp[20];
+    size_t n = 0, o = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    if (v < 0)
+        out[o++] = '-';
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    while (n)
+        out[o++] = tmp[--n];
+    return o;
+}
+
+void str_copy(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap)
+        n = cap - 1;
+    if (n)
+        memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+void thread_background(void)
+{
+    /* Linux: a thread id names one thread to setpriority. */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), 5);
 }
