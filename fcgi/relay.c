@@ -531,10 +531,13 @@ void relay_send_buffered(struct relay *x)
         reply_body(r, body, n, 1);
         return;
     }
-    const char *extra = arena_printf(r->arena, "%s%sContent-Length: %zu\r\n", relay_extra_headers(x, 0),
-                                     retry_after && !strcasestr(x->headers.data ? x->headers.data : "", "retry-after:")
-                                         ? arena_printf(r->arena, "Retry-After: %d\r\n", r->conf->retry_after_s) : "",
-                                     n);
+    char len[24] = "", wait[24] = "";
+    len[fmt_i64(len, (int64_t)n)] = '\0';
+    int add_retry = retry_after && !strcasestr(x->headers.data ? x->headers.data : "", "retry-after:");
+    if (add_retry)
+        wait[fmt_i64(wait, r->conf->retry_after_s)] = '\0';
+    const char *extra = arena_cat(r->arena, relay_extra_headers(x, 0), add_retry ? "Retry-After: " : "", wait,
+                                  add_retry ? "\r\n" : "", "Content-Length: ", len, "\r\n", NULL);
     if (reply_head(r, (int)x->status, ct, extra) == 0 && reply_body(r, body, n, 0) == 0) {
         r->data_sent = 1;
         r->ttft_ms = mono_ms() - r->start_mono;
