@@ -443,6 +443,19 @@ struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t 
  * "total_tokens"}} (totals over every group, not just the page). */
 struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char *group_by,
                               const char *from, const char *to, struct ops_error *err);
+/* ---- traffic state beside objects (ops_status.c), for the API's answers only ---- */
+
+/* Adds to an endpoint object "failure_streak" (its newest events that are 5xx in a row,
+ * read from at most 1000), "last_error" ("<error_code> (<status>)" of its newest 5xx
+ * among them, or null), "last_error_ms" and "recovery_hint" (a sentence once the streak
+ * reaches setting recovery_hint_failures, else null). */
+int ops_endpoint_status(sqlite3 *db, struct json_object *endpoint, struct ops_error *err);
+/* Adds to a key object "today" and "month": {"requests","tokens"} from quota_counters. */
+int ops_key_counters(sqlite3 *db, struct json_object *key, struct ops_error *err);
+/* fn on every object of res's array field (a listing); 0 or -1 with err set. */
+int ops_list_status(sqlite3 *db, struct json_object *res, const char *field,
+                    int (*fn)(sqlite3 *, struct json_object *, struct ops_error *), struct ops_error *err);
+
 /* ---- the Requests view (ops_request.c) ------------------------------------ */
 
 /* Unset numbers and NULL strings do not filter. status exact, status_class 2 for 2xx;

@@ -223,5 +223,107 @@ def test_settings_schema_has_every_row(c):
     c.gw.ctl("settings", "rm", "usage_retention_days")
 
 
+def test_recovery_hint_after_failures_and_cleared_by_a_success(c):
+    gw = c.gw
+    expect(c.root.put("/api/v1/system/inference-config", {"recovery_hint_failures": 3}), 200)
+    dead = Fake("t0150-dead")
+    dead_url = dead.url
+    dead.stop()   # a replica nobody answers at
+    gw.ctl("tenant", "add", "tc")
+    gw.ctl("user", "add", "mem_c", "--tenant", "tc")
+    key = gw.ctl("key", "add", "--user", "mem_c")["key"]
+    ep = gw.ctl("endpoint", "add", "ep-dead", "--tenant", "tc")["id"]
+    gw.ctl("replica", "add", "ep-dead", dead_url)
+    gw.ctl("route", "add", "m", "ep-dead", "--tenant", "tc")
+    wait_for(lambda: chat(c, key, "first").status >= 500, 5, what="route live and failing")
+    wait_for(lambda: len(events(c, "endpoint_id = ?", ep)) == 1, 10, what="the failure written")
+    e = expect(c.root.get("/api/v1/endpoints/%d" % ep), 200)
+    assert e["failure_streak"] == 1 and e["recovery_hint"] is None and e["last_error"], e
+    for i in range(2):
+        assert chat(c, key, "again %d" % i).status >= 500
+    wait_for(lambda: len(events(c, "endpoint_id = ?", ep)) == 3, 10, what="3 failures written")
+    fails = events(c, "endpoint_id = ?", ep)
+    assert len(fails) == 3 and all(f["status"] >= 500 for f in fails), fails
+    e = expect(c.root.get("/api/v1/endpoints/%d" % ep), 200)
+    assert e["failure_streak"] == 3 and e["recovery_hint"], e
+    assert e["last_error"] == "%s (%d)" % (fails[0]["error_code"] or "server_error", fails[0]["status"]), (e, fails[0])
+    assert e["last_error_ms"] == fails[0]["ts_ms"], e
+    listed = {x["id"]: x for x in expect(c.root.get("/api/v1/endpoints"), 200)["data"]}
+    assert listed[ep]["recovery_hint"] == e["recovery_hint"] and listed[ep]["failure_streak"] == 3, listed[ep]
+    ok = listed[c.eid["ep-ta"]]
+    assert ok["failure_streak"] == 0 and ok["recovery_hint"] is None and ok["last_error"] is None, ok
+    assert ok["last_error_ms"] is None, ok
+    # the threshold is the setting's
+    expect(c.root.put("/api/v1/system/inference-config", {"recovery_hint_failures": 4}), 200)
+    assert expect(c.root.get("/api/v1/endpoints/%d" % ep), 200)["recovery_hint"] is None
+    expect(c.root.put("/api/v1/system/inference-config", {"recovery_hint_failures": 3}), 200)
+    # recovery: a replica that answers; one success ends the streak
+    gw.ctl("replica", "add", "ep-dead", c.fake.url)
+    gw.ctl("replica", "rm", "ep-dead", dead_url)
+    wait_for(lambda: chat(c, key, "back").status == 200, 10, what="endpoint recovered")
+    wait_for(lambda: events(c, "endpoint_id = ?", ep)[0]["status"] == 200, 10, what="the success written")
+    e = expect(c.root.get("/api/v1/endpoints/%d" % ep), 200)
+    assert e["failure_streak"] == 0 and e["recovery_hint"] is None, e
+    assert e["last_error"], e   # the last failure is still told
+    expect(c.root.put("/api/v1/system/inference-config", {"recovery_hint_failures": None}), 200)
+
+
+def test_key_counters_are_the_quota_counters(c):
+    gw = c.gw
+    gw.ctl("user", "add", "mem_d", "--tenant", "ta")
+    k = gw.ctl("key", "add", "--user", "mem_d", "--name", "limited", "--daily-limit", "3",
+               "--monthly-token-quota", "1000000")
+    key, kid = k["key"], k["id"]
+    wait_for(lambda: gw.request("GET", "/v1/models", key=key).status == 200, 5, what="key live")
+    codes = [chat(c, key, "q %d" % i).status for i in range(5)]
+    # the models listing that showed the key live spent one call of the three
+    assert codes == [200, 200, 429, 429, 429], codes
+    day = time.strftime("d:%Y-%m-%d", time.localtime())
+    month = time.strftime("m:%Y-%m", time.localtime())
+
+    def counters(period):
+        rows = gw.sql("SELECT calls, tokens FROM quota_counters WHERE key_id = ? AND period = ?", kid, period)
+        return {"requests": rows[0][0], "tokens": rows[0][1]} if rows else {"requests": 0, "tokens": 0}
+    wait_for(lambda: counters(day)["requests"] >= 3 and counters(month)["tokens"] > 0, 10, what="counters written")
+    time.sleep(0.5)
+    got = expect(c.root.get("/api/v1/tenant/api-keys/%d" % kid), 200)
+    assert got["today"] == counters(day) and got["month"] == counters(month), (got, counters(day), counters(month))
+    assert got["today"]["requests"] == 3, got
+    tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in events(c, "key_id = ? AND status = 200", kid))
+    assert got["month"]["tokens"] == tokens, (got, tokens)
+    listed = {x["id"]: x for x in expect(c.adm_a.get("/api/v1/tenant/api-keys"), 200)["data"]}
+    assert listed[kid]["today"] == counters(day), listed[kid]
+    never = [x for x in listed.values() if x["id"] != kid and x["user_id"] == c.ids["mem_a2"]]
+    assert never and never[0]["month"]["requests"] >= 0 and never[0]["today"] == counters_of(c, never[0]["id"], day)
+
+
+def counters_of(c, kid, period):
+    rows = c.gw.sql("SELECT calls, tokens FROM quota_counters WHERE key_id = ? AND period = ?", kid, period)
+    return {"requests": rows[0][0], "tokens": rows[0][1]} if rows else {"requests": 0, "tokens": 0}
+
+
+def test_audit_target_labels(c):
+    gw = c.gw
+    rows = expect(c.root.get("/api/v1/audit-log?limit=1000"), 200)["data"]
+    assert all("target_label" in r for r in rows), rows[0]
+    by = {(r["object_type"], r["object_id"], r["action"]): r for r in rows}
+    kid = [k for k in gw.ctl("list", "keys")["keys"] if k.get("name") == "ci-bot"][0]["id"]
+    assert by[("key", kid, "create")]["target_label"] == "key ci-bot (#%d)" % kid, by[("key", kid, "create")]
+    assert by[("endpoint", c.eid["ep-ta"], "create")]["target_label"] == "endpoint ep-ta (#%d)" % c.eid["ep-ta"]
+    uid = c.ids["mem_a"]
+    assert by[("user", uid, "create")]["target_label"] == "user mem_a (#%d)" % uid
+    # an object that is gone keeps the name its record holds
+    gw.ctl("user", "add", "leaver", "--tenant", "tb")
+    lid = [u for u in gw.ctl("list", "users")["users"] if u["name"] == "leaver"][0]["id"]
+    gw.ctl("user", "rm", "leaver")
+    rows = expect(c.root.get("/api/v1/audit-log?object_type=user"), 200)["data"]
+    rm = [r for r in rows if r["object_id"] == lid and r["action"] in ("delete", "remove", "rm")]
+    assert rm and rm[0]["target_label"] == "user leaver (#%d)" % lid, rows[:3]
+    # a record without a name: "<type> #id"
+    gw.sql_write("INSERT INTO audit_log (actor, action, object_type, object_id) VALUES ('t', 'x', 'quota', 4242)")
+    rows = expect(c.root.get("/api/v1/audit-log?object_type=quota"), 200)["data"]
+    assert [r["target_label"] for r in rows if r["object_id"] == 4242] == ["quota #4242"], rows
+
+
 if __name__ == "__main__":
     run_tests(globals(), setup, teardown)
