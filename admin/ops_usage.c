@@ -193,8 +193,8 @@ static struct json_object *usage_columns(enum usage_group g)
  * group; then, for a group on the page with none among them, its own newest
  * USAGE_GROUP_SAMPLE through its own index. So the cost is bounded whatever the range
  * holds, and the percentiles are those of the newest events of each group. */
-#define USAGE_SAMPLE 20000
-#define USAGE_GROUP_SAMPLE 200
+#define USAGE_SAMPLE 5000
+#define USAGE_GROUP_SAMPLE 100
 
 struct usage_samples {
     char key[192];              /* the group's key as text */
