@@ -412,5 +412,39 @@ def test_usage_csv_download(c):
     expect(c.root.put("/api/v1/system/inference-config", {"usage_currency": None}), 200)
 
 
+def test_affinity_and_cache_outcomes_are_recorded(c):
+    gw = c.gw
+    gw.ctl("tenant", "add", "te")
+    gw.ctl("user", "add", "mem_e", "--tenant", "te")
+    key = gw.ctl("key", "add", "--user", "mem_e")["key"]
+    add_endpoint(gw, "ep-sticky", "te", [c.fake], affinity="on")
+    gw.ctl("route", "add", "ms", "ep-sticky", "--tenant", "te")
+    gw.ctl("route", "add", "mc", "ep-sticky", "--tenant", "te")
+    gw.sql_write("INSERT INTO model_policies (model, cache, cache_ttl_s) VALUES ('mc', 'exact', 60)")
+    sess = {"X-Session-Id": "t0150-session"}
+    wait_for(lambda: c.gw.request("GET", "/v1/models", key=key).status == 200, 5, what="key live")
+    wait_for(lambda: chat(c, key, "warm", model="mc").status == 200, 5, what="routes live")
+    r1 = gw.request("POST", "/v1/chat/completions", {"model": "ms", "messages": [{"role": "user", "content": "s"}]},
+                    key=key, headers=sess)
+    r2 = gw.request("POST", "/v1/chat/completions", {"model": "ms", "messages": [{"role": "user", "content": "s"}]},
+                    key=key, headers=sess)
+    assert r1.headers.get("x-session-affinity") == "miss" and r2.headers.get("x-session-affinity", "").startswith("hit"), \
+        (r1.headers, r2.headers)
+    body = {"model": "mc", "temperature": 0, "messages": [{"role": "user", "content": "cache me"}]}
+    x1 = gw.request("POST", "/v1/chat/completions", body, key=key)
+    wait_for(lambda: gw.request("POST", "/v1/chat/completions", body, key=key).headers.get("x-cache") == "hit", 10,
+             what="a cache hit")
+    assert x1.headers.get("x-cache") == "miss", x1.headers
+    uid = [u for u in gw.ctl("list", "users")["users"] if u["name"] == "mem_e"][0]["id"]
+    wait_for(lambda: any(e["cached"] for e in events(c, "user_id = ?", uid)), 10, what="the hit written")
+    rows = expect(c.root.get("/api/v1/requests?user_id=%d&limit=500" % uid), 200)["data"]
+    sticky = [r for r in rows if r["model"] == "ms"]
+    assert [r["affinity"] for r in reversed(sticky)] == ["miss", "hit"], sticky
+    cached = [r for r in rows if r["model"] == "mc" and r["cache"] is not None]
+    assert "miss" in [r["cache"] for r in cached] and cached[0]["cache"] == "hit" and cached[0]["cached"] is True, cached
+    assert all(r["cached"] is (r["cache"] == "hit") for r in cached), cached
+    assert expect(c.root.get("/api/v1/requests/%d" % cached[0]["id"]), 200)["cache"] == "hit"
+
+
 if __name__ == "__main__":
     run_tests(globals(), setup, teardown)
