@@ -65,6 +65,7 @@ struct usage_price {
 struct usage_prices {
     struct usage_price *p;
     size_t n;
+    const struct usage_price *last;   /* the previous row's, if it had a price */
 };
 
 static int cmp_price(const void *a, const void *b)
@@ -103,15 +104,27 @@ static int usage_prices_load(sqlite3 *db, struct usage_prices *t, struct ops_err
     return 0;
 }
 
-/* usage_cost(model, prompt_tokens, completion_tokens): their price, 0 without a policy. */
+/* usage_cost(model, prompt_tokens, completion_tokens): their price, 0 without a policy.
+ * Called once per aggregate row (~100 000 for a 30-day report of every tenant), so it
+ * compares in place and tries the previous row's model first. */
 static void usage_cost_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 {
-    const struct usage_prices *t = sqlite3_user_data(ctx);
-    struct usage_price key;
+    struct usage_prices *t = sqlite3_user_data(ctx);
     const char *m = (const char *)sqlite3_value_text(argv[0]);
+    const struct usage_price *hit = NULL;
     (void)argc;
-    snprintf(key.model, sizeof key.model, "%s", m ? m : "");
-    const struct usage_price *hit = bsearch(&key, t->p, t->n, sizeof *t->p, cmp_price);
+    if (m && t->last && strcmp(t->last->model, m) == 0)
+        hit = t->last;
+    for (size_t lo = 0, hi = t->n; m && !hit && lo < hi;) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(m, t->p[mid].model);
+        if (c == 0)
+            hit = t->last = &t->p[mid];
+        else if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
     sqlite3_result_double(ctx, hit ? ((double)sqlite3_value_int64(argv[1]) * hit->in +
                                       (double)sqlite3_value_int64(argv[2]) * hit->out) / 1000.0 : 0.0);
 }
@@ -435,7 +448,7 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
     /* Groups are few (models, users, keys, days, endpoints, replicas): one pass sums every
      * group for the totals and keeps only the page, so the report costs one indexed scan. */
     char sql[1536];
-    struct usage_prices prices = {NULL, 0};
+    struct usage_prices prices = {NULL, 0, NULL};
     if (usage_prices_load(db, &prices, err) != 0)
         return NULL;
     if (usage_sql(sql, sizeof sql, g, tid.set, from != NULL, to != NULL, uid.set, prices.n > 0) != 0) {
