@@ -141,6 +141,7 @@ void api_policies_set(struct api_ctx *c);
 void api_policies_delete(struct api_ctx *c);
 void api_config_get(struct api_ctx *c);     /* api_system.c: settings and nodes */
 void api_config_set(struct api_ctx *c);
+void api_settings_schema(struct api_ctx *c);
 void api_nodes_list(struct api_ctx *c);
 void api_nodes_create(struct api_ctx *c);
 void api_nodes_get(struct api_ctx *c);
@@ -148,6 +149,8 @@ void api_nodes_update(struct api_ctx *c);
 void api_nodes_delete(struct api_ctx *c);
 void api_nodes_temperature(struct api_ctx *c);
 void api_usage(struct api_ctx *c);          /* api_usage.c */
+void api_requests_list(struct api_ctx *c);  /* api_requests.c */
+void api_requests_get(struct api_ctx *c);
 void api_audit_list(struct api_ctx *c);     /* api_audit.c: audit log and alerts */
 void api_alerts_list(struct api_ctx *c);
 void api_alerts_get(struct api_ctx *c);

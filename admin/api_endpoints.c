@@ -62,7 +62,12 @@ void api_endpoints_list(struct api_ctx *c)
     if (api_page(c, &l) != 0 || api_query_str(c, "tenant", tenant, sizeof tenant, &l.tenant) != 0 ||
         api_query_id(c, "tenant_id", &l.tenant_id) != 0 || api_scope(c, AUTHZ_ENDPOINT, &l) != 0)
         return;
-    api_list_result(c, ops_endpoint_list(c->db, &l, &err), "endpoints", &err);
+    struct json_object *res = ops_endpoint_list(c->db, &l, &err);
+    if (res && ops_list_status(c->db, res, "endpoints", ops_endpoint_status, &err) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
+    api_list_result(c, res, "endpoints", &err);
 }
 
 void api_endpoints_create(struct api_ctx *c)
@@ -99,7 +104,14 @@ void api_endpoints_create(struct api_ctx *c)
 
 void api_endpoints_get(struct api_ctx *c)
 {
+    struct ops_error err;
+    ops_error_clear(&err);
     struct json_object *e = endpoint_target(c, AUTHZ_READ);
+    if (e && ops_endpoint_status(c->db, e, &err) != 0) {
+        json_object_put(e);
+        api_ops_error(c, &err);
+        return;
+    }
     if (e)
         api_result(c, e, NULL);
 }

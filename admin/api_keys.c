@@ -91,7 +91,12 @@ void api_keys_list(struct api_ctx *c)
         api_query_str(c, "user", user, sizeof user, &l.user) != 0 ||
         api_query_id(c, "user_id", &l.user_id) != 0 || api_scope(c, AUTHZ_KEY, &l) != 0)
         return;
-    api_list_result(c, ops_key_list(c->db, &l, &err), "keys", &err);
+    struct json_object *res = ops_key_list(c->db, &l, &err);
+    if (res && ops_list_status(c->db, res, "keys", ops_key_counters, &err) != 0) {
+        json_object_put(res);
+        res = NULL;
+    }
+    api_list_result(c, res, "keys", &err);
 }
 
 void api_keys_create(struct api_ctx *c)
@@ -134,9 +139,17 @@ void api_keys_create(struct api_ctx *c)
 void api_keys_get(struct api_ctx *c)
 {
     struct authz_target t;
+    struct ops_error err;
+    ops_error_clear(&err);
     struct json_object *k = key_target(c, AUTHZ_READ, &t);
+    if (k && ops_key_counters(c->db, k, &err) != 0) {
+        json_object_put(k);
+        k = NULL;
+    }
     if (k)
         api_result(c, k, NULL);
+    else if (err.kind != OPS_ERR_NONE)
+        api_ops_error(c, &err);
 }
 
 void api_keys_update(struct api_ctx *c)

@@ -117,3 +117,12 @@ void api_nodes_temperature(struct api_ctx *c)
                                        c->conf->state_file, &err), &err);
     json_object_put(n);
 }
+
+/* Issue 16: every signed-in role reads the schema and values (members see the page's
+ * settings read-only); writes stay operator-only above. */
+void api_settings_schema(struct api_ctx *c)
+{
+    struct ops_error err;
+    ops_error_clear(&err);
+    api_list_result(c, ops_settings_schema(c->db, &err), "settings", &err);
+}

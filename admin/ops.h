@@ -413,6 +413,9 @@ struct json_object *ops_config_get(sqlite3 *db, struct ops_error *err);
 /* Validates every member of changes against the schema (unknown names INVALID);
  * null resets a setting to its default. Returns the whole config. */
 struct json_object *ops_config_set(sqlite3 *db, struct json_object *changes, struct ops_error *err);
+/* The schema itself for forms: {"settings":[{"name","type","values" (enum),"min","max",
+ * "decimals","default","meaning","value"}...]} in lib/settings.c's order. */
+struct json_object *ops_settings_schema(sqlite3 *db, struct ops_error *err);
 
 /* ---- nodes (ops_node.c) ------------------------------------------------------ */
 
@@ -440,6 +443,40 @@ struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t 
  * "total_tokens"}} (totals over every group, not just the page). */
 struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char *group_by,
                               const char *from, const char *to, struct ops_error *err);
+/* ---- traffic state beside objects (ops_status.c), for the API's answers only ---- */
+
+/* Adds to an endpoint object "failure_streak" (its newest events that are 5xx in a row,
+ * read from at most 1000), "last_error" ("<error_code> (<status>)" of its newest 5xx
+ * among them, or null), "last_error_ms" and "recovery_hint" (a sentence once the streak
+ * reaches setting recovery_hint_failures, else null). */
+int ops_endpoint_status(sqlite3 *db, struct json_object *endpoint, struct ops_error *err);
+/* Adds to a key object "today" and "month": {"requests","tokens"} from quota_counters. */
+int ops_key_counters(sqlite3 *db, struct json_object *key, struct ops_error *err);
+/* fn on every object of res's array field (a listing); 0 or -1 with err set. */
+int ops_list_status(sqlite3 *db, struct json_object *res, const char *field,
+                    int (*fn)(sqlite3 *, struct json_object *, struct ops_error *), struct ops_error *err);
+
+/* ---- the Requests view (ops_request.c) ------------------------------------ */
+
+/* Unset numbers and NULL strings do not filter. status exact, status_class 2 for 2xx;
+ * model matches the asked or the routed name; from_ms/to_ms inclusive; before: the id
+ * of the last row of the previous page. */
+struct ops_request_filter {
+    struct ops_i64 tenant_id, user_id, key_id, endpoint_id, status, status_class;
+    const char *code, *model;
+    struct ops_i64 from_ms, to_ms, before;
+    int64_t limit;               /* 1..OPS_REQUEST_LIMIT_MAX */
+};
+#define OPS_REQUEST_LIMIT_MAX 500
+/* Request: {"id","ts_ms","request_id","status","error_code","model","routed_model","path",
+ * "tenant_id","user_id","user","key_id","key","endpoint_id","endpoint","replica_id",
+ * "replica","prompt_tokens","completion_tokens","cache_read_tokens","reasoning_tokens",
+ * "ttft_ms","latency_ms","queue_ms","retries","stream","cached","cache","affinity",
+ * "finish_reason","content_rule","estimated"}. Newest first (ts_ms, then id):
+ * {"requests":[...],"next":id|null,"limit"}. */
+struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filter *f, struct ops_error *err);
+struct json_object *ops_request_get(sqlite3 *db, int64_t id, struct ops_error *err);
+
 /* R-USE-7 retention: deletes events older than days (aggregates stay). {"deleted":N} */
 struct json_object *ops_usage_prune(sqlite3 *db, int64_t days, struct ops_error *err);
 

@@ -138,6 +138,33 @@ static struct json_object *audit_json_col(sqlite3_stmt *st, int col)
     return s ? json_tokener_parse(s) : NULL;
 }
 
+/* Issue 16: "key ci-bot (#4)": the object's current name (column 9), else the name the
+ * record itself holds (the object is gone), else "key #4". Names: the member naming the
+ * object in its record (a replica's URL, a route's model, a setting's key). */
+static void audit_label(struct json_object *o, sqlite3_stmt *st)
+{
+    static const char *const name_members[] = {"name", "url", "model", "setting", NULL};
+    const char *type = (const char *)sqlite3_column_text(st, 5);
+    const char *name = (const char *)sqlite3_column_text(st, 9);
+    int has_id = sqlite3_column_type(st, 6) != SQLITE_NULL;
+    long long id = (long long)sqlite3_column_int64(st, 6);
+    struct json_object *rec[2] = {json_object_object_get(o, "after"), json_object_object_get(o, "before")}, *v;
+    for (int r = 0; r < 2 && (!name || !*name); r++)
+        for (const char *const *m = name_members; rec[r] && *m && (!name || !*name); m++)
+            if (json_object_object_get_ex(rec[r], *m, &v) && json_object_is_type(v, json_type_string))
+                name = json_object_get_string(v);
+    char label[512];
+    if (name && *name && has_id)
+        snprintf(label, sizeof label, "%s %s (#%lld)", type ? type : "object", name, id);
+    else if (name && *name)
+        snprintf(label, sizeof label, "%s %s", type ? type : "object", name);
+    else if (has_id)
+        snprintf(label, sizeof label, "%s #%lld", type ? type : "object", id);
+    else
+        snprintf(label, sizeof label, "%s", type ? type : "object");
+    ops_json_str(o, "target_label", label);
+}
+
 static struct json_object *audit_row(sqlite3_stmt *st)
 {
     struct json_object *o = json_object_new_object();
@@ -150,6 +177,7 @@ static struct json_object *audit_row(sqlite3_stmt *st)
     ops_json_int(o, "object_id", st, 6);
     json_object_object_add(o, "before", audit_json_col(st, 7));
     json_object_object_add(o, "after", audit_json_col(st, 8));
+    audit_label(o, st);
     return o;
 }
 
@@ -162,10 +190,18 @@ struct json_object *ops_audit_list(sqlite3 *db, const struct ops_list *l, struct
     if (type && ops_check_name("object_type", type, err) != 0)
         return NULL;
     return ops_query_page(db, err, "audit", audit_row, l,
-                          "SELECT id, ts, actor, tenant_id, action, object_type, object_id,"
-                          " before, after FROM audit_log"
-                          " WHERE (?1 IS NULL OR tenant_id = ?1) AND (?2 IS NULL OR object_type = ?2)"
-                          " ORDER BY id DESC", "ot", tid, type);
+                          "SELECT a.id, a.ts, a.actor, a.tenant_id, a.action, a.object_type, a.object_id,"
+                          " a.before, a.after, CASE a.object_type"
+                          " WHEN 'key' THEN (SELECT name FROM api_keys WHERE id = a.object_id)"
+                          " WHEN 'endpoint' THEN (SELECT name FROM endpoints WHERE id = a.object_id)"
+                          " WHEN 'user' THEN (SELECT name FROM users WHERE id = a.object_id)"
+                          " WHEN 'tenant' THEN (SELECT name FROM tenants WHERE id = a.object_id)"
+                          " WHEN 'replica' THEN (SELECT url FROM replicas WHERE id = a.object_id)"
+                          " WHEN 'node' THEN (SELECT name FROM nodes WHERE id = a.object_id)"
+                          " WHEN 'content_rule' THEN (SELECT name FROM content_rules WHERE id = a.object_id)"
+                          " END FROM audit_log a"
+                          " WHERE (?1 IS NULL OR a.tenant_id = ?1) AND (?2 IS NULL OR a.object_type = ?2)"
+                          " ORDER BY a.id DESC", "ot", tid, type);
 }
 
 /* ---- alerts ---------------------------------------------------------------------- */

@@ -128,7 +128,7 @@ struct json_object *ops_config_set(sqlite3 *db, struct json_object *changes, str
     json_object_object_foreach(changes, name, value) {
         const struct settings_def *d = settings_find(name);
         if (!d) {
-            char names[400];
+            char names[1024];
             settings_names(names, sizeof names);
             ops_fail(err, OPS_ERR_INVALID, NULL, "unknown setting (known: %s)", names);
             return NULL;
@@ -163,4 +163,46 @@ struct json_object *ops_config_set(sqlite3 *db, struct json_object *changes, str
 out:
     json_object_put(before);
     return ops_finish(db, res, err);
+}
+
+/* Issue 16: the schema for the page's forms, so a new row of lib/settings.c shows up there
+ * without page changes. min/max/decimals are null where the type has none (TEXT: max is
+ * its longest value in bytes). */
+struct json_object *ops_settings_schema(sqlite3 *db, struct ops_error *err)
+{
+    static const char *const type_names[] = {
+        [SETTINGS_BOOL] = "bool", [SETTINGS_ENUM] = "enum", [SETTINGS_INT] = "int",
+        [SETTINGS_NUMBER] = "number", [SETTINGS_TEXT] = "text"};
+    struct json_object *values = ops_config_get(db, err);
+    if (!values)
+        return NULL;
+    struct json_object *rows = json_object_new_array();
+    for (size_t i = 0; i < settings_count; i++) {
+        const struct settings_def *d = &settings_defs[i];
+        struct json_object *o = json_object_new_object(), *v = NULL;
+        ops_json_str(o, "name", d->name);
+        ops_json_str(o, "type", type_names[d->type]);
+        if (d->type == SETTINGS_ENUM) {
+            struct json_object *words = json_object_new_array();
+            for (size_t j = 0; d->values[j]; j++)
+                json_object_array_add(words, json_object_new_string(d->values[j]));
+            json_object_object_add(o, "values", words);
+        }
+        int ranged = d->type == SETTINGS_INT || d->type == SETTINGS_NUMBER;
+        json_object_object_add(o, "min", ranged ? json_object_new_int64(d->min) : NULL);
+        json_object_object_add(o, "max", ranged || d->type == SETTINGS_TEXT ? json_object_new_int64(d->max)
+                                                                           : NULL);
+        json_object_object_add(o, "decimals", d->type == SETTINGS_NUMBER ? json_object_new_int(d->decimals)
+                                                                        : NULL);
+        json_object_object_add(o, "default", config_value(d, d->def));
+        ops_json_str(o, "meaning", d->meaning);
+        json_object_object_get_ex(values, d->name, &v);
+        json_object_object_add(o, "value", v ? json_object_get(v) : config_value(d, NULL));
+        json_object_array_add(rows, o);
+    }
+    json_object_put(values);
+    struct json_object *res = json_object_new_object();
+    json_object_object_add(res, "settings", rows);
+    json_object_object_add(res, "total", json_object_new_int64((int64_t)settings_count));
+    return res;
 }

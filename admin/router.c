@@ -64,6 +64,8 @@ static const struct router_route router_routes[] = {
     {"GET", "tenant/api-keys/{id}/routing-policy", api_keys_policy_get, 0},
     {"PUT", "tenant/api-keys/{id}/routing-policy", api_keys_policy_set, 0},
     {"GET", "tenant/usage", api_usage, 0},
+    {"GET", "requests", api_requests_list, 0},
+    {"GET", "requests/{id}", api_requests_get, 0},
 
     /* Model names may hold '/': ?name= on the collection path, or {name} without '/'. */
     {"GET", "models/routing-policies", api_policies_list, 0},
@@ -77,6 +79,7 @@ static const struct router_route router_routes[] = {
     {"GET", "system/inference-config", api_config_get, 0},
     {"PUT", "system/inference-config", api_config_set, 0},
     {"PATCH", "system/inference-config", api_config_set, 0},
+    {"GET", "system/settings-schema", api_settings_schema, 0},
 
     {"GET", "nodes", api_nodes_list, 0},
     {"POST", "nodes", api_nodes_create, 0},

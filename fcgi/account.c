@@ -119,6 +119,11 @@ void account_record(struct request *r)
     /* R-CACHE-2/3: a hit is a cached event with the stored tokens; a complete
      * answer of a cacheable miss is stored with its event. */
     u->cached = r->cache_hit;
+    /* Issue 16: the outcomes the response headers reported, for the Requests view. */
+    if (r->affinity_header[0])
+        str_copy(u->affinity, sizeof u->affinity, strncmp(r->affinity_header, "hit", 3) == 0 ? "hit" : "miss");
+    if (r->obs.cache)
+        str_copy(u->cache_outcome, sizeof u->cache_outcome, strncmp(r->obs.cache, "hit", 3) == 0 ? "hit" : "miss");
     if (r->cache_hit) {
         str_copy(u->cache_hit_key, sizeof u->cache_hit_key, r->cache_key);
         u->sem_audit = cache_semantic_audit_take(r);    /* R-CACHE-4: a sampled semantic hit */

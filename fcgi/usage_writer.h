@@ -21,6 +21,7 @@ struct usage_record {
     int status, retries, stream;
     int usage_estimated;          /* R-USE-1: tokens counted by sluice, not reported upstream */
     char error_code[48], finish_reason[32];
+    char affinity[8], cache_outcome[8];   /* "hit" | "miss" | "" (did not apply) */
     char content_rule[520];       /* R-GUARD-3: the block rule, or the flag rules ("a, b"); "" = none */
     /* R-KEY-5 settlement of a monthly token pre-deduction, written with the event. */
     int64_t settle_key_id, settle_tokens;

@@ -49,6 +49,8 @@ const struct settings_def settings_defs[] = {
                    "R-LB-6: replicas on a node hotter than this many °C are not candidates"),
     SETTING_TEXT("internal_fields", 4096, "",
                  "R-API-5: body fields (comma- or space-separated) stripped before forwarding"),
+    SETTING_INT("recovery_hint_failures", 1, 1000, "5",
+                "R-ADM-3: consecutive failed requests to an endpoint after which the page shows a recovery hint"),
     SETTING_ENUM("response_model", response_models, "client",
                  "R-RT-5: the model responses name: the client's (`client`) or the target's"),
     SETTING_INT("semantic_cache_audit_percent", 0, 100, "10",
@@ -57,6 +59,8 @@ const struct settings_def settings_defs[] = {
                  "R-CACHE-4: the routed embedding model the semantic cache embeds with; empty: no semantic cache"),
     SETTING_NUMBER("semantic_cache_threshold", 0, 1, 3, "0.95",
                    "R-CACHE-4: the least cosine similarity a semantic hit needs (a model policy may set its own)"),
+    SETTING_TEXT("usage_currency", 16, "USD",
+                 "R-ADM-3: the currency name usage reports give next to their cost (prices are per model policy)"),
     SETTING_INT("usage_retention_days", 1, 36500, "90",
                 "R-USE-7: `sluicectl usage prune` without --days deletes events older than this"),
 };

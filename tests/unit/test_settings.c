@@ -122,10 +122,12 @@ static const struct {
     {"cors_allowed_origins", ""},
     {"gpu_temperature_threshold", "85"},
     {"internal_fields", ""},
+    {"recovery_hint_failures", "5"},
     {"response_model", "client"},
     {"semantic_cache_audit_percent", "10"},
     {"semantic_cache_embedding_model", ""},
     {"semantic_cache_threshold", "0.95"},
+    {"usage_currency", "USD"},
     {"usage_retention_days", "90"},
 };
 
@@ -249,8 +251,9 @@ static void test_messages(void)
     settings_names(names, sizeof names);
     CHECK_BUF(names, "auto_routing_enabled, auto_routing_strategy, auto_routing_weight_quality,"
               " auto_routing_weight_price, auto_routing_weight_latency, builtin_injection_rules, cors_allowed_origins,"
-              " gpu_temperature_threshold, internal_fields, response_model, semantic_cache_audit_percent,"
-              " semantic_cache_embedding_model, semantic_cache_threshold, usage_retention_days", "names");
+              " gpu_temperature_threshold, internal_fields, recovery_hint_failures, response_model,"
+              " semantic_cache_audit_percent, semantic_cache_embedding_model, semantic_cache_threshold,"
+              " usage_currency, usage_retention_days", "names");
     char small[8];
     settings_names(small, sizeof small);
     CHECK(strlen(small) == 7, "names truncated: %s", small);

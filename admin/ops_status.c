@@ -1,0 +1,145 @@
+/* ops_status.c: what the /inference page shows beside an endpoint or a key that changes
+ * with traffic rather than by an audited change (issue 16): an endpoint's failure streak
+ * and recovery hint, a key's counters today and this month. Added to the API's answers
+ * only, never to audit records. */
+#include "ops_internal.h"
+
+#include "settings.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* The streak is read from at most this many of the endpoint's newest events (the
+ * setting's range ends there too), so the cost is bounded however long it is down. */
+#define STREAK_WINDOW 1000
+
+static int64_t setting_int(sqlite3 *db, const char *name)
+{
+    const struct settings_def *d = settings_find(name);
+    struct settings_value v;
+    sqlite3_stmt *st = NULL;
+    const char *text = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM settings WHERE key = ?1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            text = (const char *)sqlite3_column_text(st, 0);
+    }
+    settings_read(d, text, &v);
+    sqlite3_finalize(st);
+    return v.i;
+}
+
+/* A failure of the endpoint: what its callers got as a server-side error (5xx: the
+ * upstream failed or timed out, no replica could take it). A refusal of the caller
+ * (4xx) says nothing about the endpoint. Counted from usage_events, where the data
+ * plane records every routed request with its endpoint, so it needs no sluice-healthd
+ * and clears at the first answer that is not a 5xx. */
+int ops_endpoint_status(sqlite3 *db, struct json_object *ep, struct ops_error *err)
+{
+    struct json_object *idv = NULL;
+    if (!json_object_object_get_ex(ep, "id", &idv))
+        return 0;
+    int64_t id = json_object_get_int64(idv), streak = 0, last_ms = 0;
+    int64_t threshold = setting_int(db, "recovery_hint_failures");
+    char last_error[128] = "";
+    int in_streak = 1;
+    sqlite3_stmt *st = ops_prepare(db, err,
+                                   "SELECT status, error_code, ts_ms FROM usage_events WHERE endpoint_id = ?1"
+                                   " ORDER BY ts_ms DESC, id DESC LIMIT ?2", "ii", id, (int64_t)STREAK_WINDOW);
+    if (!st)
+        return -1;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int s = sqlite3_column_int(st, 0);
+        if (s < 500) {
+            in_streak = 0;
+            if (last_ms)
+                break;
+            continue;
+        }
+        if (in_streak)
+            streak++;
+        if (!last_ms) {
+            const char *code = (const char *)sqlite3_column_text(st, 1);
+            snprintf(last_error, sizeof last_error, "%s (%d)", code && *code ? code : "server_error", s);
+            last_ms = sqlite3_column_int64(st, 2);
+        }
+        if (!in_streak)
+            break;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        ops_fail_db(err, db);
+        return -1;
+    }
+    json_object_object_add(ep, "failure_streak", json_object_new_int64(streak));
+    ops_json_str(ep, "last_error", last_ms ? last_error : NULL);
+    json_object_object_add(ep, "last_error_ms", last_ms ? json_object_new_int64(last_ms) : NULL);
+    char hint[512];
+    const char *h = NULL;
+    if (streak >= threshold) {
+        int64_t healthy = 0;
+        if (ops_query_i64(db, err, &healthy, "SELECT COUNT(*) FROM replicas WHERE endpoint_id = ?1 AND healthy = 1"
+                          " AND state = 'running'", "i", id) < 0)
+            return -1;
+        if (healthy == 0)
+            snprintf(hint, sizeof hint, "%lld requests in a row failed (last: %s) and no replica is healthy and"
+                     " running: start or fix the upstream servers, or add a replica", (long long)streak, last_error);
+        else
+            snprintf(hint, sizeof hint, "%lld requests in a row failed (last: %s): check that the replicas"
+                     " answer (their URLs, the upstream credential, the upstream's logs), or use the endpoint"
+                     " test", (long long)streak, last_error);
+        h = hint;
+    }
+    ops_json_str(ep, "recovery_hint", h);
+    return 0;
+}
+
+/* R-KEY-4: the counters the gateway enforces the key's limits with, as the usage writer
+ * last stored them: calls and tokens of today and this month in the billing time zone
+ * (the CGI runs with TZ set to it, as the data plane does). */
+int ops_key_counters(sqlite3 *db, struct json_object *key, struct ops_error *err)
+{
+    struct json_object *idv = NULL;
+    if (!json_object_object_get_ex(key, "id", &idv))
+        return 0;
+    int64_t id = json_object_get_int64(idv);
+    time_t now = time(NULL);
+    struct tm tm;
+    char day[16], month[16];
+    localtime_r(&now, &tm);
+    strftime(day, sizeof day, "d:%Y-%m-%d", &tm);
+    strftime(month, sizeof month, "m:%Y-%m", &tm);
+    const char *periods[2] = {day, month}, *names[2] = {"today", "month"};
+    for (int i = 0; i < 2; i++) {
+        sqlite3_stmt *st = ops_prepare(db, err, "SELECT calls, tokens FROM quota_counters WHERE key_id = ?1"
+                                       " AND period = ?2", "it", id, periods[i]);
+        if (!st)
+            return -1;
+        int rc = sqlite3_step(st);
+        struct json_object *o = json_object_new_object();
+        json_object_object_add(o, "requests", json_object_new_int64(rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0));
+        json_object_object_add(o, "tokens", json_object_new_int64(rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0));
+        sqlite3_finalize(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+            json_object_put(o);
+            ops_fail_db(err, db);
+            return -1;
+        }
+        json_object_object_add(key, names[i], o);
+    }
+    return 0;
+}
+
+int ops_list_status(sqlite3 *db, struct json_object *res, const char *field,
+                    int (*fn)(sqlite3 *, struct json_object *, struct ops_error *), struct ops_error *err)
+{
+    struct json_object *arr = NULL;
+    if (!res || !json_object_object_get_ex(res, field, &arr))
+        return 0;
+    for (size_t i = 0; i < json_object_array_length(arr); i++)
+        if (fn(db, json_object_array_get_idx(arr, i), err) != 0)
+            return -1;
+    return 0;
+}
