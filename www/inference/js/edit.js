@@ -24,7 +24,8 @@ function edit_input(f, value) {
   let el;
   if (f.type === 'bool') {
     el = h('input', { type: 'checkbox', name: f.name, id, checked: !!value });
-    return h('label', { class: 'check', 'data-field': f.name }, el, f.label);
+    const box = h('label', { class: 'check', 'data-field': f.name }, el, f.label);
+    return f.hint ? h('div', { class: 'field' }, box, h('span', { class: 'field-hint' }, f.hint)) : box;
   }
   if (f.type === 'enum' || f.type === 'tristate') {
     const opts = f.type === 'tristate'
