@@ -5,7 +5,7 @@
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
 import {
-  badge, confirmDialog, field, fmtLimit, fmtTime, formDialog, h, notify, onSubmit, replace, select, showSecret, table,
+  badge, field, fmtLimit, fmtTime, h, notify, onSubmit, replace, select, showSecret, table,
 } from '../dom.js';
 import { confirmDiff, deleteRows, editButton, editDialog } from '../edit.js';
 import { errorText, panel, refreshButton, tenantField, viewHeader } from './parts.js';
@@ -125,7 +125,8 @@ function endpoint_card(e, reps, reload) {
   test.addEventListener('click', () => endpoint_test(e, test, verdict));
   const rotate = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'rotate' }, 'Rotate key');
   rotate.addEventListener('click', async () => {
-    if (!await confirmDialog('Rotate endpoint key', `The current key of ${e.name} stops working at once.`, 'Rotate')) return;
+    if (!await confirmDiff('Rotate endpoint key', `The current key of ${e.name} stops working at once.`,
+      [['key', `${e.key_prefix}…`, '(a new key, shown once)']], { okLabel: 'Rotate' })) return;
     try {
       const res = await api_post(`endpoints/${api_id(e.id)}/rotate-key`, {});
       await reload();
@@ -136,12 +137,11 @@ function endpoint_card(e, reps, reload) {
   });
   const queue = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'queue' }, 'Queue');
   queue.addEventListener('click', async () => {
-    const done = await formDialog(`Queue of ${e.name}`, queue_fields(e), 'Save',
-      (v) => api_patch(`endpoints/${api_id(e.id)}`, queue_values(v)));
-    if (done) {
-      notify(`Queue of ${e.name} saved`);
-      await reload();
-    }
+    const done = await editDialog({
+      title: `Queue of ${e.name}`, spec: ENDPOINT_SPEC.filter((f) => ['max_concurrency', 'queue_max', 'queue_timeout_ms'].includes(f.name)),
+      values: e, done: `Queue of ${e.name} saved`, save: (ch) => api_patch(`endpoints/${api_id(e.id)}`, ch),
+    });
+    if (done) await reload();
   });
   const edit = editButton('Edit', `Edit ${e.name}`);
   edit.addEventListener('click', async () => {

@@ -4,7 +4,7 @@
 
 import { api, api_delete, api_get, api_id, api_list_all, api_patch, api_post } from '../api.js';
 import {
-  badge, confirmDialog, field, fmtLimit, fmtNum, formDialog, h, notify, onSubmit, replace, select, showSecret, table,
+  badge, field, fmtLimit, fmtNum, h, notify, onSubmit, replace, select, showSecret, table,
 } from '../dom.js';
 import { confirmDiff, editButton, editDialog } from '../edit.js';
 import { errorText, LIMITS, limitFields, limitValues, panel, refreshButton, utcDay, viewHeader } from './parts.js';

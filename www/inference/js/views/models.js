@@ -4,7 +4,7 @@
 // clears its own tenant's cached answers.
 
 import { api, api_delete, api_get, api_list_all, api_path, api_post } from '../api.js';
-import { badge, confirmDialog, field, fmtNum, fmtTime, formDialog, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { badge, field, fmtNum, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
 import { confirmDiff, editDialog } from '../edit.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
 
@@ -172,7 +172,8 @@ async function cache_load(box, reload) {
     const b = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm', 'data-action': 'clear' }, 'Clear');
     b.addEventListener('click', async () => {
       const what = model ? `the cached answers of ${model}` : 'every cached answer';
-      if (!await confirmDialog('Clear the cache', `Delete ${what}? Requests go upstream again.`, 'Clear', true)) return;
+      const entries = model ? (stats.models.find((m) => m.model === model) || {}).entries : stats.entries;
+      if (!await confirmDiff('Clear the cache', `Delete ${what}? Requests go upstream again.`, [['entries', entries, 0]], { okLabel: 'Clear' })) return;
       try {
         const r = await api_delete(api_path('cache', { model }));
         notify(`Cleared ${fmtNum(r.deleted)} cached answer${r.deleted === 1 ? '' : 's'}`);

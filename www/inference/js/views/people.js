@@ -3,7 +3,7 @@
 // delete them.
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
-import { badge, confirmDialog, field, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { badge, field, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
 import { confirmDiff, editButton, editDialog } from '../edit.js';
 import { errorText, LIMITS, panel, refreshButton, tenantField, viewHeader } from './parts.js';
 

@@ -4,7 +4,7 @@
 // the route's answer cache (R-CACHE-2: its own mode and TTL, or the model policy's).
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
-import { badge, confirmDialog, field, fmtNum, formDialog, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { badge, field, fmtNum, h, notify, onSubmit, replace, select, table } from '../dom.js';
 import { confirmDiff, editButton, editDialog } from '../edit.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
 
@@ -159,21 +159,18 @@ function cache_cell(r) {
 
 const CACHE_CHOICES = [['', 'Inherit (the model policy\u2019s)'], ['off', 'Off'], ['exact', 'Exact'], ['semantic', 'Semantic']];
 
+const CACHE_SPEC = [
+  { name: 'cache', label: 'Cache', type: 'enum', nullable: true, values: CACHE_CHOICES.slice(1), labels: { null: CACHE_CHOICES[0][1] },
+    hint: 'answers kept for identical greedy requests' },
+  { name: 'cache_ttl_s', label: 'Cache TTL (s)', type: 'int', min: 1, max: 31536000, placeholder: 'the policy\u2019s', hint: 'empty = the model policy\u2019s' },
+];
+
 async function cache_edit(r, reload) {
-  const ttl = h('input', { name: 'cache_ttl_s', type: 'number', min: 1, max: 31536000, step: 1, inputmode: 'numeric', placeholder: 'the policy\u2019s' });
-  if (r.cache_ttl_s !== null) ttl.value = String(r.cache_ttl_s);
-  const fields = [
-    field('Cache', select('cache', CACHE_CHOICES, r.cache ?? ''), 'answers kept for identical greedy requests'),
-    field('Cache TTL (s)', ttl, 'empty = the model policy\u2019s'),
-  ];
-  const done = await formDialog(`Cache of ${r.model} → ${r.endpoint}`, fields, 'Save',
-    (v) => api_patch(`model-routes/${api_id(r.id)}`, {
-      cache: v.cache || null, cache_ttl_s: Number.isFinite(v.cache_ttl_s) ? Math.trunc(v.cache_ttl_s) : null,
-    }));
-  if (done) {
-    notify(`Cache of ${r.model} → ${r.endpoint} saved`);
-    await reload();
-  }
+  const done = await editDialog({
+    title: `Cache of ${r.model} → ${r.endpoint}`, spec: CACHE_SPEC, values: r, done: `Cache of ${r.model} → ${r.endpoint} saved`,
+    save: (ch) => api_patch(`model-routes/${api_id(r.id)}`, ch),
+  });
+  if (done) await reload();
 }
 
 // The route is the last one taking this model's traffic (active, weight > 0).
