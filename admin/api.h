@@ -47,6 +47,9 @@ struct api_ctx {
     struct json_object *out;
     char headers[4][512];               /* extra header lines (Set-Cookie, Retry-After) */
     int nheaders;
+    char *text;                         /* set (malloc'd): sent instead of out, as text_type */
+    size_t text_len;
+    const char *text_type;
 };
 
 typedef void (*api_fn)(struct api_ctx *c);

@@ -8,8 +8,9 @@
 #include <string.h>
 #include <time.h>
 
-/* Epoch milliseconds, or a day YYYY-MM-DD (UTC): its first millisecond, or with end set
- * its last. -1: error sent. */
+/* Epoch milliseconds, or a day YYYY-MM-DD in the billing time zone (the CGI runs with TZ
+ * set to it, as the usage reports' days are): its first millisecond, or with end set its
+ * last. -1: error sent. */
 static int req_time(struct api_ctx *c, const char *name, int end, struct ops_i64 *out)
 {
     char buf[32];
@@ -18,15 +19,17 @@ static int req_time(struct api_ctx *c, const char *name, int end, struct ops_i64
         return -1;
     if (!s)
         return 0;
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     int y, m, d, n = 0;
-    if (strlen(s) == 10 && sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) == 3 && n == 10 && m >= 1 &&
-        m <= 12 && d >= 1 && d <= 31 && y >= 1970 && y <= 9999) {
+    if (strlen(s) == 10 && sscanf(s, "%4d-%2d-%2d%n", &y, &m, &d, &n) == 3 && n == 10 && s[4] == '-' &&
+        s[7] == '-' && m >= 1 && m <= 12 && d >= 1 && d <= mdays[m - 1] && y >= 1970 && y <= 9999) {
         struct tm tm = {0};
         tm.tm_year = y - 1900;
         tm.tm_mon = m - 1;
-        tm.tm_mday = d;
+        tm.tm_mday = d + (end ? 1 : 0);
+        tm.tm_isdst = -1;
         out->set = 1;
-        out->v = (int64_t)timegm(&tm) * 1000 + (end ? 86399999 : 0);
+        out->v = (int64_t)mktime(&tm) * 1000 - (end ? 1 : 0);
         return 0;
     }
     if (parse_i64(s, 0, INT64_MAX / 4, &out->v) == 0) {

@@ -199,23 +199,28 @@ const char *cgi_reason(int status)
     }
 }
 
-void cgi_send(int status, const char *const *extra_headers, struct json_object *body)
+void cgi_send_text(int status, const char *const *extra_headers, const char *content_type, const char *text,
+                   size_t len)
 {
-    const char *text = body ? json_object_to_json_string_ext(
-        body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : "{}";
-    size_t len = strlen(text);
-    /* Every API answer: JSON, never cached, never sniffed, never framed (R-SEC-7). */
+    /* Every API answer: never cached, never sniffed, never framed (R-SEC-7). */
     printf("Status: %d %s\r\n"
-           "Content-Type: application/json\r\n"
+           "Content-Type: %s\r\n"
            "Cache-Control: no-store\r\n"
            "X-Content-Type-Options: nosniff\r\n"
            "X-Frame-Options: DENY\r\n"
            "Referrer-Policy: no-referrer\r\n"
            "Content-Security-Policy: default-src 'none'; frame-ancestors 'none'\r\n",
-           status, cgi_reason(status));
+           status, cgi_reason(status), content_type);
     for (const char *const *h = extra_headers; h && *h; h++)
         printf("%s\r\n", *h);
     printf("Content-Length: %zu\r\n\r\n", len);
     fwrite(text, 1, len, stdout);
     fflush(stdout);
+}
+
+void cgi_send(int status, const char *const *extra_headers, struct json_object *body)
+{
+    const char *text = body ? json_object_to_json_string_ext(
+        body, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE) : "{}";
+    cgi_send_text(status, extra_headers, "application/json", text, strlen(text));
 }

@@ -37,6 +37,9 @@ int cgi_cookie(const struct cgi_req *r, const char *name, char *out, size_t cap)
  * carries (JSON, no-store, nosniff, ...), extra header lines (each "Name: value",
  * may be NULL), and body serialised. */
 void cgi_send(int status, const char *const *extra_headers, struct json_object *body);
+/* The same headers around another body (a CSV download). */
+void cgi_send_text(int status, const char *const *extra_headers, const char *content_type, const char *text,
+                   size_t len);
 
 const char *cgi_reason(int status);
 

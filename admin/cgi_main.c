@@ -143,16 +143,20 @@ int main(void)
                   "the request cannot be read");
     else
         main_serve(&c);
-    if (!c.out)
+    if (!c.out && !c.text)
         api_error(&c, 500, "internal_error", NULL, "no answer");
     const char *headers[5];
     for (int i = 0; i < c.nheaders && i < 4; i++)
         headers[i] = c.headers[i];
     headers[c.nheaders < 4 ? c.nheaders : 4] = NULL;
-    cgi_send(c.status, headers, c.out);
+    if (c.text && c.status < 400)
+        cgi_send_text(c.status, headers, c.text_type, c.text, c.text_len);
+    else
+        cgi_send(c.status, headers, c.out);
     if (c.status >= 500)
         log_error("%s %s -> %d", req.method, req.path, c.status);
     json_object_put(c.out);
+    free(c.text);
     json_object_put(c.body);
     db_close(c.db);
     cgi_free(&req);

@@ -1,8 +1,13 @@
-/* ops_usage.c: usage reports from the daily aggregate, never from raw events (R-USE-6, R-USE-7). */
+/* ops_usage.c: usage reports from the daily aggregates (R-USE-6, R-USE-7); only the latency
+ * percentiles read events, a bounded number (issue 16). */
 #include "ops_internal.h"
 
+#include "settings.h"
+
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -11,35 +16,56 @@
  * every tenant, (tenant_id, day) for one, (user_id, day) for one user. A filter that
  * is not given is written as "?N IS NULL" rather than "(?N IS NULL OR col = ?N)",
  * which SQLite could not use an index for. Only these constant fragments are put
- * together; every value stays bound. Columns 0-3 are the sums; the group's own
- * columns follow. */
-enum usage_group { USAGE_MODEL, USAGE_USER, USAGE_KEY, USAGE_DAY };
+ * together; every value stays bound. Columns 0-4 are the sums and the cost, 5 the
+ * group's key; the group's names follow.
+ * By model, user, key and day the report reads usage_daily; by endpoint and replica
+ * usage_daily_route (sql/012_page_api.sql), which the usage writer fills beside it. The
+ * cost prices each aggregate row's tokens with its model's policy (issue 16). */
+enum usage_group { USAGE_MODEL, USAGE_USER, USAGE_KEY, USAGE_DAY, USAGE_ENDPOINT, USAGE_REPLICA };
 
 static const struct {
     const char *name;   /* group_by value, also the row field naming the group */
-    const char *key;    /* the grouping column of usage_daily */
+    const char *table;  /* the aggregate it reads */
+    const char *key;    /* the grouping column of the aggregate */
+    const char *extra;  /* more of the inner query's columns (g.ep: a replica's endpoint) */
     const char *cols;   /* the group's columns in the answer */
     const char *join;   /* names for the group */
     const char *order;
+    const char *event;  /* the group's key in usage_events (latency percentiles) */
+    const char *sample; /* a group's own newest events: ?5 its key, ?6 ?7 its day's bounds, ?8 its endpoint */
 } usage_reports[] = {
-    [USAGE_MODEL] = {"model", "d.model", ", g.k", "", " ORDER BY g.p + g.c DESC, g.r DESC, g.k"},
-    [USAGE_USER] = {"user", "d.user_id", ", g.k, u.name", " LEFT JOIN users u ON u.id = g.k",
-                    " ORDER BY g.p + g.c DESC, g.r DESC, g.k"},
-    [USAGE_KEY] = {"key", "d.key_id", ", g.k, k.prefix, k.name, u.name",
+    [USAGE_MODEL] = {"model", "usage_daily", "d.model", "", ", g.k", "", " ORDER BY g.p + g.c DESC, g.r DESC, g.k",
+                     "e.model", "e.model = ?5"},
+    [USAGE_USER] = {"user", "usage_daily", "d.user_id", "", ", g.k, u.name", " LEFT JOIN users u ON u.id = g.k",
+                    " ORDER BY g.p + g.c DESC, g.r DESC, g.k", "e.user_id", "e.user_id = ?5"},
+    [USAGE_KEY] = {"key", "usage_daily", "d.key_id", "", ", g.k, k.prefix, k.name, u.name",
                    " LEFT JOIN api_keys k ON k.id = g.k LEFT JOIN users u ON u.id = k.user_id",
-                   " ORDER BY g.p + g.c DESC, g.r DESC, g.k"},
-    [USAGE_DAY] = {"day", "d.day", ", g.k", "", " ORDER BY g.k"},
+                   " ORDER BY g.p + g.c DESC, g.r DESC, g.k", "e.key_id", "e.key_id = ?5"},
+    [USAGE_DAY] = {"day", "usage_daily", "d.day", "", ", g.k", "", " ORDER BY g.k",
+                   "date(e.ts_ms / 1000, 'unixepoch', 'localtime')", "?5 IS NOT NULL AND e.ts_ms BETWEEN ?6 AND ?7"},
+    [USAGE_ENDPOINT] = {"endpoint", "usage_daily_route", "d.endpoint_id", "", ", g.k, ep.name",
+                        " LEFT JOIN endpoints ep ON ep.id = g.k", " ORDER BY g.p + g.c DESC, g.r DESC, g.k",
+                        "e.endpoint_id", "e.endpoint_id = ?5"},
+    [USAGE_REPLICA] = {"replica", "usage_daily_route", "d.replica_id", ", MAX(d.endpoint_id) AS ep",
+                       ", g.k, r.url, g.ep, ep.name",
+                       " LEFT JOIN replicas r ON r.id = g.k LEFT JOIN endpoints ep ON ep.id = g.ep",
+                       " ORDER BY g.p + g.c DESC, g.r DESC, g.k", "e.replica_id",
+                       "e.endpoint_id = ?8 AND e.replica_id = ?5"},
 };
+#define USAGE_NGROUPS (sizeof usage_reports / sizeof usage_reports[0])
 
 /* The report's SQL for the filters that are set (?1 tenant, ?2 from, ?3 to, ?4 user). */
 static int usage_sql(char *out, size_t n, enum usage_group g, int tenant, int from, int to,
                      int user)
 {
     int w = snprintf(out, n,
-                     "SELECT g.r, g.e, g.p, g.c%s FROM (SELECT %s AS k, SUM(d.requests) AS r,"
-                     " SUM(d.errors) AS e, SUM(d.prompt_tokens) AS p, SUM(d.completion_tokens) AS c"
-                     " FROM usage_daily d WHERE %s AND %s AND %s AND %s GROUP BY 1) g%s%s",
-                     usage_reports[g].cols, usage_reports[g].key,
+                     "SELECT g.r, g.e, g.p, g.c, g.cost%s FROM (SELECT %s AS k, SUM(d.requests) AS r,"
+                     " SUM(d.errors) AS e, SUM(d.prompt_tokens) AS p, SUM(d.completion_tokens) AS c,"
+                     " SUM(d.prompt_tokens * COALESCE(pp.price_input_per_1k, 0)"
+                     " + d.completion_tokens * COALESCE(pp.price_output_per_1k, 0)) / 1000.0 AS cost%s"
+                     " FROM %s d LEFT JOIN model_policies pp ON pp.model = d.model"
+                     " WHERE %s AND %s AND %s AND %s GROUP BY 1) g%s%s",
+                     usage_reports[g].cols, usage_reports[g].key, usage_reports[g].extra, usage_reports[g].table,
                      tenant ? "d.tenant_id = ?1" : "?1 IS NULL",
                      from ? "d.day >= ?2" : "?2 IS NULL", to ? "d.day <= ?3" : "?3 IS NULL",
                      user ? "d.user_id = ?4" : "?4 IS NULL", usage_reports[g].join,
@@ -49,9 +75,10 @@ static int usage_sql(char *out, size_t n, enum usage_group g, int tenant, int fr
 
 struct usage_counts {
     int64_t requests, errors, prompt_tokens, completion_tokens;
+    double cost;
 };
 
-static void usage_add_counts(struct json_object *o, const struct usage_counts *c)
+static void usage_add_counts(struct json_object *o, const struct usage_counts *c, const char *currency)
 {
     json_object_object_add(o, "requests", json_object_new_int64(c->requests));
     json_object_object_add(o, "errors", json_object_new_int64(c->errors));
@@ -59,6 +86,17 @@ static void usage_add_counts(struct json_object *o, const struct usage_counts *c
     json_object_object_add(o, "completion_tokens", json_object_new_int64(c->completion_tokens));
     json_object_object_add(o, "total_tokens",
                            json_object_new_int64(c->prompt_tokens + c->completion_tokens));
+    /* a millionth of the unit: enough for any price, and no 0.30000000000000004 */
+    char text[64];
+    double cost = (double)llround(c->cost * 1e6) / 1e6;
+    snprintf(text, sizeof text, "%.6f", cost);
+    size_t len = strlen(text);
+    while (len > 1 && text[len - 1] == '0')
+        text[--len] = '\0';
+    if (text[len - 1] == '.')
+        text[--len] = '\0';
+    json_object_object_add(o, "cost", json_object_new_double_s(cost, text));
+    ops_json_str(o, "currency", currency);
 }
 
 /* YYYY-MM-DD naming a real date. */
@@ -81,31 +119,225 @@ static int usage_check_day(const char *param, const char *s, struct ops_error *e
     return ok ? 0 : -1;
 }
 
-static struct json_object *usage_row(enum usage_group g, sqlite3_stmt *st,
-                                     const struct usage_counts *c)
+/* The first millisecond of a (checked) day in the billing time zone (the process's TZ),
+ * or with next set the first of the day after. */
+static int64_t usage_day_ms(const char *day, int next)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    tm.tm_year = atoi(day) - 1900;
+    tm.tm_mon = atoi(day + 5) - 1;
+    tm.tm_mday = atoi(day + 8) + (next ? 1 : 0);
+    tm.tm_isdst = -1;
+    return (int64_t)mktime(&tm) * 1000;
+}
+
+static struct json_object *usage_row(enum usage_group g, sqlite3_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     switch (g) {
     case USAGE_MODEL:
-        ops_json_text(o, "model", st, 4);
+        ops_json_text(o, "model", st, 5);
         break;
     case USAGE_USER:   /* user 0: endpoint keys, no member identity (R-USE-6) */
-        ops_json_text(o, "user", st, 5);
-        ops_json_int(o, "user_id", st, 4);
+        ops_json_text(o, "user", st, 6);
+        ops_json_int(o, "user_id", st, 5);
         break;
     case USAGE_KEY:
-        ops_json_int(o, "key", st, 4);
-        ops_json_int(o, "key_id", st, 4);
-        ops_json_text(o, "prefix", st, 5);
-        ops_json_text(o, "name", st, 6);
-        ops_json_text(o, "user", st, 7);
+        ops_json_int(o, "key", st, 5);
+        ops_json_int(o, "key_id", st, 5);
+        ops_json_text(o, "prefix", st, 6);
+        ops_json_text(o, "name", st, 7);
+        ops_json_text(o, "user", st, 8);
         break;
     case USAGE_DAY:
-        ops_json_text(o, "day", st, 4);
+        ops_json_text(o, "day", st, 5);
+        break;
+    case USAGE_ENDPOINT:   /* 0: refused before an endpoint was chosen */
+        ops_json_text(o, "endpoint", st, 6);
+        ops_json_int(o, "endpoint_id", st, 5);
+        break;
+    case USAGE_REPLICA:
+        ops_json_text(o, "replica", st, 6);
+        ops_json_int(o, "replica_id", st, 5);
+        ops_json_text(o, "endpoint", st, 8);
+        ops_json_int(o, "endpoint_id", st, 7);
         break;
     }
-    usage_add_counts(o, c);
     return o;
+}
+
+/* The CSV's columns: the JSON row's members in order (ops_usage_csv). */
+static struct json_object *usage_columns(enum usage_group g)
+{
+    static const char *const labels[USAGE_NGROUPS][6] = {
+        [USAGE_MODEL] = {"model"}, [USAGE_USER] = {"user", "user_id"},
+        [USAGE_KEY] = {"key", "key_id", "prefix", "name", "user"}, [USAGE_DAY] = {"day"},
+        [USAGE_ENDPOINT] = {"endpoint", "endpoint_id"},
+        [USAGE_REPLICA] = {"replica", "replica_id", "endpoint", "endpoint_id"}};
+    static const char *const counts[] = {"requests", "errors", "prompt_tokens", "completion_tokens", "total_tokens",
+                                         "cost", "currency", "latency_p50_ms", "latency_p95_ms", "ttft_p50_ms",
+                                         "ttft_p95_ms", NULL};
+    struct json_object *a = json_object_new_array();
+    for (size_t i = 0; i < 6 && labels[g][i]; i++)
+        json_object_array_add(a, json_object_new_string(labels[g][i]));
+    for (size_t i = 0; counts[i]; i++)
+        json_object_array_add(a, json_object_new_string(counts[i]));
+    return a;
+}
+
+/* ---- latency percentiles: a bounded scan of the events ------------------------------
+ * The aggregates hold no latencies, so the page's groups get theirs from the events:
+ * first the newest USAGE_SAMPLE successful events of the report's range and filters in
+ * one indexed scan (ts_ms, or tenant_id / user_id then ts_ms), each counted for its
+ * group; then, for a group on the page with none among them, its own newest
+ * USAGE_GROUP_SAMPLE through its own index. So the cost is bounded whatever the range
+ * holds, and the percentiles are those of the newest events of each group. */
+#define USAGE_SAMPLE 5000
+#define USAGE_GROUP_SAMPLE 100
+
+struct usage_samples {
+    char key[192];              /* the group's key as text */
+    int64_t endpoint_id;        /* replica groups: its endpoint (its own index) */
+    struct json_object *row;
+    int64_t *lat, *ttft;
+    size_t nlat, nttft, cap_lat, cap_ttft;
+};
+
+static void samples_push(int64_t **a, size_t *n, size_t *cap, int64_t v)
+{
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *a = realloc(*a, *cap * sizeof **a);
+        if (!*a)
+            abort();
+    }
+    (*a)[(*n)++] = v;
+}
+
+static void samples_add(struct usage_samples *s, int64_t latency, int64_t ttft)
+{
+    samples_push(&s->lat, &s->nlat, &s->cap_lat, latency);
+    if (ttft > 0)   /* 0: no first token was timed (an answer without a stream) */
+        samples_push(&s->ttft, &s->nttft, &s->cap_ttft, ttft);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_samples(const void *a, const void *b)
+{
+    return strcmp(((const struct usage_samples *)a)->key, ((const struct usage_samples *)b)->key);
+}
+
+/* Nearest rank: the smallest value with at least p percent of the samples at or below. */
+static struct json_object *percentile(int64_t *v, size_t n, int p)
+{
+    if (n == 0)
+        return NULL;
+    size_t rank = (n * (size_t)p + 99) / 100;
+    return json_object_new_int64(v[rank ? rank - 1 : 0]);
+}
+
+static void samples_finish(struct usage_samples *s)
+{
+    qsort(s->lat, s->nlat, sizeof *s->lat, cmp_i64);
+    qsort(s->ttft, s->nttft, sizeof *s->ttft, cmp_i64);
+    json_object_object_add(s->row, "latency_p50_ms", percentile(s->lat, s->nlat, 50));
+    json_object_object_add(s->row, "latency_p95_ms", percentile(s->lat, s->nlat, 95));
+    json_object_object_add(s->row, "ttft_p50_ms", percentile(s->ttft, s->nttft, 50));
+    json_object_object_add(s->row, "ttft_p95_ms", percentile(s->ttft, s->nttft, 95));
+    free(s->lat);
+    free(s->ttft);
+}
+
+/* The filters of the report on usage_events e: ?1 tenant, ?2 from_ms, ?3 to_ms, ?4 user. */
+static int usage_event_where(char *out, size_t n, int tenant, int from, int to, int user)
+{
+    int w = snprintf(out, n, "%s AND %s AND %s AND %s AND e.status < 400",
+                     tenant ? "e.tenant_id = ?1" : "?1 IS NULL", from ? "e.ts_ms >= ?2" : "?2 IS NULL",
+                     to ? "e.ts_ms < ?3" : "?3 IS NULL", user ? "e.user_id = ?4" : "?4 IS NULL");
+    return w > 0 && (size_t)w < n ? 0 : -1;
+}
+
+static int usage_latencies(sqlite3 *db, enum usage_group g, struct usage_samples *s, size_t n, struct ops_i64 tid,
+                           struct ops_i64 uid, struct ops_i64 from_ms, struct ops_i64 to_ms, struct ops_error *err)
+{
+    char where[256], sql[1024];
+    if (n == 0)
+        return 0;
+    qsort(s, n, sizeof *s, cmp_samples);
+    if (usage_event_where(where, sizeof where, tid.set, from_ms.set, to_ms.set, uid.set) != 0 ||
+        snprintf(sql, sizeof sql, "SELECT %s, e.latency_ms, e.ttft_ms FROM usage_events e WHERE %s"
+                 " ORDER BY e.ts_ms DESC LIMIT %d", usage_reports[g].event, where, USAGE_SAMPLE) >= (int)sizeof sql) {
+        ops_fail(err, OPS_ERR_INTERNAL, NULL, "usage query too long");
+        return -1;
+    }
+    sqlite3_stmt *st = ops_prepare(db, err, sql, "oooo", tid, from_ms, to_ms, uid);
+    if (!st)
+        return -1;
+    int rc;
+    struct usage_samples probe;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *k = (const char *)sqlite3_column_text(st, 0);
+        snprintf(probe.key, sizeof probe.key, "%s", k ? k : "");
+        struct usage_samples *hit = bsearch(&probe, s, n, sizeof *s, cmp_samples);
+        if (hit)
+            samples_add(hit, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        ops_fail_db(err, db);
+        return -1;
+    }
+    if (snprintf(sql, sizeof sql, "SELECT e.latency_ms, e.ttft_ms FROM usage_events e WHERE %s AND %s"
+                 /* every group binds ?5-?8; those its fragment does not use are named here */
+                 " AND (?5 || ?6 || ?7 || ?8) IS NOT NULL ORDER BY e.ts_ms DESC LIMIT %d", usage_reports[g].sample, where, USAGE_GROUP_SAMPLE) >=
+        (int)sizeof sql) {
+        ops_fail(err, OPS_ERR_INTERNAL, NULL, "usage query too long");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i].nlat)
+            continue;
+        int64_t day0 = 0, day1 = 0;
+        if (g == USAGE_DAY && usage_check_day("day", s[i].key, err) == 0) {
+            day0 = usage_day_ms(s[i].key, 0);
+            day1 = usage_day_ms(s[i].key, 1) - 1;
+        }
+        ops_error_clear(err);
+        st = ops_prepare(db, err, sql, "ooootiii", tid, from_ms, to_ms, uid, s[i].key, day0, day1,
+                         s[i].endpoint_id);
+        if (!st)
+            return -1;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+            samples_add(&s[i], sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE) {
+            ops_fail_db(err, db);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void usage_setting_text(sqlite3 *db, const char *name, char *out, size_t n)
+{
+    const struct settings_def *d = settings_find(name);
+    struct settings_value v;
+    sqlite3_stmt *st = NULL;
+    const char *text = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM settings WHERE key = ?1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            text = (const char *)sqlite3_column_text(st, 0);
+    }
+    settings_read(d, text, &v);
+    snprintf(out, n, "%s", v.text ? v.text : "");
+    sqlite3_finalize(st);
 }
 
 struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char *group_by,
@@ -115,10 +347,10 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
     struct ops_i64 tid, uid;
     int64_t limit = l ? l->limit : 0, offset = l ? l->offset : 0, groups = 0;
     if (group_by) {
-        static const char *const names[] = {"model", "user", "key", "day", NULL};
+        static const char *const names[] = {"model", "user", "key", "day", "endpoint", "replica", NULL};
         if (ops_check_enum("group_by", group_by, names, err) != 0)
             return NULL;
-        for (size_t i = 0; i < sizeof usage_reports / sizeof usage_reports[0]; i++)
+        for (size_t i = 0; i < USAGE_NGROUPS; i++)
             if (strcmp(group_by, usage_reports[i].name) == 0)
                 g = (enum usage_group)i;
     }
@@ -136,9 +368,11 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
     }
     if (ops_list_ids(db, l, &tid, &uid, NULL, err) != 0)
         return NULL;
-    /* Groups are few (models, users, keys, days): one pass sums every group for the
-     * totals and keeps only the page, so the report costs one indexed scan. */
-    char sql[1024];
+    char currency[64];
+    usage_setting_text(db, "usage_currency", currency, sizeof currency);
+    /* Groups are few (models, users, keys, days, endpoints, replicas): one pass sums every
+     * group for the totals and keeps only the page, so the report costs one indexed scan. */
+    char sql[1536];
     if (usage_sql(sql, sizeof sql, g, tid.set, from != NULL, to != NULL, uid.set) != 0) {
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "usage query too long");
         return NULL;
@@ -147,23 +381,51 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
     if (!st)
         return NULL;
     struct json_object *rows = json_object_new_array();
-    struct usage_counts total = {0, 0, 0, 0};
+    struct usage_counts total = {0, 0, 0, 0, 0};
+    size_t npage = 0, cap = limit > 0 ? (size_t)limit : 64;
+    struct usage_samples *samples = calloc(cap, sizeof *samples);
+    if (!samples)
+        abort();
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct usage_counts c = {
             sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-            sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
+            sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3), sqlite3_column_double(st, 4)};
         total.requests += c.requests;
         total.errors += c.errors;
         total.prompt_tokens += c.prompt_tokens;
         total.completion_tokens += c.completion_tokens;
-        if (groups >= offset && (limit == 0 || groups < offset + limit))
-            json_object_array_add(rows, usage_row(g, st, &c));
+        total.cost += c.cost;
+        if (groups >= offset && (limit == 0 || groups < offset + limit)) {
+            struct json_object *o = usage_row(g, st);
+            usage_add_counts(o, &c, currency);
+            json_object_array_add(rows, o);
+            if (npage == cap) {
+                cap *= 2;
+                samples = realloc(samples, cap * sizeof *samples);
+                if (!samples)
+                    abort();
+            }
+            memset(&samples[npage], 0, sizeof samples[npage]);
+            const char *k = (const char *)sqlite3_column_text(st, 5);
+            snprintf(samples[npage].key, sizeof samples[npage].key, "%s", k ? k : "");
+            samples[npage].row = o;
+            if (g == USAGE_REPLICA)
+                samples[npage].endpoint_id = sqlite3_column_int64(st, 7);
+            npage++;
+        }
         groups++;
     }
     if (rc != SQLITE_DONE)
         ops_fail_db(err, db);
     sqlite3_finalize(st);
+    struct ops_i64 from_ms = {from != NULL, from ? usage_day_ms(from, 0) : 0};
+    struct ops_i64 to_ms = {to != NULL, to ? usage_day_ms(to, 1) : 0};
+    if (rc == SQLITE_DONE && usage_latencies(db, g, samples, npage, tid, uid, from_ms, to_ms, err) != 0)
+        rc = SQLITE_ERROR;
+    for (size_t i = 0; i < npage; i++)
+        samples_finish(&samples[i]);
+    free(samples);
     if (rc != SQLITE_DONE) {
         json_object_put(rows);
         return NULL;
@@ -177,11 +439,12 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
     ops_json_str(res, "from", from);
     ops_json_str(res, "to", to);
     json_object_object_add(res, "rows", rows);
+    json_object_object_add(res, "columns", usage_columns(g));
     json_object_object_add(res, "total", json_object_new_int64(groups));
     json_object_object_add(res, "limit", json_object_new_int64(limit));
     json_object_object_add(res, "offset", json_object_new_int64(offset));
     struct json_object *t = json_object_new_object();
-    usage_add_counts(t, &total);
+    usage_add_counts(t, &total, currency);
     json_object_object_add(res, "totals", t);
     return res;
 }

@@ -21,7 +21,7 @@ static int q_len, q_stop;
 static pthread_t q_thread;
 static const struct conf *q_conf;
 static sqlite3 *q_db;
-static sqlite3_stmt *st_event, *st_daily, *st_settle;
+static sqlite3_stmt *st_event, *st_daily, *st_route, *st_settle;
 static struct shm *q_shm;                     /* set before start, then read-only */
 static int pending_len;                       /* records taken from the queue, not yet written */
 
@@ -45,6 +45,15 @@ static const char SQL_EVENT[] =
 static const char SQL_DAILY[] =
     "INSERT INTO usage_daily (day, tenant_id, user_id, key_id, model, requests, errors, prompt_tokens,"
     " completion_tokens) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (day, tenant_id, user_id, key_id, model)"
+    " DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,"
+    " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
+    " completion_tokens = completion_tokens + excluded.completion_tokens";
+
+/* The same sums by endpoint and replica (the report by endpoint / replica, issue 16). */
+static const char SQL_ROUTE[] =
+    "INSERT INTO usage_daily_route (day, tenant_id, user_id, endpoint_id, replica_id, model, requests, errors,"
+    " prompt_tokens, completion_tokens) VALUES (?,?,?,?,?,?,?,?,?,?)"
+    " ON CONFLICT (day, tenant_id, user_id, endpoint_id, replica_id, model)"
     " DO UPDATE SET requests = requests + excluded.requests, errors = errors + excluded.errors,"
     " prompt_tokens = prompt_tokens + excluded.prompt_tokens,"
     " completion_tokens = completion_tokens + excluded.completion_tokens";
@@ -130,8 +139,10 @@ static int write_event(const struct usage_record *u)
     return step_kept(e, "usage event");
 }
 
-/* One row of usage_daily, summed over the batch's records of the same group. */
+/* One row of usage_daily (by key) or usage_daily_route (by endpoint and replica),
+ * summed over the batch's records of the same group. */
 struct daily_sum {
+    int by_route;
     char day[11];
     const struct usage_record *first;
     int64_t requests, errors, prompt_tokens, completion_tokens;
@@ -141,23 +152,56 @@ static int same_group(const struct daily_sum *d, const char *day, const struct u
 {
     const struct usage_record *f = d->first;
     return strcmp(d->day, day) == 0 && f->tenant_id == u->tenant_id && f->user_id == u->user_id &&
-           f->key_id == u->key_id && strcmp(f->model, u->model) == 0;
+           (d->by_route ? f->endpoint_id == u->endpoint_id && f->replica_id == u->replica_id
+                        : f->key_id == u->key_id) && strcmp(f->model, u->model) == 0;
 }
 
 static int write_daily(const struct daily_sum *d)
 {
-    sqlite3_stmt *st = st_daily;
+    sqlite3_stmt *st = d->by_route ? st_route : st_daily;
+    int i = 1;
     sqlite3_reset(st);
-    sqlite3_bind_text(st, 1, d->day, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, d->first->tenant_id);
-    sqlite3_bind_int64(st, 3, d->first->user_id);
-    sqlite3_bind_int64(st, 4, d->first->key_id);
-    sqlite3_bind_text(st, 5, d->first->model, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 6, d->requests);
-    sqlite3_bind_int64(st, 7, d->errors);
-    sqlite3_bind_int64(st, 8, d->prompt_tokens);
-    sqlite3_bind_int64(st, 9, d->completion_tokens);
-    return step_kept(st, "daily aggregate");
+    sqlite3_bind_text(st, i++, d->day, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, i++, d->first->tenant_id);
+    sqlite3_bind_int64(st, i++, d->first->user_id);
+    if (d->by_route) {
+        sqlite3_bind_int64(st, i++, d->first->endpoint_id);
+        sqlite3_bind_int64(st, i++, d->first->replica_id);
+    } else
+        sqlite3_bind_int64(st, i++, d->first->key_id);
+    sqlite3_bind_text(st, i++, d->first->model, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, i++, d->requests);
+    sqlite3_bind_int64(st, i++, d->errors);
+    sqlite3_bind_int64(st, i++, d->prompt_tokens);
+    sqlite3_bind_int64(st, i++, d->completion_tokens);
+    return step_kept(st, d->by_route ? "daily route aggregate" : "daily aggregate");
+}
+
+/* Adds u to its group of sums[0..*n) (max groups; full: written and started again). */
+static int daily_add(struct daily_sum *sums, int *n, int max, int by_route, const char *day,
+                     const struct usage_record *u)
+{
+    int i = 0;
+    while (i < *n && !same_group(&sums[i], day, u))
+        i++;
+    if (i == *n) {
+        if (*n == max) {
+            for (int k = 0; k < *n; k++)
+                if (write_daily(&sums[k]) != 0)
+                    return -1;
+            *n = i = 0;
+        }
+        memset(&sums[i], 0, sizeof sums[i]);
+        sums[i].by_route = by_route;
+        str_copy(sums[i].day, sizeof sums[i].day, day);
+        sums[i].first = u;
+        (*n)++;
+    }
+    sums[i].requests++;
+    sums[i].errors += u->status >= 400;
+    sums[i].prompt_tokens += u->prompt_tokens;
+    sums[i].completion_tokens += u->completion_tokens;
+    return 0;
 }
 
 /* The quota counter additions of a batch, summed per key and period: a busy
@@ -208,8 +252,8 @@ static int quota_sum_add(struct quota_sum *q, int *n, int max, int64_t key_id, c
 static int write_batch(struct usage_record *list)
 {
     enum { MAX_GROUPS = 64 };
-    struct daily_sum sums[MAX_GROUPS];
-    int nsums = 0;
+    struct daily_sum sums[MAX_GROUPS], rsums[MAX_GROUPS];
+    int nsums = 0, nrsums = 0;
     /* Not db_exec: its generic "sqlite:" line would say the same as the outage's. */
     if (sqlite3_exec(q_db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
         str_copy(last_error, sizeof last_error, sqlite3_errmsg(q_db));
@@ -247,28 +291,15 @@ static int write_batch(struct usage_record *list)
         }
         char day[11];
         day_string(u->ts_ms, day);
-        int i = 0;
-        while (i < nsums && !same_group(&sums[i], day, u))
-            i++;
-        if (i == nsums) {
-            if (nsums == MAX_GROUPS) {
-                for (int k = 0; k < nsums; k++)
-                    if (write_daily(&sums[k]) != 0)
-                        goto fail;
-                nsums = i = 0;
-            }
-            memset(&sums[i], 0, sizeof sums[i]);
-            memcpy(sums[i].day, day, sizeof day);
-            sums[i].first = u;
-            nsums++;
-        }
-        sums[i].requests++;
-        sums[i].errors += u->status >= 400;
-        sums[i].prompt_tokens += u->prompt_tokens;
-        sums[i].completion_tokens += u->completion_tokens;
+        if (daily_add(sums, &nsums, MAX_GROUPS, 0, day, u) != 0 ||
+            daily_add(rsums, &nrsums, MAX_GROUPS, 1, day, u) != 0)
+            goto fail;
     }
     for (int k = 0; k < nsums; k++)
         if (write_daily(&sums[k]) != 0)
+            goto fail;
+    for (int k = 0; k < nrsums; k++)
+        if (write_daily(&rsums[k]) != 0)
             goto fail;
     if (cache_store_trim(now_ms()) != 0)
         goto fail;
@@ -443,6 +474,7 @@ int usage_writer_start(const struct conf *c)
         return -1;
     if (sqlite3_prepare_v3(q_db, SQL_EVENT, -1, SQLITE_PREPARE_PERSISTENT, &st_event, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(q_db, SQL_DAILY, -1, SQLITE_PREPARE_PERSISTENT, &st_daily, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(q_db, SQL_ROUTE, -1, SQLITE_PREPARE_PERSISTENT, &st_route, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(q_db, SQL_SETTLE, -1, SQLITE_PREPARE_PERSISTENT, &st_settle, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(q_db, SQL_QUOTA_ADD, -1, SQLITE_PREPARE_PERSISTENT, &st_quota, NULL) != SQLITE_OK) {
         log_error("usage writer: %s", sqlite3_errmsg(q_db));
@@ -482,6 +514,7 @@ void usage_writer_stop(void)
     log_flush_repeats(1);         /* the writer was the one flushing them */
     sqlite3_finalize(st_event);
     sqlite3_finalize(st_daily);
+    sqlite3_finalize(st_route);
     sqlite3_finalize(st_settle);
     sqlite3_finalize(st_quota);
     cache_store_close();

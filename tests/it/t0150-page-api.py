@@ -325,5 +325,126 @@ def test_audit_target_labels(c):
     assert [r["target_label"] for r in rows if r["object_id"] == 4242] == ["quota #4242"], rows
 
 
+def nearest_rank(values, p):
+    v = sorted(values)
+    if not v:
+        return None
+    rank = (len(v) * p + 99) // 100
+    return v[max(rank, 1) - 1]
+
+
+def test_usage_cost_latency_and_new_groups(c):
+    expect(c.root.post("/api/v1/models/routing-policies",
+                       {"model": "m", "price_input_per_1k": 0.5, "price_output_per_1k": 2.0}), 200)
+    expect(c.root.put("/api/v1/system/inference-config", {"usage_currency": "EUR"}), 200)
+    ta = c.tid["ta"]
+    ev = c.gw.usage_events("tenant_id = ?", ta)
+    groups = {"model": lambda e: e["model"], "user": lambda e: e["user_id"], "key": lambda e: e["key_id"],
+              "endpoint": lambda e: e["endpoint_id"], "replica": lambda e: e["replica_id"],
+              "day": lambda e: time.strftime("%Y-%m-%d", time.gmtime(e["ts_ms"] / 1000))}
+    label = {"model": "model", "user": "user_id", "key": "key_id", "endpoint": "endpoint_id",
+             "replica": "replica_id", "day": "day"}
+    for g, keyf in groups.items():
+        body = expect(c.adm_a.get("/api/v1/tenant/usage?group_by=%s&limit=1000" % g), 200)
+        assert body["group_by"] == g, body
+        want = {}
+        for e in ev:
+            want.setdefault(keyf(e), []).append(e)
+        got = {r[label[g]]: r for r in body["data"]}
+        assert set(got) == set(want), (g, set(got), set(want))
+        for k, es in want.items():
+            r = got[k]
+            assert r["requests"] == len(es) and r["errors"] == sum(e["status"] >= 400 for e in es), (g, r)
+            p, q = sum(e["prompt_tokens"] for e in es), sum(e["completion_tokens"] for e in es)
+            assert r["prompt_tokens"] == p and r["completion_tokens"] == q, (g, r)
+            cost = sum((e["prompt_tokens"] * 0.5 + e["completion_tokens"] * 2.0) / 1000 for e in es if e["model"] == "m")
+            assert abs(r["cost"] - cost) < 1e-6 and r["currency"] == "EUR", (g, r, cost)
+            ok = [e for e in es if e["status"] < 400]
+            assert r["latency_p50_ms"] == nearest_rank([e["latency_ms"] for e in ok], 50), (g, r, ok)
+            assert r["latency_p95_ms"] == nearest_rank([e["latency_ms"] for e in ok], 95), (g, r)
+            tt = [e["ttft_ms"] for e in ok if e["ttft_ms"] > 0]
+            assert r["ttft_p50_ms"] == nearest_rank(tt, 50) and r["ttft_p95_ms"] == nearest_rank(tt, 95), (g, r)
+        assert abs(body["totals"]["cost"] - sum(r["cost"] for r in body["data"])) < 1e-6, body["totals"]
+        if g == "endpoint":
+            assert got[c.eid["ep-ta"]]["endpoint"] == "ep-ta" and got[0]["endpoint"] is None, got
+            assert got[0]["latency_p50_ms"] is None, got[0]   # only a refusal: no successful event
+        if g == "replica":
+            rid = [k for k in got if k][0]
+            assert got[rid]["replica"] == c.fake.url and got[rid]["endpoint"] == "ep-ta", got
+        if g == "model":
+            assert got["m"]["cost"] > 0 and got["m2"]["cost"] == 0, got
+    # a member sees its own only, by endpoint too
+    mine = expect(c.mem_a.get("/api/v1/tenant/usage?group_by=endpoint"), 200)
+    assert sum(r["requests"] for r in mine["data"]) == len(c.gw.usage_events("user_id = ?", c.ids["mem_a"])), mine
+    expect(c.adm_a.get("/api/v1/tenant/usage?group_by=planet"), 400)
+    expect(c.adm_a.get("/api/v1/tenant/usage?format=xml"), 400, "invalid_value")
+
+
+def test_usage_csv_download(c):
+    for g in ("model", "key", "replica"):
+        q = "/api/v1/tenant/usage?group_by=%s&limit=1000" % g
+        js = expect(c.adm_a.get(q), 200)
+        r = c.adm_a.get(q + "&format=csv")
+        assert r.status == 200 and r.headers["content-type"].startswith("text/csv"), r.headers
+        assert "attachment" in r.headers.get("content-disposition", ""), r.headers
+        import csv
+        import io
+        lines = list(csv.reader(io.StringIO(r.body.decode())))
+        header, rows = lines[0], lines[1:]
+        assert header == js["columns"] and header[0] == {"model": "model", "key": "key", "replica": "replica"}[g], header
+        assert set(js["data"][0]) == set(header), (set(js["data"][0]) ^ set(header))
+        assert len(rows) == len(js["data"]), (rows, js["data"])
+        for row, obj in zip(rows, js["data"]):
+            for name, cell in zip(header, row):
+                v = obj[name]
+                want = "" if v is None else (("true" if v else "false") if isinstance(v, bool) else str(v))
+                if isinstance(v, float):
+                    assert abs(float(cell) - v) < 1e-9, (name, cell, v)
+                else:
+                    assert cell == want, (g, name, cell, v)
+    # a name a spreadsheet would run stays text
+    c.gw.ctl("key", "add", "--user", "mem_a", "--name", "=HYPERLINK(1)")
+    kid = [k for k in c.gw.ctl("list", "keys")["keys"] if k.get("name") == "=HYPERLINK(1)"][0]["id"]
+    c.gw.sql_write("INSERT INTO usage_daily VALUES (date('now'), ?, ?, ?, 'm', 1, 0, 1, 1)", c.tid["ta"],
+                   c.ids["mem_a"], kid)
+    body = c.adm_a.get("/api/v1/tenant/usage?group_by=key&limit=1000&format=csv").body.decode()
+    assert "'=HYPERLINK(1)" in body and ",=HYPERLINK" not in body, body
+    expect(c.root.put("/api/v1/system/inference-config", {"usage_currency": None}), 200)
+
+
+def test_affinity_and_cache_outcomes_are_recorded(c):
+    gw = c.gw
+    gw.ctl("tenant", "add", "te")
+    gw.ctl("user", "add", "mem_e", "--tenant", "te")
+    key = gw.ctl("key", "add", "--user", "mem_e")["key"]
+    add_endpoint(gw, "ep-sticky", "te", [c.fake], affinity="on")
+    gw.ctl("route", "add", "ms", "ep-sticky", "--tenant", "te")
+    gw.ctl("route", "add", "mc", "ep-sticky", "--tenant", "te")
+    gw.sql_write("INSERT INTO model_policies (model, cache, cache_ttl_s) VALUES ('mc', 'exact', 60)")
+    sess = {"X-Session-Id": "t0150-session"}
+    wait_for(lambda: c.gw.request("GET", "/v1/models", key=key).status == 200, 5, what="key live")
+    wait_for(lambda: chat(c, key, "warm", model="mc").status == 200, 5, what="routes live")
+    r1 = gw.request("POST", "/v1/chat/completions", {"model": "ms", "messages": [{"role": "user", "content": "s"}]},
+                    key=key, headers=sess)
+    r2 = gw.request("POST", "/v1/chat/completions", {"model": "ms", "messages": [{"role": "user", "content": "s"}]},
+                    key=key, headers=sess)
+    assert r1.headers.get("x-session-affinity") == "miss" and r2.headers.get("x-session-affinity", "").startswith("hit"), \
+        (r1.headers, r2.headers)
+    body = {"model": "mc", "temperature": 0, "messages": [{"role": "user", "content": "cache me"}]}
+    x1 = gw.request("POST", "/v1/chat/completions", body, key=key)
+    wait_for(lambda: gw.request("POST", "/v1/chat/completions", body, key=key).headers.get("x-cache") == "hit", 10,
+             what="a cache hit")
+    assert x1.headers.get("x-cache") == "miss", x1.headers
+    uid = [u for u in gw.ctl("list", "users")["users"] if u["name"] == "mem_e"][0]["id"]
+    wait_for(lambda: any(e["cached"] for e in events(c, "user_id = ?", uid)), 10, what="the hit written")
+    rows = expect(c.root.get("/api/v1/requests?user_id=%d&limit=500" % uid), 200)["data"]
+    sticky = [r for r in rows if r["model"] == "ms"]
+    assert [r["affinity"] for r in reversed(sticky)] == ["miss", "hit"], sticky
+    cached = [r for r in rows if r["model"] == "mc" and r["cache"] is not None]
+    assert "miss" in [r["cache"] for r in cached] and cached[0]["cache"] == "hit" and cached[0]["cached"] is True, cached
+    assert all(r["cached"] is (r["cache"] == "hit") for r in cached), cached
+    assert expect(c.root.get("/api/v1/requests/%d" % cached[0]["id"]), 200)["cache"] == "hit"
+
+
 if __name__ == "__main__":
     run_tests(globals(), setup, teardown)
