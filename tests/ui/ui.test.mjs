@@ -939,8 +939,18 @@ test('issue 16: usage by endpoint with cost and latency percentiles; the table a
     assert.equal(lines.length, api.data.length + 1, text);
     assert.match(lines[0], /requests/);
   }
+  // Cost from the model policy's prices per 1k tokens: the page shows the API's number.
+  const set = await apiSend('PUT', 'models/routing-policies?name=m', { price_input_per_1k: 1, price_output_per_1k: 2 });
+  assert.equal(set.status, 200, JSON.stringify(set.body));
   await page.selectOption('#usage-form [name="group"]', 'model');
   await page.waitForSelector('#usage-out[data-group="model"]');
+  await page.click('#usage-form button[type="submit"]');
+  const from = await page.inputValue('#usage-form [name="from"]');
+  const to = await page.inputValue('#usage-form [name="to"]');
+  const m = (await apiGet(`tenant/usage?group_by=model&from=${from}&to=${to}`)).data.find((r) => r.model === 'm');
+  assert.ok(m.cost > 0, JSON.stringify(m));
+  await page.locator('#usage-out tr.usage-row', { hasText: /^m/ }).locator('.usage-cost', { hasText: `${m.cost.toFixed(4)} ${m.currency}` }).waitFor();
+  await apiSend('DELETE', 'models/routing-policies?name=m');
 });
 
 test('issue 16: audit rows name their object (target_label)', { timeout: T }, async () => {
@@ -1100,6 +1110,45 @@ test('R-ADM-2: an admin sees its tenant\u2019s tabs, each loads, and manages key
   await dialogGone(p);
   const ep = (await apiGet('endpoints')).data.find((e) => e.name === 'adm-ep');
   assert.deepEqual([ep.tenant, ep.idle_timeout_ms], ['acme', 33000]);
+  // A route to it: created, edited, deleted.
+  await p.click('#tabs a[data-view="routes"]');
+  await p.waitForSelector('.view-body[data-view="routes"][data-ready]');
+  await p.click('#new-route > summary');
+  await p.fill('#route-form [name="model"]', 'adm-m');
+  await p.selectOption('#route-form [name="endpoint_id"]', { label: 'adm-ep' });
+  await p.click('#route-form button[type="submit"]');
+  const rrow = p.locator('.route-card[data-model="adm-m"] tbody tr');
+  await rrow.waitFor();
+  await rrow.locator('[data-action="edit"]').click();
+  await editSubmit({ weight: '40', target_model: 'adm-up' }, p);
+  await dialogGone(p);
+  await rrow.filter({ hasText: 'adm-up' }).waitFor();
+  const route = (await apiGet('model-routes?model=adm-m')).data[0];
+  assert.deepEqual([route.weight, route.target_model, route.tenant], [40, 'adm-up', 'acme']);
+  await rrow.locator('[data-action="delete"]').click();
+  await p.locator('dialog.confirm-dialog[open] [data-action="confirm"]').click();
+  await p.locator('.route-card[data-model="adm-m"]').waitFor({ state: 'detached' });
+  assert.equal((await apiGet('model-routes?model=adm-m')).data.length, 0);
+  // A member of its tenant: created, its key ceiling edited, deleted.
+  await p.click('#tabs a[data-view="users"]');
+  await p.waitForSelector('.view-body[data-view="users"][data-ready]');
+  await p.click('#new-user > summary');
+  await p.fill('#user-form [name="name"]', 'adm-user');
+  await p.click('#user-form button[type="submit"]');
+  const urow = p.locator('#user-list tr.user-row', { hasText: 'adm-user' });
+  await urow.waitFor();
+  await urow.locator('[data-action="edit"]').click();
+  await editSubmit({ ceil_daily_limit: '500' }, p);
+  await dialogGone(p);
+  await urow.filter({ hasText: 'Calls / day 500' }).waitFor();
+  const au = (await apiGet('users')).data.find((x) => x.name === 'adm-user');
+  assert.deepEqual([au.tenant, au.role, au.key_ceiling.daily_limit], ['acme', 'member', 500]);
+  await urow.locator('[data-action="delete"]').click();
+  await p.locator('dialog.confirm-dialog[open] [data-action="confirm"]').click();
+  await urow.waitFor({ state: 'detached' });
+  assert.ok(!(await apiGet('users')).data.some((x) => x.name === 'adm-user'));
+  await p.click('#tabs a[data-view="endpoints"]');
+  await p.waitForSelector('.view-body[data-view="endpoints"][data-ready]');
   await card.locator('.card-actions [data-action="delete"]').click();
   await p.locator('dialog.confirm-dialog[open] [data-action="confirm"]').click();
   await card.waitFor({ state: 'detached' });
