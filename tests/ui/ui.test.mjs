@@ -900,10 +900,23 @@ test('issue 16: the Requests tab: newest first, filtered, a row opens its detail
   assert.ok(ids.length >= 5, `rows: ${ids.length}`);
   assert.deepEqual(ids.slice(0, 5), api.body.data.map((r) => r.id), 'newest first, as the API');
   assert.deepEqual([...ids].sort((a, b) => b - a), ids);
+  // Keyset pages: 25 a page, Older follows the API's next cursor, Newer goes back.
+  await page.selectOption('#request-filter [name="limit"]', '25');
+  await page.waitForSelector('#request-list[data-rows="25"]:not([aria-busy])');
+  const p1 = await apiGet('requests?limit=25');
+  assert.ok(p1.next, 'more than 25 requests');
+  await page.click('#request-list [data-action="older"]');
+  await page.waitForSelector('#request-list[data-page="1"]:not([aria-busy])');
+  const p2 = await apiGet(`requests?limit=25&before=${p1.next}`);
+  assert.deepEqual(await page.$$eval('#request-list tr.request-row', (trs) => trs.map((t) => Number(t.dataset.id))), p2.data.map((r) => r.id));
+  await page.click('#request-list [data-action="newer"]');
+  await page.waitForSelector('#request-list[data-page="0"]:not([aria-busy])');
+  assert.deepEqual(await page.$$eval('#request-list tr.request-row', (trs) => trs.map((t) => Number(t.dataset.id))), p1.data.map((r) => r.id));
+  await page.selectOption('#request-filter [name="limit"]', '50');
   await page.selectOption('#request-filter [name="status"]', '2xx');
   await page.fill('#request-filter [name="model"]', 'm');
   await page.click('#request-filter button[type="submit"]');
-  await page.waitForFunction(() => document.querySelector('#request-list:not([aria-busy])'));
+  await page.waitForSelector('#request-list[data-query="status=2xx&model=m&limit=50"]:not([aria-busy])');
   const filtered = (await apiGet('requests?status=2xx&model=m&limit=50')).data;
   assert.equal(Number(await page.getAttribute('#request-list', 'data-rows')), filtered.length);
   const first = page.locator('#request-list tr.request-row').first();

@@ -8,7 +8,7 @@ import { api_get, api_list_all } from '../api.js';
 import { badge, field, fmtNum, h, replace, select, table } from '../dom.js';
 import { errorText, refreshButton, viewHeader } from './parts.js';
 
-const PAGE = 50;
+const SIZES = [['25', '25'], ['50', '50'], ['100', '100'], ['200', '200']];
 const STATUSES = [['', 'Any'], ['2xx', '2xx'], ['4xx', '4xx'], ['5xx', '5xx'], ['200', '200'], ['400', '400'], ['401', '401'],
   ['404', '404'], ['429', '429'], ['500', '500'], ['502', '502'], ['503', '503'], ['504', '504']];
 
@@ -54,6 +54,7 @@ export async function render(root, ctx) {
     field('Key', select('key_id', [['', 'Any'], ...p.keys.map((k) => [String(k.id), `${k.name || k.prefix}${ctx.canManage ? ` · ${k.user}` : ''}`])], '')),
     ctx.canManage ? field('User', select('user_id', [['', 'Any'], ...p.users.map((u) => [String(u.id), u.name])], '')) : null,
     ctx.canManage ? field('Endpoint', select('endpoint_id', [['', 'Any'], ...p.eps.map((e) => [String(e.id), e.name])], '')) : null,
+    field('Rows per page', select('limit', SIZES, '50')),
     h('div', { class: 'form-actions' },
       h('button', { type: 'reset', class: 'btn btn-secondary' }, 'Clear'),
       h('button', { type: 'submit', class: 'btn' }, 'Filter')));
@@ -67,12 +68,17 @@ export async function render(root, ctx) {
       key_id: v('key_id'), user_id: v('user_id'), endpoint_id: v('endpoint_id'),
     };
   };
+  let seq = 0;
   const load = async (page) => {
     out.setAttribute('aria-busy', 'true');
+    const mine = ++seq;
+    const q = { ...filters(), limit: form.elements.limit.value };
     let res;
     try {
-      res = await api_get('requests', { ...filters(), limit: PAGE, before: cursors[page] });
+      res = await api_get('requests', { ...q, before: cursors[page] });
+      if (mine !== seq) return;   // a newer load replaced this one
     } catch (err) {
+      if (mine !== seq) return;
       replace(out, h('h2', null, 'Requests'), h('div', { class: 'table-empty', id: 'requests-unavailable' },
         `The request log is not available: ${errorText(err)}`));
       out.removeAttribute('aria-busy');
@@ -103,9 +109,11 @@ export async function render(root, ctx) {
         h('div', { class: 'btn-row' }, newer, older)));
     out.querySelectorAll('tr.request-row').forEach((tr, i) => { tr.dataset.id = String(res.data[i].id); });
     out.dataset.page = String(page);
+    out.dataset.query = new URLSearchParams(Object.entries(q).filter(([, v]) => v !== undefined && v !== '')).toString();
     out.dataset.rows = String(res.data.length);
     out.removeAttribute('aria-busy');
   };
+  form.elements.limit.addEventListener('change', () => { cursors = [undefined]; load(0); });
   form.addEventListener('submit', (ev) => { ev.preventDefault(); cursors = [undefined]; load(0); });
   form.addEventListener('reset', () => setTimeout(() => { cursors = [undefined]; load(0); }, 0));
   replace(root, viewHeader('Requests', 'Every request, newest first. Open one for its details.', refreshButton(() => load(0))), form, out);
