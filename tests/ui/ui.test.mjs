@@ -659,14 +659,16 @@ test('issue 16: an endpoint and a replica edited from their card; a bad value is
   // Checked before sending: a negative timeout never reaches the API.
   await editSubmit({ connect_timeout_ms: '-5' });
   await page.locator('dialog.edit-dialog[open] .form-error:not([hidden])', { hasText: 'Connect timeout' }).waitFor();
+  await axeCheck('the edit dialog');
+  await page.screenshot({ path: path.join(OUT, 'edit-dialog-1440.png') });
   assert.equal((await apiGet(`endpoints/${state.epA.id}`)).connect_timeout_ms, before.connect_timeout_ms);
-  await editSubmit({ connect_timeout_ms: String(before.connect_timeout_ms), first_byte_timeout_ms: '45000', stream_guard: true,
+  await editSubmit({ connect_timeout_ms: String(before.connect_timeout_ms), first_byte_timeout_ms: '45000', affinity: !before.affinity,
     upstream_auth: 'Bearer ui-upstream-secret', wake_url: '' });
   await dialogGone();
   await card.locator('dd', { hasText: 'set' }).first().waitFor();
   const ep = await apiGet(`endpoints/${state.epA.id}`);
-  assert.deepEqual([ep.first_byte_timeout_ms, ep.stream_guard, ep.upstream_auth_set, ep.algorithm],
-    [45000, true, true, before.algorithm]);
+  assert.deepEqual([ep.first_byte_timeout_ms, ep.affinity, ep.upstream_auth_set, ep.algorithm, ep.stream_guard],
+    [45000, !before.affinity, true, before.algorithm, before.stream_guard]);
   assert.ok(!(await page.content()).includes('ui-upstream-secret'), 'the credential is not shown again');
 
   // The replica: weight, max concurrency and state in the same dialog.
@@ -707,6 +709,8 @@ test('issue 16: a route edited; weight 0 on the last route shows old → new and
   await confirm.waitFor();
   assert.match(await confirm.textContent(), /last route/);
   assert.deepEqual(await confirm.locator('tr.diff-row td').allTextContents(), ['Weight', '10', '0']);
+  await axeCheck('the confirm-with-diff dialog');
+  await page.screenshot({ path: path.join(OUT, 'confirm-diff-1440.png') });
   await confirm.locator('[data-action="cancel"]').click();
   await page.locator('dialog.edit-dialog[open] [data-action="cancel"]').click();
   await dialogGone();
