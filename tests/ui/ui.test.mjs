@@ -845,8 +845,23 @@ test('issue 16: the Nodes tab: create, edit status, metrics URL and a pushed tem
   await row.waitFor();
   const n = (await apiGet('nodes')).data.find((x) => x.name === 'gpu-ui');
   assert.deepEqual([n.status, n.metrics_url], ['online', 'http://127.0.0.1:9/metrics']);
+  // A replica of ep-a placed on it from the replica's Edit (the node names are offered).
+  await tab('endpoints');
+  const card = page.locator('section.endpoint[data-endpoint="ep-a"]');
+  await card.locator('[data-action="edit-replica"]').click();
+  assert.deepEqual(await page.$$eval('dialog.edit-dialog[open] datalist option', (os) => os.map((o) => o.value)), ['gpu-ui']);
+  await editSubmit({ node: 'gpu-ui' });
+  await dialogGone();
+  const rep = (await apiGet(`endpoints/${state.epA.id}/replicas`)).data[0];
+  assert.equal(rep.node, 'gpu-ui');
+  await tab('nodes');
   await row.locator('[data-action="edit"]').click();
   await editSubmit({ status: 'offline', gpu_temperature: '71.5' });
+  // A replica is on it: the page shows the change and asks first.
+  const confirm = page.locator('dialog.confirm-dialog[open]');
+  assert.match(await confirm.textContent(), /1 replica/);
+  assert.deepEqual(await confirm.locator('tr.diff-row').first().locator('td').allTextContents(), ['Status', 'online', 'offline']);
+  await confirm.locator('[data-action="confirm"]').click();
   await dialogGone();
   await row.locator('.node-temp', { hasText: '71.5' }).waitFor();
   const n2 = await apiGet(`nodes/${n.id}`);
@@ -856,6 +871,7 @@ test('issue 16: the Nodes tab: create, edit status, metrics URL and a pushed tem
   await page.locator('dialog.confirm-dialog[open] [data-action="confirm"]').click();
   await row.waitFor({ state: 'detached' });
   assert.ok(!(await apiGet('nodes')).data.some((x) => x.id === n.id));
+  assert.equal((await apiGet(`endpoints/${state.epA.id}/replicas`)).data[0].node, null, 'the replica lost its node');
 });
 
 test('issue 16: the Settings tab lists the schema and checks a value against it before sending', { timeout: 30000 }, async () => {

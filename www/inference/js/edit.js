@@ -46,6 +46,12 @@ function edit_input(f, value) {
       autocomplete: f.type === 'password' || f.writeOnly ? 'new-password' : 'off', spellcheck: 'false',
     });
     if (!f.writeOnly && value !== null && value !== undefined) el.value = String(value);
+    if (f.suggest && f.suggest.length) {
+      // Known values offered as you type (e.g. node names); any other text is still allowed.
+      const list = h('datalist', { id: `${id}-list` }, f.suggest.map((v) => h('option', { value: v })));
+      el.setAttribute('list', list.id);
+      el = [el, list];
+    }
   }
   return h('label', { class: ['field', f.type === 'textarea' && 'field-wide'], 'data-field': f.name },
     h('span', { class: 'field-label' }, f.label), el, f.hint ? h('span', { class: 'field-hint' }, f.hint) : null);

@@ -75,7 +75,8 @@ export async function render(root, ctx) {
 }
 
 async function endpoints_load(list, reload) {
-  const eps = await api_list_all('endpoints');
+  const [eps, nodes] = await Promise.all([api_list_all('endpoints'), api_list_all('nodes').catch(() => [])]);
+  REPLICA_SPEC.find((f) => f.name === 'node').suggest = nodes.map((n) => n.name);
   const replicas = await Promise.all(eps.map((e) => api_list_all(`endpoints/${api_id(e.id)}/replicas`)));
   if (!eps.length) {
     replace(list, h('div', { class: 'card empty-card' }, 'No endpoints yet. Create one above, then add its replicas.'));
