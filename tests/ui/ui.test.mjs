@@ -1064,6 +1064,8 @@ async function allTabs(p, ids, prefix, { axe = true } = {}) {
       assert.equal(await p.locator('.view-body .error-card').count(), 0, `${prefix}${id}: an error card`);
       const [sw, iw] = await p.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
       assert.ok(sw <= iw, `${prefix}${id} at ${w}: the page body scrolls sideways (${sw} > ${iw})`);
+      const tb = await p.locator('#tabs a.active').boundingBox();
+      assert.ok(tb && tb.x >= 0 && tb.x + tb.width <= w + 0.5, `${prefix}${id} at ${w}: the current tab is out of sight (${JSON.stringify(tb)})`);
       if (axe && w === 1440) await axeCheck(`${prefix}${id}`, p);
       await p.evaluate(() => window.scrollTo(0, 0));
       await p.screenshot({ path: path.join(OUT, `${prefix}${id}-${w}.png`), fullPage: true });

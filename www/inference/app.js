@@ -97,7 +97,12 @@ async function app_render() {
   for (const a of $('tabs').querySelectorAll('a')) {
     const on = a.dataset.view === view.id;
     a.classList.toggle('active', on);
-    if (on) a.setAttribute('aria-current', 'page');
+    if (on) {
+      a.setAttribute('aria-current', 'page');
+      // On a phone the tab row scrolls: keep the current tab in sight.
+      const bar = $('tabs');
+      bar.scrollLeft = Math.max(0, a.offsetLeft - bar.offsetLeft - (bar.clientWidth - a.offsetWidth) / 2);
+    }
     else a.removeAttribute('aria-current');
   }
   const notice = $('notice');
