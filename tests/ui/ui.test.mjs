@@ -950,6 +950,11 @@ test('issue 16: the Requests tab: newest first, filtered, a row opens its detail
   await axeCheck('request details');
   await dlg.locator('[data-action="close"]').click();
   await dialogGone();
+  // A click on the row itself opens the same details.
+  await page.locator('#request-list tr.request-row').nth(1).locator('td').first().click();
+  await page.locator('dialog.request-detail[open] .req-id', { hasText: filtered[1].request_id }).waitFor();
+  await page.keyboard.press('Escape');
+  await dialogGone();
 });
 
 test('issue 16: usage by endpoint with cost and latency percentiles; the table as CSV', { timeout: 30000 }, async () => {

@@ -107,7 +107,11 @@ export async function render(root, ctx) {
       table(cols, res.data, { empty: 'No requests match.', rowClass: () => 'request-row' }),
       h('div', { class: 'pager' }, h('span', { class: 'muted small' }, `page ${page + 1} · ${res.data.length} shown`),
         h('div', { class: 'btn-row' }, newer, older)));
-    out.querySelectorAll('tr.request-row').forEach((tr, i) => { tr.dataset.id = String(res.data[i].id); });
+    out.querySelectorAll('tr.request-row').forEach((tr, i) => {
+      tr.dataset.id = String(res.data[i].id);
+      // The whole row opens the details too (the button is the keyboard's way).
+      tr.addEventListener('click', (ev) => { if (!ev.target.closest('button')) request_details(res.data[i]); });
+    });
     out.dataset.page = String(page);
     out.dataset.query = new URLSearchParams(Object.entries(q).filter(([, v]) => v !== undefined && v !== '')).toString();
     out.dataset.rows = String(res.data.length);
