@@ -1,10 +1,12 @@
 /* ops_request.c: the Requests view, one usage event per request, newest first
  * (GET /api/v1/requests, issue 16, R-ADM-3). Keyset pages over (ts_ms, id): the cursor is
- * the last id seen, its ts_ms read back, so a page reads only its own rows through an
- * index ending in ts_ms (sql/012_page_api.sql) whatever the filter, and never an OFFSET. */
+ * the last id seen, its ts_ms read back, so a page reads its rows through an index ending
+ * in ts_ms (sql/012_page_api.sql) and never an OFFSET; its work is bounded (below). */
 #include "ops_internal.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The answer's columns over usage_events e and the names joined to it. */
@@ -64,41 +66,107 @@ struct json_object *ops_request_get(sqlite3 *db, int64_t id, struct ops_error *e
                          "SELECT " REQ_COLS " FROM usage_events e" REQ_JOINS " WHERE e.id = ?1", "i", id);
 }
 
-/* One page's ids, newest first, for the filters that are set. Parameters: ?1 tenant,
- * ?2 user, ?3 key, ?4 endpoint, ?5 status, ?6 status class, ?7 code, ?8 model, ?9 from,
- * ?10 to, ?11 cursor ts_ms, ?12 cursor id, ?13 rows. A filter that is not given is
- * "?N IS NULL", which leaves the planner free to take the index of one that is; only
- * these constant fragments are put together, every value stays bound. */
-static int req_page_sql(char *out, size_t n, const struct ops_request_filter *f, const char *model_col)
+/* ---- a page ------------------------------------------------------------------------
+ * Parameters of every statement below: ?1 tenant, ?2 user, ?3 key, ?4 endpoint, ?5 status,
+ * ?6 status class, ?7 code, ?8 model, ?9 from, ?10 to, ?11 cursor ts_ms, ?12 cursor id,
+ * ?13 rows. A term not used is "?N IS NULL" (true for an unset filter) so every statement
+ * binds the same; only these constant fragments are put together, every value stays bound.
+ *
+ * Every filter has an index ending in ts_ms, so one filter alone is read in page order and
+ * the page stops at its last row. With several, SQLite's statistics cannot tell which is
+ * rare (status 500 among 10^7 events is as likely to it as status 200), and a rare
+ * combination read through the common filter's index would examine millions of rows. So
+ * the page is driven by the filter with the fewest matches (each counted only up to
+ * REQ_WINDOW, through its index) and examines at most REQ_WINDOW of its events; when that
+ * window ends before the page is full, the page is shorter and "next" is the last event
+ * examined, so following "next" goes on where it stopped. */
+#define REQ_WINDOW 10000
+
+enum req_term { T_TENANT, T_USER, T_KEY, T_ENDPOINT, T_STATUS, T_CLASS, T_CODE, T_MODEL, T_NTERMS };
+
+static const char *const req_terms[T_NTERMS][2] = {   /* {set, unset} */
+    [T_TENANT] = {"e.tenant_id = ?1", "?1 IS NULL"}, [T_USER] = {"e.user_id = ?2", "?2 IS NULL"},
+    [T_KEY] = {"e.key_id = ?3", "?3 IS NULL"}, [T_ENDPOINT] = {"e.endpoint_id = ?4", "?4 IS NULL"},
+    [T_STATUS] = {"e.status = ?5", "?5 IS NULL"}, [T_CLASS] = {"e.status / 100 = ?6", "?6 IS NULL"},
+    [T_CODE] = {"e.error_code = ?7", "?7 IS NULL"},
+    [T_MODEL] = {"(e.model = ?8 OR e.routed_model = ?8)", "?8 IS NULL"},
+};
+
+#define REQ_RANGE "%s AND %s AND %s"   /* from, to, cursor: ranges of every index's ts_ms */
+
+static void req_range(const struct ops_request_filter *f, const char **a, const char **b, const char **c)
 {
-    char model[64] = "?8 IS NULL";
-    if (model_col)
-        snprintf(model, sizeof model, "e.%s = ?8", model_col);
-    int w = snprintf(out, n,
-                     "SELECT e.id, e.ts_ms FROM usage_events e WHERE %s AND %s AND %s AND %s AND %s AND %s"
-                     " AND %s AND %s AND %s AND %s AND %s ORDER BY e.ts_ms DESC, e.id DESC LIMIT ?13",
-                     f->tenant_id.set ? "e.tenant_id = ?1" : "?1 IS NULL",
-                     f->user_id.set ? "e.user_id = ?2" : "?2 IS NULL",
-                     f->key_id.set ? "e.key_id = ?3" : "?3 IS NULL",
-                     f->endpoint_id.set ? "e.endpoint_id = ?4" : "?4 IS NULL",
-                     f->status.set ? "e.status = ?5" : "?5 IS NULL",
-                     f->status_class.set ? "e.status / 100 = ?6" : "?6 IS NULL",
-                     f->code ? "e.error_code = ?7" : "?7 IS NULL", model,
-                     f->from_ms.set ? "e.ts_ms >= ?9" : "?9 IS NULL",
-                     f->to_ms.set ? "e.ts_ms <= ?10" : "?10 IS NULL",
-                     f->before.set ? "e.ts_ms <= ?11 AND (e.ts_ms < ?11 OR e.id < ?12)"
-                                   : "?11 IS NULL AND ?12 IS NULL");
+    *a = f->from_ms.set ? "e.ts_ms >= ?9" : "?9 IS NULL";
+    *b = f->to_ms.set ? "e.ts_ms <= ?10" : "?10 IS NULL";
+    *c = f->before.set ? "e.ts_ms <= ?11 AND (e.ts_ms < ?11 OR e.id < ?12)" : "?11 IS NULL AND ?12 IS NULL";
+}
+
+static int req_set(const struct ops_request_filter *f, enum req_term t)
+{
+    switch (t) {
+    case T_TENANT: return f->tenant_id.set;
+    case T_USER: return f->user_id.set;
+    case T_KEY: return f->key_id.set;
+    case T_ENDPOINT: return f->endpoint_id.set;
+    case T_STATUS: return f->status.set;
+    case T_CLASS: return f->status_class.set;
+    case T_CODE: return f->code != NULL;
+    case T_MODEL: return f->model != NULL;
+    case T_NTERMS: break;
+    }
+    return 0;
+}
+
+/* The ids and times of the driver's events in page order, at most `limit` (an SQL
+ * fragment): one index scan, or for the model (asked or routed) the union of two. */
+static int req_window_sql(char *out, size_t n, const struct ops_request_filter *f, int driver, const char *limit)
+{
+    const char *a, *b, *c;
+    req_range(f, &a, &b, &c);
+    int w;
+    if (driver == T_MODEL)
+        w = snprintf(out, n,
+                     "SELECT id, ts_ms FROM (SELECT * FROM (SELECT e.id, e.ts_ms FROM usage_events e WHERE e.model = ?8"
+                     " AND " REQ_RANGE " ORDER BY e.ts_ms DESC, e.id DESC LIMIT %s) UNION SELECT * FROM (SELECT e.id,"
+                     " e.ts_ms FROM usage_events e WHERE e.routed_model = ?8 AND " REQ_RANGE " ORDER BY e.ts_ms DESC,"
+                     " e.id DESC LIMIT %s)) ORDER BY ts_ms DESC, id DESC LIMIT %s", a, b, c, limit, a, b, c, limit, limit);
+    else
+        w = snprintf(out, n, "SELECT e.id, e.ts_ms FROM usage_events e WHERE %s AND " REQ_RANGE
+                     " ORDER BY e.ts_ms DESC, e.id DESC LIMIT %s",
+                     driver >= 0 ? req_terms[driver][0] : "1", a, b, c, limit);
     return w > 0 && (size_t)w < n ? 0 : -1;
 }
 
-struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filter *asked, struct ops_error *err)
+static sqlite3_stmt *req_prepare(sqlite3 *db, struct ops_error *err, const char *sql,
+                                 const struct ops_request_filter *f, struct ops_i64 cursor_ts, int64_t rows)
 {
-    struct ops_request_filter fl = *asked;
-    const struct ops_request_filter *f = &fl;
-    if (fl.status.set && !fl.status_class.set) {   /* an exact status reads its class's index */
-        fl.status_class.set = 1;
-        fl.status_class.v = fl.status.v / 100;
+    return ops_prepare(db, err, sql, "oooooottooooi", f->tenant_id, f->user_id, f->key_id, f->endpoint_id,
+                       f->status, f->status_class, f->code, f->model, f->from_ms, f->to_ms, cursor_ts, f->before,
+                       rows);
+}
+
+/* How many events the term matches in the range, counted up to REQ_WINDOW; -1 on error. */
+static int64_t req_count(sqlite3 *db, struct ops_error *err, const struct ops_request_filter *f, int t,
+                         struct ops_i64 cursor_ts)
+{
+    char win[2048], sql[2200];
+    if (req_window_sql(win, sizeof win, f, t, "?13") != 0 ||
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM (%s)", win) >= (int)sizeof sql) {
+        ops_fail(err, OPS_ERR_INTERNAL, NULL, "requests query too long");
+        return -1;
     }
+    sqlite3_stmt *st = req_prepare(db, err, sql, f, cursor_ts, REQ_WINDOW);
+    if (!st)
+        return -1;
+    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    if (n < 0)
+        ops_fail_db(err, db);
+    sqlite3_finalize(st);
+    return n;
+}
+
+struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filter *f, struct ops_error *err)
+{
     if (f->limit < 1 || f->limit > OPS_REQUEST_LIMIT_MAX) {
         ops_fail(err, OPS_ERR_INVALID, "limit", "limit must be 1 to %d", OPS_REQUEST_LIMIT_MAX);
         return NULL;
@@ -115,48 +183,93 @@ struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filte
         }
         cursor_ts.set = 1;
     }
-    /* "asked or routed": one page through each model index and the union of the two,
-     * rather than an OR the planner would answer by sorting every match. */
-    char a[1024], b[1024], sql[3072];
-    if (req_page_sql(a, sizeof a, f, f->model ? "model" : NULL) != 0 ||
-        req_page_sql(b, sizeof b, f, "routed_model") != 0)
+    /* The driver: the only filter, or the one with the fewest matches. */
+    int driver = -1, nset = 0;
+    int64_t fewest = INT64_MAX;
+    for (int t = 0; t < T_NTERMS; t++)
+        if (req_set(f, (enum req_term)t)) {
+            nset++;
+            driver = t;
+        }
+    if (nset > 1) {
+        for (int t = 0; t < T_NTERMS && fewest > 0; t++) {
+            if (!req_set(f, (enum req_term)t))
+                continue;
+            int64_t n = req_count(db, err, f, t, cursor_ts);
+            if (n < 0)
+                return NULL;
+            if (n < fewest) {
+                fewest = n;
+                driver = t;
+            }
+        }
+    }
+    /* The other filters, checked on each event of the window. */
+    char others[512] = "1", win[2048], sql[3072];
+    size_t used = 1;
+    for (int t = 0; t < T_NTERMS; t++)
+        if (t != driver && req_set(f, (enum req_term)t)) {
+            int w = snprintf(others + used, sizeof others - used, " AND %s", req_terms[t][0]);
+            if (w < 0 || (size_t)w >= sizeof others - used)
+                goto too_long;
+            used += (size_t)w;
+        }
+    /* One filter or none: every event of the window is on the page, so it is the page
+     * (and one row more, to know whether another follows). */
+    int64_t window = nset > 1 ? REQ_WINDOW : f->limit + 1;
+    if (req_window_sql(win, sizeof win, f, driver, "?13") != 0 ||
+        snprintf(sql, sizeof sql, "SELECT w.id, %s FROM (%s) w JOIN usage_events e ON e.id = w.id"
+                 " ORDER BY w.ts_ms DESC, w.id DESC", others, win) >= (int)sizeof sql)
         goto too_long;
-    int w = f->model
-        ? snprintf(sql, sizeof sql, "SELECT " REQ_COLS " FROM (SELECT * FROM (%s) UNION SELECT * FROM (%s)) p"
-                   " JOIN usage_events e ON e.id = p.id" REQ_JOINS
-                   " ORDER BY p.ts_ms DESC, p.id DESC LIMIT ?13", a, b)
-        : snprintf(sql, sizeof sql, "SELECT " REQ_COLS " FROM (%s) p JOIN usage_events e ON e.id = p.id"
-                   REQ_JOINS " ORDER BY p.ts_ms DESC, p.id DESC", a);
-    if (w <= 0 || (size_t)w >= sizeof sql)
-        goto too_long;
-    struct ops_i64 cursor_id = f->before;
-    /* One row more than the page says whether there is a next one. */
-    sqlite3_stmt *st = ops_prepare(db, err, sql, "oooooottooooi", f->tenant_id, f->user_id, f->key_id,
-                                   f->endpoint_id, f->status, f->status_class, f->code, f->model, f->from_ms, f->to_ms, cursor_ts, cursor_id, (int64_t)(f->limit + 1));
+    sqlite3_stmt *st = req_prepare(db, err, sql, f, cursor_ts, window);
     if (!st)
         return NULL;
-    struct json_object *rows = json_object_new_array();
-    int64_t last = 0, count = 0;
-    int rc, more = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (count == f->limit) {
-            more = 1;
-            break;
-        }
-        json_object_array_add(rows, req_row(st));
-        last = sqlite3_column_int64(st, 0);
-        count++;
+    int64_t *ids = malloc((size_t)(f->limit + 1) * sizeof *ids), examined = 0, last_examined = 0, found = 0;
+    if (!ids)
+        abort();
+    int rc;
+    while (found <= f->limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        examined++;
+        last_examined = sqlite3_column_int64(st, 0);
+        if (sqlite3_column_int(st, 1))
+            ids[found++] = last_examined;
     }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    if (found > f->limit)
+        rc = SQLITE_DONE;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free(ids);
         ops_fail_db(err, db);
-        sqlite3_finalize(st);
+        return NULL;
+    }
+    /* A full page and one more: next is the page's last; a window that ended before the
+     * page was full: next is the last event it examined. */
+    int more = found > f->limit || (nset > 1 && examined == window);
+    int64_t page = found > f->limit ? f->limit : found;
+    int64_t next = found > f->limit ? ids[f->limit - 1] : last_examined;
+    struct json_object *rows = json_object_new_array();
+    st = ops_prepare(db, err, "SELECT " REQ_COLS " FROM usage_events e" REQ_JOINS " WHERE e.id = ?1", "i",
+                     (int64_t)0);
+    for (int64_t i = 0; st && i < page; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, ids[i]);
+        if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+            json_object_array_add(rows, req_row(st));
+        else if (rc != SQLITE_DONE) {   /* DONE: pruned meanwhile */
+            ops_fail_db(err, db);
+            sqlite3_finalize(st);
+            st = NULL;
+        }
+    }
+    free(ids);
+    if (!st) {
         json_object_put(rows);
         return NULL;
     }
     sqlite3_finalize(st);
     struct json_object *res = json_object_new_object();
     json_object_object_add(res, "requests", rows);
-    json_object_object_add(res, "next", more ? json_object_new_int64(last) : NULL);
+    json_object_object_add(res, "next", more ? json_object_new_int64(next) : NULL);
     json_object_object_add(res, "limit", json_object_new_int64(f->limit));
     return res;
 too_long:

@@ -3,9 +3,12 @@
 
     env.py --upstream http://127.0.0.1:PORT [--name N] [--procs P] [--threads T] [--keepalive-ms MS] [--obs on|off]
 
-Builds it with tests/it/lib/harness.py (tenant, member key, endpoint round_robin with the
-one replica, route `m`; the same upstream as an anthropic endpoint, route `ma`), starts it, prints one JSON line {port, key, lighttpd_pid,
-responders, dir}, then answers commands read from stdin, one per line:
+Builds it with tests/it/lib/harness.py (tenant, a member key without limits and one with
+all six limits set high enough never to refuse, endpoint round_robin with the one replica,
+route `m`; the same replica behind an endpoint with the stream-start guard off, route `mng`;
+the same upstream as an anthropic endpoint, route `ma`), starts it, prints one JSON line
+{port, key, key_limited, lighttpd_pid, responders, dir}, then answers commands read from
+stdin, one per line:
     stats   -> one JSON line: usage_events counts and, per responder, VmHWM/VmRSS in kB
 and stops everything it started when stdin closes or on SIGTERM/SIGINT."""
 import argparse
@@ -61,6 +64,14 @@ def main():
         gw.ctl("endpoint", "add", "ep", "--tenant", "bench", "--algorithm", "round_robin")
         gw.ctl("replica", "add", "ep", a.upstream)
         gw.ctl("route", "add", "m", "ep", "--tenant", "bench")
+        # R-KEY-1..5: qps, concurrency, daily, monthly, tpm and monthly tokens.
+        limited = gw.ctl("key", "add", "--user", "bencher", "--qps", 100000, "--concurrency", 100000,
+                         "--daily", 10 ** 9, "--monthly", 10 ** 10, "--tpm", 10 ** 10,
+                         "--monthly-tokens", 10 ** 12)["key"]
+        # R-SSE-5 off: the role-only first chunk goes out at once instead of with the first content.
+        gw.ctl("endpoint", "add", "ep_ng", "--tenant", "bench", "--algorithm", "round_robin", "--stream-guard", "off")
+        gw.ctl("replica", "add", "ep_ng", a.upstream)
+        gw.ctl("route", "add", "mng", "ep_ng", "--tenant", "bench")
         # The same stand-in as an Anthropic Messages upstream (model "ma"): the
         # translation's cost is the difference between the two rows.
         gw.ctl("endpoint", "add", "ep_ant", "--tenant", "bench", "--algorithm", "round_robin",
@@ -71,7 +82,7 @@ def main():
         gw.ctl("route", "add", "ma", "ep_ant", "--tenant", "bench", "--target-model", "claude-bench")
         gw.start()
         started = gw.responder_pids()
-        print(json.dumps({"port": gw.port, "key": key, "lighttpd_pid": gw.proc.pid,
+        print(json.dumps({"port": gw.port, "key": key, "key_limited": limited, "lighttpd_pid": gw.proc.pid,
                           "responders": started, "dir": gw.dir}), flush=True)
         for line in sys.stdin:
             cmd = line.strip()

@@ -11,12 +11,13 @@
  *
  * For every request it records the time from writing the request to reading
  * the first SSE "data:" event whose delta carries non-empty content (TTFT),
+ * to the first "data:" event of any kind (the first event: a role-only chunk counts),
  * the whole duration, and whether the stream is a success: status 200, no
  * error event, a "data: [DONE]" event, and (with --chunks K) the concatenated
  * content exactly equal to "w1 w2 ... wK", what the stand-in upstream sends.
  *
  * Prints key=value lines: requests ok failed ttft_p50_ms ttft_p99_ms ttft_max_ms
- * dur_p50_ms dur_max_ms, fail_REASON=count, and one example failure.
+ * event_p50_ms event_p99_ms dur_p50_ms dur_max_ms, fail_REASON=count, and one example failure.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -42,7 +43,7 @@ enum cstate { C_IDLE, C_CONNECTING, C_SENDING, C_READING };
 enum bstate { B_HEAD, B_LEN, B_EOF, B_CH_SIZE, B_CH_DATA, B_CH_CRLF, B_CH_TRAILER, B_DONE };
 
 struct result {
-    double t_send, t_first, t_end;
+    double t_send, t_first, t_event, t_end;
     bool measured, ok;
     const char *reason;
 };
@@ -251,6 +252,9 @@ static void sse_event(struct conn *c, char *e, size_t n)
         if (len && l[len - 1] == '\r')
             len--;
         if (len >= 5 && memcmp(l, "data:", 5) == 0) {
+            struct result *re = &G.res[c->req];
+            if (re->t_event == 0)
+                re->t_event = now_s();   /* the first event of any kind (a role-only chunk too) */
             char *p = l + 5;
             size_t pn = len - 5;
             if (pn && *p == ' ')
@@ -646,7 +650,8 @@ int main(int argc, char **argv)
     /* Requests never started count as failed too. */
     int ok = 0, failed = 0;
     double *ttft = calloc((size_t)G.n + 1, sizeof *ttft), *dur = calloc((size_t)G.n + 1, sizeof *dur);
-    int nt = 0, nd = 0;
+    double *first = calloc((size_t)G.n + 1, sizeof *first);
+    int nt = 0, nd = 0, ne = 0;
     const char *reasons[32];
     int counts[32], nr = 0;
     FILE *sf = G.samples ? fopen(G.samples, "w") : NULL;
@@ -657,6 +662,8 @@ int main(int argc, char **argv)
             ok++;
             if (r->t_first > 0)
                 ttft[nt++] = (r->t_first - r->t_send) * 1000;
+            if (r->t_event > 0)
+                first[ne++] = (r->t_event - r->t_send) * 1000;
             dur[nd++] = (r->t_end - r->t_send) * 1000;
             if (sf)
                 fprintf(sf, "%.3f %.3f\n", r->t_first > 0 ? (r->t_first - r->t_send) * 1000 : -1,
@@ -676,9 +683,11 @@ int main(int argc, char **argv)
         fclose(sf);
     qsort(ttft, (size_t)nt, sizeof *ttft, cmp_double);
     qsort(dur, (size_t)nd, sizeof *dur, cmp_double);
+    qsort(first, (size_t)ne, sizeof *first, cmp_double);
     printf("requests=%d\nok=%d\nfailed=%d\n", G.n, ok, failed);
     printf("ttft_p50_ms=%.3f\nttft_p99_ms=%.3f\nttft_max_ms=%.3f\n", pct(ttft, nt, 0.5), pct(ttft, nt, 0.99),
            nt ? ttft[nt - 1] : 0);
+    printf("event_p50_ms=%.3f\nevent_p99_ms=%.3f\n", pct(first, ne, 0.5), pct(first, ne, 0.99));
     printf("dur_p50_ms=%.1f\ndur_max_ms=%.1f\n", pct(dur, nd, 0.5), nd ? dur[nd - 1] : 0);
     for (int k = 0; k < nr; k++)
         printf("fail_%s=%d\n", reasons[k], counts[k]);

@@ -6,8 +6,10 @@ ALTER TABLE usage_events ADD COLUMN cache TEXT;
 -- GET /api/v1/requests lists newest first by (ts_ms, id) and pages by that pair, so each
 -- filter has an index ending in ts_ms (every index also ends in the rowid): a page reads
 -- its rows and stops. tenant_id, user_id, key_id and plain time already have one (001, 004,
--- 009). Status classes (2xx) and exact statuses share the class index; error codes are
--- few and most events have none, so that index holds only the failures.
+-- 009). A status class (5xx) has an index of its own: a range over exact statuses would
+-- need every match sorted by time. Error codes: most events have none, so that index
+-- holds only the failures.
+CREATE INDEX usage_events_by_status_ts ON usage_events (status, ts_ms);
 CREATE INDEX usage_events_by_class_ts ON usage_events (status / 100, ts_ms);
 CREATE INDEX usage_events_by_code_ts ON usage_events (error_code, ts_ms) WHERE error_code IS NOT NULL;
 CREATE INDEX usage_events_by_model_ts ON usage_events (model, ts_ms);

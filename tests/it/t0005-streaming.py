@@ -32,6 +32,7 @@ ENDPOINTS = {
     "ep-bad": ("m-bad", ["bad"]),
     "ep-ns": ("m-ns", ["ns"]),
     "ep-term": ("m-term", ["term"]),
+    "ep-tail": ("m-tail", ["tail"]),
 }
 
 
@@ -223,6 +224,50 @@ def test_flush_per_event_R_SSE_1(c):
     assert text.endswith("data: [DONE]\n\n"), text
     st = f.stats()
     assert st["requests"] == 1 and st["completed"] == 1, st
+
+
+def tail_of(port, key, b, behavior):
+    """Streams b from 127.0.0.1:port; returns the seconds from the last content event's
+    arrival to [DONE]'s, and the events' data."""
+    hdrs = {"Content-Type": "application/json", "X-Fake-Behavior": behavior}
+    if key:
+        hdrs["Authorization"] = "Bearer " + key
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps(b).encode(), headers=hdrs)
+    resp = conn.getresponse()
+    buf, datas, last, done = "", [], None, None
+    while True:
+        chunk = resp.read1(65536)
+        if not chunk:
+            break
+        t = time.time()
+        buf += chunk.decode()
+        while "\n\n" in buf:
+            ev, buf = buf.split("\n\n", 1)
+            for d in data_events(ev + "\n\n"):
+                datas.append(d)
+                if d == "[DONE]":
+                    done = t
+                elif content_of(d):
+                    last = t
+    conn.close()
+    assert last is not None and done is not None, "no content or no [DONE]: %r" % datas
+    return done - last, datas
+
+
+def test_done_follows_the_upstreams_at_once_R_SSE_1(c):
+    """R-SSE-1: the end of a stream is not held either: [DONE] reaches the client as soon
+    as the upstream sends it. The stand-in waits gap_ms before every event (the finish
+    chunk, the usage chunk sluice asks for (R-USE-2), [DONE]), so the time from the last
+    content event to [DONE] through sluice is what it is straight from the stand-in with
+    include_usage, within 100 ms, and not a gap (or a keep-alive period) more."""
+    (f,) = fresh(c, "tail")
+    beh = "chunks=3;gap_ms=400"
+    direct, _ = tail_of(f.port, None, body("m-tail", stream_options={"include_usage": True}), beh)
+    through, datas = tail_of(c.gw.port, c.key, body("m-tail"), beh)
+    assert datas[-1] == "[DONE]" and not any('"usage":{' in d for d in datas), datas
+    assert through <= direct + 0.1, ("[DONE] came %.3fs after the last content event through sluice, %.3fs "
+                                     "straight from the stand-in" % (through, direct))
 
 
 # ---- R-SSE-2: keep-alive comments ----

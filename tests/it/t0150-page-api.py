@@ -446,5 +446,32 @@ def test_affinity_and_cache_outcomes_are_recorded(c):
     assert expect(c.root.get("/api/v1/requests/%d" % cached[0]["id"]), 200)["cache"] == "hit"
 
 
+def test_a_rare_combination_pages_in_bounded_windows(c):
+    """Two filters that each match more than a page's window (10 000 events) and together
+    one event, the oldest: the first page examines a window and comes back empty with a
+    next; following it finds the event, then next is null."""
+    gw = c.gw
+    t0 = int(time.time() * 1000) - 86400000 * 3
+    gw.sql_write("""WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 24000)
+                    INSERT INTO usage_events (ts_ms, request_id, tenant_id, model, routed_model, status)
+                    SELECT ?1 + i, 'bulk-' || i, 999, CASE WHEN i % 2 THEN 'mz' ELSE 'other' END,
+                           CASE WHEN i % 2 THEN 'mz' ELSE 'other' END, CASE WHEN i % 2 THEN 200 ELSE 599 END
+                    FROM s""", t0)
+    gw.sql_write("INSERT INTO usage_events (ts_ms, request_id, tenant_id, model, routed_model, status)"
+                 " VALUES (?, 'the-one', 999, 'mz', 'mz', 599)", t0)
+    q = "/api/v1/requests?model=mz&status=599&limit=5"
+    first = expect(c.root.get(q), 200)
+    assert first["data"] == [] and first["next"], first
+    got, nxt, pages = [], first["next"], 1
+    while nxt:
+        page = expect(c.root.get(q + "&before=%d" % nxt), 200)
+        got += [r["request_id"] for r in page["data"]]
+        nxt, pages = page["next"], pages + 1
+        assert pages < 10, page
+    assert got == ["the-one"], got
+    # one filter alone is read in page order: full pages
+    assert len(expect(c.root.get("/api/v1/requests?status=599&limit=5"), 200)["data"]) == 5
+
+
 if __name__ == "__main__":
     run_tests(globals(), setup, teardown)

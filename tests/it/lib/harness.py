@@ -31,6 +31,9 @@ CTL = os.environ.get("SLUICE_CTL", os.path.join(BUILDDIR, "admin", "sluicectl"))
 FAKE = os.path.join(BUILDDIR, "tests", "fake", "sluice-fake-upstream")
 FCGI = os.path.join(BUILDDIR, "fcgi", "sluice-fcgi")
 HEALTHD = os.path.join(BUILDDIR, "healthd", "sluice-healthd")
+# A command the front server starts each responder through, e.g.
+# SLUICE_FCGI_WRAP="valgrind --tool=callgrind" (tests/perf/icount); unset: sluice-fcgi itself.
+FCGI_WRAP = os.environ.get("SLUICE_FCGI_WRAP", "")
 
 # Sanitizer builds: tests/run-all names a folder for the test's reports. ASan writes
 # there itself; UBSan (gcc) writes only to stderr, so a report in the stderr of a program
@@ -346,6 +349,17 @@ class Gateway:
         assert plain is not None, "endpoint %s: upstream_auth does not open with %s" % (endpoint_id, self.key_file)
         return plain
 
+    def _fcgi_bin(self):
+        """The responder program the front server starts: sluice-fcgi, or with SLUICE_FCGI_WRAP
+        a script in the gateway's folder that runs it through that command."""
+        if not FCGI_WRAP:
+            return FCGI
+        path = os.path.join(self.dir, "sluice-fcgi-wrapped")
+        with open(path, "w") as f:
+            f.write('#!/bin/sh\nexec %s %s "$@"\n' % (FCGI_WRAP, FCGI))
+        os.chmod(path, 0o755)
+        return path
+
     def start(self):
         if FRONT == "nginx":
             return self._start_nginx()
@@ -354,7 +368,7 @@ class Gateway:
         with open(os.path.join(self.dir, "lighttpd.conf"), "w") as f:
             subprocess.run([os.path.join(SRCDIR, "conf", "gen-lighttpd.sh"),
                             os.path.join(SRCDIR, "conf", "lighttpd.conf.in"), "127.0.0.1", str(self.port),
-                            self.dir, FCGI, self.conf_path, os.path.join(SRCDIR, "www"), str(self.procs),
+                            self.dir, self._fcgi_bin(), self.conf_path, os.path.join(SRCDIR, "www"), str(self.procs),
                             str(self.peak_threads), "8388608", "13"], stdout=f, check=True)
         log = open(os.path.join(self.dir, "lighttpd.out"), "ab")
         self.proc = subprocess.Popen([LIGHTTPD, "-D", "-f", os.path.join(self.dir, "lighttpd.conf")],
@@ -369,7 +383,7 @@ class Gateway:
 
     def _start_pool(self, sock, out):
         """sluice-fcgi --listen on sock: the pool of a front that starts no FastCGI programs."""
-        self.sup = subprocess.Popen([FCGI, "--listen", "unix:" + sock, "--processes", str(self.procs), "-c",
+        self.sup = subprocess.Popen([self._fcgi_bin(), "--listen", "unix:" + sock, "--processes", str(self.procs), "-c",
                                      self.conf_path], env=dict(os.environ, SLUICE_CONF=self.conf_path),
                                     stdout=out, stderr=out)
 
@@ -484,7 +498,10 @@ class Gateway:
                 continue
             try:
                 with open("/proc/%s/cmdline" % pid, "rb") as f:
-                    cmd = f.read().split(b"\0")[0].decode(errors="replace")
+                    args = f.read().split(b"\0")
+                # Wrapped (SLUICE_FCGI_WRAP): the wrapper is argv[0], sluice-fcgi an argument.
+                cmd = next((a for a in args if a.endswith(b"sluice-fcgi")), b"") if FCGI_WRAP else args[0]
+                cmd = cmd.decode(errors="replace")
                 with open("/proc/%s/environ" % pid, "rb") as f:
                     env = f.read()
             except OSError:
