@@ -2,7 +2,7 @@
 // (location hash) and the context every view gets. Views live in js/views/*.js.
 // Roles only decide what is shown; the API enforces every right (R-ADM-2).
 
-import { api_list_all, api_login, api_logout, api_me, api_on_signed_out } from './js/api.js';
+import { api_get, api_list_all, api_login, api_logout, api_me, api_on_signed_out } from './js/api.js';
 import { clear, h, notify, replace } from './js/dom.js';
 import * as endpoints from './js/views/endpoints.js';
 import * as routes from './js/views/routes.js';
@@ -15,6 +15,9 @@ import * as audit from './js/views/audit.js';
 import * as people from './js/views/people.js';
 import * as live from './js/views/live.js';
 import * as rules from './js/views/rules.js';
+import * as requests from './js/views/requests.js';
+import * as nodes from './js/views/nodes.js';
+import * as settings from './js/views/settings.js';
 
 // Section table: id (the hash), label, the roles that see it, the module (render(root, ctx)).
 const VIEWS = [
@@ -23,18 +26,26 @@ const VIEWS = [
   { id: 'keys', label: 'Keys', roles: ['operator', 'admin', 'member'], mod: keys },
   // R-KEY-6: quota layers; an admin sees (and the API lets it set) its tenant's user and endpoint ones.
   { id: 'quotas', label: 'Quotas', roles: ['operator', 'admin'], mod: quotas },
-  // Model policies (limits, answer cache): the operator edits them; an admin reads them and
-  // clears its tenant's cached answers (R-CACHE-3).
-  { id: 'models', label: 'Models', roles: ['operator', 'admin'], mod: models },
+  { id: 'usage', label: 'Usage', roles: ['operator', 'admin', 'member'], mod: usage },
+  // Issue 16: the usage events one by one (GET /api/v1/requests, scoped like usage).
+  { id: 'requests', label: 'Requests', roles: ['operator', 'admin', 'member'], mod: requests },
+  // GET /api/v1/live: the series /metrics shows; members are refused it (no per-user series).
+  // Shown only when the API answers it (app_probe_live).
+  { id: 'live', label: 'Live', roles: ['operator', 'admin'], mod: live, probe: true },
+  // Model policies: the operator edits them; an admin reads them and clears its tenant's
+  // cached answers (R-CACHE-3); a member reads them.
+  { id: 'models', label: 'Models', roles: ['operator', 'admin', 'member'], mod: models },
   // R-GUARD-3: content rules; an admin manages its tenant's and reads the global ones.
   { id: 'rules', label: 'Rules', roles: ['operator', 'admin'], mod: rules },
-  { id: 'usage', label: 'Usage', roles: ['operator', 'admin', 'member'], mod: usage },
+  // R-HC-7: GPU hosts; the operator's, an admin reads them.
+  { id: 'nodes', label: 'Nodes', roles: ['operator', 'admin'], mod: nodes },
+  // Run-time settings: the operator edits them; everyone reads the schema.
+  { id: 'settings', label: 'Settings', roles: ['operator', 'admin', 'member'], mod: settings },
   { id: 'alerts', label: 'Alerts', roles: ['operator', 'admin'], mod: alerts },
   { id: 'audit', label: 'Audit', roles: ['operator', 'admin'], mod: audit },
-  { id: 'people', label: 'Users', roles: ['operator', 'admin'], mod: people },
-  // GET /api/v1/live: the series /metrics shows; members are refused it (no per-user series).
-  { id: 'live', label: 'Live', roles: ['operator', 'admin'], mod: live },
+  { id: 'users', label: 'Users', roles: ['operator', 'admin'], mod: people },
 ];
+
 
 const $ = (id) => document.getElementById(id);
 let ctx = null;
@@ -60,7 +71,18 @@ function app_context(me) {
 }
 
 function app_views() {
-  return VIEWS.filter((v) => v.roles.includes(ctx.role));
+  return VIEWS.filter((v) => v.roles.includes(ctx.role) && (!v.probe || ctx.live));
+}
+
+// The Live tab exists when the gateway has the shared state /metrics reads: ask once.
+async function app_probe_live(role) {
+  if (role === 'member') return false;
+  try {
+    await api_get('live', { minutes: 1 });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function app_current() {
@@ -75,7 +97,12 @@ async function app_render() {
   for (const a of $('tabs').querySelectorAll('a')) {
     const on = a.dataset.view === view.id;
     a.classList.toggle('active', on);
-    if (on) a.setAttribute('aria-current', 'page');
+    if (on) {
+      a.setAttribute('aria-current', 'page');
+      // On a phone the tab row scrolls: keep the current tab in sight.
+      const bar = $('tabs');
+      bar.scrollLeft = Math.max(0, a.offsetLeft - bar.offsetLeft - (bar.clientWidth - a.offsetWidth) / 2);
+    }
     else a.removeAttribute('aria-current');
   }
   const notice = $('notice');
@@ -107,8 +134,9 @@ function app_show_login(message) {
   $('login-username').focus();
 }
 
-function app_show(me) {
+async function app_show(me) {
   ctx = app_context(me);
+  ctx.live = await app_probe_live(ctx.role);
   $('login').hidden = true;
   $('app').hidden = false;
   $('who-name').textContent = `${ctx.user.name} · ${ctx.user.tenant}`;

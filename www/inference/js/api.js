@@ -67,6 +67,19 @@ export async function api(method, path, body) {
 }
 
 export const api_get = (path, params) => api('GET', api_path(path, params));
+
+// A GET answered as text (the usage CSV); errors as api() reports them.
+export async function api_text(path, params) {
+  const res = await fetch(BASE + api_path(path, params), { credentials: 'same-origin', cache: 'no-store', redirect: 'error' });
+  if (!res.ok) {
+    let data = null;
+    try { data = await res.json(); } catch { data = null; }
+    const err = new ApiError(res.status, data);
+    if (res.status === 401) { csrfToken = null; onSignedOut(err); }
+    throw err;
+  }
+  return res.text();
+}
 export const api_post = (path, body) => api('POST', path, body);
 export const api_patch = (path, body) => api('PATCH', path, body);
 export const api_delete = (path) => api('DELETE', path);

@@ -163,32 +163,6 @@ export function showSecret(title, secret, note) {
   return new Promise((resolve) => dlg.addEventListener('close', resolve));
 }
 
-export function confirmDialog(title, message, okLabel = 'Confirm', danger = false) {
-  return new Promise((resolve) => {
-    const ok = h('button', { type: 'button', class: ['btn', danger && 'btn-danger'] }, okLabel);
-    const cancel = h('button', { type: 'button', class: 'btn btn-secondary' }, 'Cancel');
-    const dlg = dom_dialog(title, h('p', null, message), [cancel, ok]);
-    let answer = false;
-    ok.addEventListener('click', () => { answer = true; dlg.close(); });
-    cancel.addEventListener('click', () => dlg.close());
-    dlg.addEventListener('close', () => resolve(answer));
-  });
-}
-
-// A dialog holding a form; resolves after handler succeeded, or null on cancel.
-export function formDialog(title, fields, submitLabel, handler) {
-  return new Promise((resolve) => {
-    const cancel = h('button', { type: 'button', class: 'btn btn-secondary' }, 'Cancel');
-    const ok = h('button', { type: 'submit', class: 'btn' }, submitLabel);
-    const form = h('form', { class: 'form-grid', method: 'post' }, fields, h('div', { class: 'dialog-actions' }, cancel, ok));
-    let result = null;
-    const dlg = dom_dialog(title, form, []);
-    onSubmit(form, async (v) => { result = await handler(v); dlg.close(); });
-    cancel.addEventListener('click', () => dlg.close());
-    dlg.addEventListener('close', () => resolve(result));
-  });
-}
-
 let noticeTimer = null;
 export function notify(message, kind = 'ok') {
   let box = document.getElementById('notice');

@@ -36,7 +36,7 @@ export async function render(root) {
       { label: 'Time', cell: (a) => fmtTime(a.ts) },
       { label: 'Actor', cell: (a) => a.actor || '–' },
       { label: 'Action', cell: (a) => h('code', null, a.action) },
-      { label: 'Object', cell: (a) => `${a.object_type}${a.object_id ? ` #${a.object_id}` : ''}` },
+      { label: 'Object', cell: (a) => h('span', { class: 'audit-target' }, a.target_label || `${a.object_type}${a.object_id ? ` #${a.object_id}` : ''}`) },
       { label: 'Changed', cell: audit_changes, class: 'wrap' },
       { label: 'Details', cell: audit_detail },
     ],

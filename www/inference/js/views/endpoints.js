@@ -5,14 +5,47 @@
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
 import {
-  badge, confirmDialog, field, fmtLimit, fmtTime, formDialog, h, notify, onSubmit, replace, select, showSecret, table,
+  badge, field, fmtLimit, fmtTime, h, notify, onSubmit, replace, select, showSecret, table,
 } from '../dom.js';
+import { confirmDiff, deleteRows, editButton, editDialog } from '../edit.js';
 import { errorText, panel, refreshButton, tenantField, viewHeader } from './parts.js';
 
 const ALGORITHMS = ['round_robin', 'least_connections', 'random', 'engine_aware'];
 const PROTOCOLS = ['openai', 'anthropic'];
 const ENGINES = ['vllm', 'ollama', 'openai', 'anthropic', 'other'];
 const STATES = ['running', 'sleeping', 'disabled'];
+
+// Every field of `sluicectl endpoint set` (admin/api_endpoints.c endpoint_opts); the
+// upstream credential is write-only (R-SEC-1: never read back, empty = unchanged).
+const ENDPOINT_SPEC = [
+  { name: 'algorithm', label: 'Algorithm', type: 'enum', values: ALGORITHMS },
+  { name: 'protocol', label: 'Protocol', type: 'enum', values: PROTOCOLS },
+  { name: 'health_path', label: 'Health path', type: 'text', maxlength: 256 },
+  { name: 'health_check', label: 'Health checks', type: 'bool' },
+  { name: 'affinity', label: 'Session affinity', type: 'bool' },
+  { name: 'stream_guard', label: 'Stream guard', type: 'bool' },
+  { name: 'connect_timeout_ms', label: 'Connect timeout (ms)', type: 'int', min: 1 },
+  { name: 'first_byte_timeout_ms', label: 'First byte timeout (ms)', type: 'int', min: 1 },
+  { name: 'idle_timeout_ms', label: 'Idle timeout (ms)', type: 'int', min: 1 },
+  { name: 'failure_threshold', label: 'Failure threshold', type: 'int', min: 1, hint: 'failed rounds before unhealthy' },
+  { name: 'start_period_seconds', label: 'Start period (s)', type: 'int', min: 0 },
+  { name: 'business_probe_rounds', label: 'Business probe rounds', type: 'int', min: 0 },
+  { name: 'max_concurrency', label: 'Max concurrency', type: 'int', min: 0, hint: '0 = no cap' },
+  { name: 'queue_max', label: 'Queue length', type: 'int', min: 0 },
+  { name: 'queue_timeout_ms', label: 'Queue timeout (ms)', type: 'int', min: 0 },
+  { name: 'default_max_tokens', label: 'Default max_tokens', type: 'int', min: 0, hint: 'anthropic protocol' },
+  { name: 'anthropic_version', label: 'Anthropic version', type: 'text', maxlength: 64 },
+  { name: 'wake_url', label: 'Wake URL', type: 'text', maxlength: 2048 },
+  { name: 'upstream_auth', label: 'Upstream credential', type: 'text', writeOnly: true, maxlength: 4096,
+    hint: 'write-only; empty keeps the current one' },
+];
+
+const REPLICA_SPEC = [
+  { name: 'weight', label: 'Weight', type: 'int', min: 0 },
+  { name: 'max_concurrency', label: 'Max concurrency', type: 'int', min: 0, hint: '0 = no cap' },
+  { name: 'node', label: 'Node', type: 'text', maxlength: 128, hint: 'a node name; empty = none' },
+  { name: 'state', label: 'State', type: 'enum', values: STATES },
+];
 
 // R-PRIO-1: the endpoint's cap over all replicas and the bounds of its wait queue.
 function queue_fields(e = {}) {
@@ -42,7 +75,8 @@ export async function render(root, ctx) {
 }
 
 async function endpoints_load(list, reload) {
-  const eps = await api_list_all('endpoints');
+  const [eps, nodes] = await Promise.all([api_list_all('endpoints'), api_list_all('nodes').catch(() => [])]);
+  REPLICA_SPEC.find((f) => f.name === 'node').suggest = nodes.map((n) => n.name);
   const replicas = await Promise.all(eps.map((e) => api_list_all(`endpoints/${api_id(e.id)}/replicas`)));
   if (!eps.length) {
     replace(list, h('div', { class: 'card empty-card' }, 'No endpoints yet. Create one above, then add its replicas.'));
@@ -92,7 +126,8 @@ function endpoint_card(e, reps, reload) {
   test.addEventListener('click', () => endpoint_test(e, test, verdict));
   const rotate = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'rotate' }, 'Rotate key');
   rotate.addEventListener('click', async () => {
-    if (!await confirmDialog('Rotate endpoint key', `The current key of ${e.name} stops working at once.`, 'Rotate')) return;
+    if (!await confirmDiff('Rotate endpoint key', `The current key of ${e.name} stops working at once.`,
+      [['key', `${e.key_prefix}…`, '(a new key, shown once)']], { okLabel: 'Rotate' })) return;
     try {
       const res = await api_post(`endpoints/${api_id(e.id)}/rotate-key`, {});
       await reload();
@@ -103,16 +138,25 @@ function endpoint_card(e, reps, reload) {
   });
   const queue = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'queue' }, 'Queue');
   queue.addEventListener('click', async () => {
-    const done = await formDialog(`Queue of ${e.name}`, queue_fields(e), 'Save',
-      (v) => api_patch(`endpoints/${api_id(e.id)}`, queue_values(v)));
-    if (done) {
-      notify(`Queue of ${e.name} saved`);
-      await reload();
-    }
+    const done = await editDialog({
+      title: `Queue of ${e.name}`, spec: ENDPOINT_SPEC.filter((f) => ['max_concurrency', 'queue_max', 'queue_timeout_ms'].includes(f.name)),
+      values: e, done: `Queue of ${e.name} saved`, save: (ch) => api_patch(`endpoints/${api_id(e.id)}`, ch),
+    });
+    if (done) await reload();
   });
-  const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm' }, 'Delete');
+  const edit = editButton('Edit', `Edit ${e.name}`);
+  edit.addEventListener('click', async () => {
+    const done = await editDialog({
+      title: `Edit endpoint ${e.name}`, spec: ENDPOINT_SPEC, values: e, done: `Endpoint ${e.name} saved`,
+      save: (ch) => api_patch(`endpoints/${api_id(e.id)}`, ch),
+      risky: (ch) => (ch.health_check === false ? 'Health checks off: failing replicas stay candidates.' : null),
+    });
+    if (done) await reload();
+  });
+  const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm', 'data-action': 'delete' }, 'Delete');
   del.addEventListener('click', async () => {
-    if (!await confirmDialog('Delete endpoint', `Delete ${e.name}, its replicas and its routes?`, 'Delete', true)) return;
+    if (!await confirmDiff(`Delete endpoint ${e.name}`, `Delete ${e.name}, its ${reps.length} replica(s) and its routes?`,
+      [['endpoint', e.name, null], ...deleteRows(ENDPOINT_SPEC.slice(0, 2), e), ['replicas', reps.length, 0]], { okLabel: 'Delete' })) return;
     try {
       await api_delete(`endpoints/${api_id(e.id)}`);
       notify(`Deleted ${e.name}`);
@@ -128,13 +172,31 @@ function endpoint_card(e, reps, reload) {
     meta_item('Max concurrency', fmtLimit(e.max_concurrency)),
     meta_item('Queue', `${e.queue_max} · ${e.queue_timeout_ms} ms`),
     meta_item('Key', e.key_prefix ? `${e.key_prefix}…` : '–'),
+    meta_item('Timeouts', `${e.connect_timeout_ms} / ${e.first_byte_timeout_ms} / ${e.idle_timeout_ms} ms`),
+    meta_item('Upstream credential', e.upstream_auth_set ? 'set' : 'none'),
     meta_item('Created', fmtTime(e.created_at)));
   return h('section', { class: 'card endpoint', 'data-endpoint': e.name },
     h('div', { class: 'card-head' },
       h('div', { class: 'card-title' }, h('h2', { class: 'endpoint-name' }, e.name),
-        h('span', { class: 'chip' }, e.tenant), endpoint_health(reps)),
-      h('div', { class: 'card-actions' }, test, queue, rotate, del)),
-    meta, verdict, replicas_table(e, reps, reload), replica_form(e, reload));
+        h('span', { class: 'chip' }, e.tenant), endpoint_health(reps), recovery_badge(e)),
+      h('div', { class: 'card-actions' }, edit, test, queue, rotate, del)),
+    recovery_note(e), meta, verdict, replicas_table(e, reps, reload), replica_form(e, reload));
+}
+
+// Issue 16: the API sets recovery_hint once the endpoint's consecutive failures reach
+// recovery_hint_failures, and clears it after a success.
+function recovery_badge(e) {
+  if (!e.recovery_hint) return null;
+  return h('span', { class: 'badge badge-bad recovery-badge', 'data-streak': e.failure_streak ?? 0 },
+    `failing ×${e.failure_streak ?? '?'}`);
+}
+
+function recovery_note(e) {
+  if (!e.recovery_hint) return null;
+  return h('div', { class: 'recovery-note', role: 'status' },
+    h('strong', null, `${e.failure_streak ?? '?'} failures in a row`),
+    e.last_error ? h('span', null, ` · last error: ${e.last_error}${e.last_error_ms ? ` (${fmtTime(Math.floor(e.last_error_ms / 1000))})` : ''}`) : null,
+    h('div', { class: 'recovery-hint' }, e.recovery_hint));
 }
 
 function meta_item(label, value) {
@@ -184,10 +246,23 @@ function replicas_table(e, reps, reload) {
     });
     return sel;
   };
-  const remove = (r) => h('button', {
-    type: 'button', class: 'btn btn-ghost-danger btn-sm', 'aria-label': `Remove ${r.url}`,
+  const edit = (r) => h('button', {
+    type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'edit-replica', 'aria-label': `Edit ${r.url}`,
     onclick: async () => {
-      if (!await confirmDialog('Remove replica', `Remove ${r.url} from ${e.name}?`, 'Remove', true)) return;
+      const active = reps.filter((x) => x.state === 'running' && x.weight > 0);
+      const done = await editDialog({
+        title: `Edit replica ${r.url}`, spec: REPLICA_SPEC, values: { ...r, node: r.node || '' }, done: `Replica ${r.url} saved`,
+        save: (ch) => api_patch(`endpoints/${api_id(e.id)}/replicas/${api_id(r.id)}`, ch),
+        risky: (ch) => ((ch.weight === 0 || (ch.state && ch.state !== 'running')) && active.length === 1 && active[0].id === r.id
+          ? `${r.url} is the last running replica of ${e.name}: it stops getting traffic.` : null),
+      });
+      if (done) await reload();
+    },
+  }, 'Edit');
+  const remove = (r) => h('button', {
+    type: 'button', class: 'btn btn-ghost-danger btn-sm', 'aria-label': `Remove ${r.url}`, 'data-action': 'remove-replica',
+    onclick: async () => {
+      if (!await confirmDiff('Remove replica', `Remove ${r.url} from ${e.name}?`, [['url', r.url, null], ...deleteRows(REPLICA_SPEC, r)], { okLabel: 'Remove' })) return;
       try {
         await api_delete(`endpoints/${api_id(e.id)}/replicas/${api_id(r.id)}`);
         await reload();
@@ -204,7 +279,7 @@ function replicas_table(e, reps, reload) {
     { label: 'Max concurrency', cell: (r) => (r.max_concurrency ? String(r.max_concurrency) : '∞'), class: 'num' },
     { label: 'Node', cell: (r) => r.node || '–' },
     { label: 'State', cell: stateCell },
-    { label: '', cell: remove, class: 'actions' },
+    { label: '', cell: (r) => h('div', { class: 'btn-row' }, edit(r), remove(r)), class: 'actions' },
   ], reps, { empty: 'No replicas: add the upstream URL below.' });
 }
 

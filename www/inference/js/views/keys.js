@@ -2,11 +2,27 @@
 // queue priority (R-PRIO-2) and what they used today and this month; create a key (shown
 // once), change limits and priority, revoke.
 
-import { api_delete, api_get, api_id, api_list_all, api_patch, api_post } from '../api.js';
+import { api, api_delete, api_get, api_id, api_list_all, api_patch, api_post } from '../api.js';
 import {
-  badge, confirmDialog, field, fmtLimit, fmtNum, formDialog, h, notify, onSubmit, replace, select, showSecret, table,
+  badge, field, fmtLimit, fmtNum, h, notify, onSubmit, replace, select, showSecret, table,
 } from '../dom.js';
-import { errorText, limitFields, limitValues, panel, refreshButton, utcDay, viewHeader } from './parts.js';
+import { confirmDiff, editButton, editDialog } from '../edit.js';
+import { errorText, LIMITS, limitFields, limitValues, panel, refreshButton, utcDay, viewHeader } from './parts.js';
+
+const STRATEGIES = ['balanced', 'cost', 'latency', 'semantic'];
+// The key's own fields (PATCH tenant/api-keys/{id}) and its auto routing policy
+// (PUT .../routing-policy, R-AUTO-1: null = the global setting).
+const KEY_SPEC = [
+  { name: 'name', label: 'Name', type: 'text', maxlength: 128 },
+  ...LIMITS.map(([name, label, hint]) => ({ name, label, type: 'int', min: 0, hint: `${hint}; 0 = unlimited` })),
+  { name: 'priority', label: 'Priority', type: 'int', min: 0, max: 9, hint: '0 first, 9 last' },
+  { name: 'max_priority', label: 'Max priority', type: 'int', min: 0, max: 9, hint: 'empty = its own' },
+];
+const POLICY_SPEC = [
+  { name: 'auto_routing_enabled', label: 'Auto routing', type: 'tristate', labels: { null: 'the global setting', true: 'on', false: 'off' } },
+  { name: 'auto_routing_strategy', label: 'Auto strategy', type: 'enum', nullable: true, values: STRATEGIES, labels: { null: 'the global setting' } },
+];
+const POLICY_FIELDS = POLICY_SPEC.map((f) => f.name);
 
 // R-PRIO-2: 0 is the highest; max priority empty = no higher than the key's own.
 function priority_fields(k = {}) {
@@ -83,39 +99,61 @@ function usage_cell(used, limit) {
 }
 
 async function keys_load(list, ctx, reload) {
-  const [keys, use] = await Promise.all([api_list_all('tenant/api-keys'), keys_usage()]);
-  const day = (k) => use.day.get(k.id) || {};
-  const mon = (k) => use.month.get(k.id) || {};
+  const keys = await api_list_all('tenant/api-keys');
+  // Issue 16: the quota counters the gateway enforces (today, month); before the API had
+  // them, the daily aggregates.
+  const counted = keys.every((k) => k.today && k.month);
+  const use = counted ? null : await keys_usage();
+  const day = (k) => (counted ? { requests: k.today.requests, total_tokens: k.today.tokens } : use.day.get(k.id) || {});
+  const mon = (k) => (counted ? { requests: k.month.requests, total_tokens: k.month.tokens } : use.month.get(k.id) || {});
   const cols = [
     { label: 'Key', cell: (k) => h('div', null, h('strong', null, k.name || '(unnamed)'), h('div', { class: 'muted small' }, h('code', null, `${k.prefix}…`))) },
     { label: 'Owner', cell: (k) => (ctx.isOperator ? `${k.user} · ${k.tenant}` : k.user) },
     { label: 'Status', cell: (k) => (k.revoked ? badge('revoked', 'muted') : badge('active', 'ok')) },
     { label: 'QPS', cell: (k) => fmtLimit(k.qps_limit), class: 'num' },
     { label: 'Concurrency', cell: (k) => fmtLimit(k.concurrency_limit), class: 'num' },
-    { label: 'Calls today', cell: (k) => usage_cell(day(k).requests || 0, k.daily_limit) },
+    { label: 'Calls today', cell: (k) => h('div', null, usage_cell(day(k).requests || 0, k.daily_limit),
+      h('div', { class: 'muted small key-tokens-today' }, `${fmtNum(day(k).total_tokens || 0)} tokens`)) },
     { label: 'Calls this month', cell: (k) => usage_cell(mon(k).requests || 0, k.monthly_quota) },
     { label: 'Tokens / min', cell: (k) => fmtLimit(k.tpm_limit), class: 'num' },
     { label: 'Tokens this month', cell: (k) => usage_cell(mon(k).total_tokens || 0, k.monthly_token_quota) },
     { label: 'Priority', cell: (k) => (k.max_priority === null || k.max_priority === k.priority ? String(k.priority) : `${k.priority} (up to ${k.max_priority})`), class: 'num' },
-    { label: '', class: 'actions', cell: (k) => (k.revoked ? '' : key_actions(k, reload)) },
+    { label: '', class: 'actions sticky-actions', cell: (k) => (k.revoked ? '' : key_actions(k, reload)) },
   ];
   const sorted = [...keys].sort((a, b) => Number(a.revoked) - Number(b.revoked) || b.id - a.id);
   replace(list, table(cols, sorted, { empty: 'No keys yet.', rowClass: (k) => (k.revoked ? 'row-muted' : null) }));
+  list.dataset.counters = counted ? 'quota' : 'usage';
+}
+
+async function key_edit(k, reload) {
+  let policy = { auto_routing_enabled: null, auto_routing_strategy: null };
+  try {
+    policy = await api_get(`tenant/api-keys/${api_id(k.id)}/routing-policy`);
+  } catch (err) {
+    notify(errorText(err), 'error');
+  }
+  const done = await editDialog({
+    title: `Edit key ${k.name || k.prefix}`, spec: [...KEY_SPEC, ...POLICY_SPEC], values: { ...k, ...policy },
+    done: 'Key saved',
+    save: async (ch) => {
+      const own = {};
+      const pol = {};
+      for (const [n, v] of Object.entries(ch)) (POLICY_FIELDS.includes(n) ? pol : own)[n] = v;
+      if (Object.keys(own).length) await api_patch(`tenant/api-keys/${api_id(k.id)}`, own);
+      if (Object.keys(pol).length) await api('PUT', `tenant/api-keys/${api_id(k.id)}/routing-policy`, pol);
+      return true;
+    },
+  });
+  if (done) await reload();
 }
 
 function key_actions(k, reload) {
-  const edit = h('button', { type: 'button', class: 'btn btn-secondary btn-sm' }, 'Limits');
-  edit.addEventListener('click', async () => {
-    const done = await formDialog(`Limits of ${k.name || k.prefix}`, [limitFields(k), priority_fields(k)], 'Save limits',
-      (v) => api_patch(`tenant/api-keys/${api_id(k.id)}`, { ...limitValues(v), ...priority_values(v) }));
-    if (done) {
-      notify('Limits saved');
-      await reload();
-    }
-  });
-  const revoke = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm' }, 'Revoke');
+  const edit = editButton('Edit', `Edit key ${k.name || k.prefix}`);
+  edit.addEventListener('click', () => key_edit(k, reload));
+  const revoke = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm', 'data-action': 'revoke' }, 'Revoke');
   revoke.addEventListener('click', async () => {
-    if (!await confirmDialog('Revoke key', `Revoke ${k.name || k.prefix}? Programs using it get 401 at once.`, 'Revoke', true)) return;
+    if (!await confirmDiff(`Revoke key ${k.name || k.prefix}`, 'Programs using it get 401 at once; this cannot be undone.',
+      [['status', 'active', 'revoked'], ['prefix', `${k.prefix}…`, `${k.prefix}…`]], { okLabel: 'Revoke' })) return;
     try {
       await api_delete(`tenant/api-keys/${api_id(k.id)}`);
       notify('Key revoked');

@@ -4,8 +4,29 @@
 // clears its own tenant's cached answers.
 
 import { api, api_delete, api_get, api_list_all, api_path, api_post } from '../api.js';
-import { badge, confirmDialog, field, fmtNum, fmtTime, formDialog, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { badge, field, fmtNum, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { confirmDiff, editDialog } from '../edit.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
+
+// Every field of a model policy (admin/api_policies.c), for the shared edit dialog.
+const POLICY_SPEC = [
+  { name: 'purpose', label: 'Purpose', type: 'enum', nullable: true, values: ['chat', 'completion', 'embedding'] },
+  { name: 'routing_enabled', label: 'Automatic routing may pick it', type: 'bool' },
+  { name: 'quality_score', label: 'Quality', type: 'number', min: 0, max: 100, decimals: 3, hint: '0–100; empty = unknown' },
+  { name: 'price_input_per_1k', label: 'Price in / 1k', type: 'number', min: 0, decimals: 6, hint: 'per 1k prompt tokens' },
+  { name: 'price_output_per_1k', label: 'Price out / 1k', type: 'number', min: 0, decimals: 6, hint: 'per 1k completion tokens' },
+  { name: 'supports_tools', label: 'Tools', type: 'bool' },
+  { name: 'supports_vision', label: 'Vision', type: 'bool' },
+  { name: 'max_context', label: 'Max context', type: 'int', min: 0, hint: 'tokens; empty = unknown' },
+  { name: 'max_output', label: 'Max output', type: 'int', min: 0, hint: 'largest max_tokens; empty = the global cap' },
+  { name: 'description', label: 'Description', type: 'textarea', nullable: true, maxlength: 1024 },
+  { name: 'cache', label: 'Cache', type: 'enum', values: ['off', 'exact', 'semantic'] },
+  { name: 'cache_ttl_s', label: 'Cache TTL (s)', type: 'int', min: 1, max: 31536000, required: true },
+  { name: 'semantic_threshold', label: 'Semantic threshold', type: 'number', min: 0, max: 1, decimals: 3, hint: 'empty = the setting' },
+  { name: 'shrink_max_tokens', label: 'Shrink max_tokens to the tokens left', type: 'bool' },
+  { name: 'clamp_max_tokens', label: 'Clamp max_tokens to max output', type: 'bool' },
+  { name: 'default_greedy', label: 'No temperature counts as greedy', type: 'bool' },
+];
 
 const PURPOSES = [['', '–'], ['chat', 'chat'], ['completion', 'completion'], ['embedding', 'embedding']];
 const CACHE_MODES = [['off', 'off'], ['exact', 'exact'], ['semantic', 'semantic']];
@@ -18,9 +39,16 @@ export async function render(root, ctx) {
   const list = h('section', { class: 'card', id: 'policy-list' });
   const cache = h('section', { class: 'card', id: 'cache-list' });
   const hits = h('section', { class: 'card', id: 'semantic-hits' });
-  const reload = () => Promise.all([policies_load(list, ctx, reload), cache_load(cache, reload), hits_load(hits)]);
+  const reload = () => (ctx.canManage ? Promise.all([policies_load(list, ctx, reload), cache_load(cache, reload), hits_load(hits)])
+    : policies_load(list, ctx, reload));
   const parts = [viewHeader('Models', 'What routing knows of each public model name, its limits and its answer cache.', refreshButton(reload))];
   if (ctx.isOperator) parts.push(panel('New model policy', policy_form(reload), { id: 'new-policy' }));
+  if (!ctx.canManage) {
+    // Members read the policies (what each model costs and can do); the cache is the managers'.
+    replace(root, ...parts, list);
+    await reload();
+    return;
+  }
   replace(root, ...parts, list, cache, hits);
   await reload();
 }
@@ -44,6 +72,8 @@ function policy_fields(p = {}) {
     field('Max output', num('max_output', p.max_output, { step: 1, inputmode: 'numeric' }), 'largest max_tokens; empty = the global cap'),
     field('Cache', select('cache', CACHE_MODES, p.cache || 'off'), 'answers kept for identical greedy requests'),
     field('Cache TTL (s)', num('cache_ttl_s', p.cache_ttl_s ?? 3600, { step: 1, min: 1, max: TTL_MAX, required: true, inputmode: 'numeric' }), `1 to ${TTL_MAX}`),
+    check('supports_tools', 'Tools', p.supports_tools),
+    check('supports_vision', 'Vision', p.supports_vision),
     check('shrink_max_tokens', 'Shrink max_tokens to the tokens left', p.shrink_max_tokens),
     check('default_greedy', 'No temperature counts as greedy', p.default_greedy),
   ];
@@ -53,6 +83,7 @@ function policy_fields(p = {}) {
 function policy_values(v, { clear = false } = {}) {
   const out = {
     cache: v.cache, shrink_max_tokens: !!v.shrink_max_tokens, default_greedy: !!v.default_greedy,
+    supports_tools: !!v.supports_tools, supports_vision: !!v.supports_vision,
   };
   if (Number.isFinite(v.cache_ttl_s)) out.cache_ttl_s = Math.trunc(v.cache_ttl_s);
   if (v.purpose) out.purpose = v.purpose;
@@ -92,10 +123,14 @@ async function policies_load(list, ctx, reload) {
   const cols = [
     { label: 'Model', cell: (p) => h('strong', { class: 'policy-model', 'data-model': p.model }, p.model) },
     { label: 'Purpose', cell: (p) => p.purpose || '–' },
+    { label: 'Auto', cell: (p) => yes(p.routing_enabled) },
     { label: 'Quality', cell: (p) => (p.quality_score === null ? '–' : String(p.quality_score)), class: 'num' },
     { label: 'Price in / out', cell: price, class: 'num' },
     { label: 'Max context', cell: (p) => fmtNum(p.max_context), class: 'num' },
     { label: 'Max output', cell: (p) => fmtNum(p.max_output), class: 'num' },
+    { label: 'Tools', cell: (p) => yes(p.supports_tools) },
+    { label: 'Vision', cell: (p) => yes(p.supports_vision) },
+    { label: 'Description', cell: (p) => p.description || '–', class: 'wrap' },
     { label: 'Shrink', cell: (p) => yes(p.shrink_max_tokens) },
     { label: 'Cache', cell: (p) => cache_badge(p.cache) },
     { label: 'Cache TTL', cell: (p) => h('span', { class: 'policy-ttl' }, `${fmtNum(p.cache_ttl_s)} s`), class: 'num' },
@@ -109,16 +144,16 @@ async function policies_load(list, ctx, reload) {
 function policy_actions(p, reload) {
   const edit = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'edit' }, 'Edit');
   edit.addEventListener('click', async () => {
-    const done = await formDialog(`Policy of ${p.model}`, policy_fields(p), 'Save policy',
-      (v) => api('PUT', policyPath(p.model), policy_values(v, { clear: true })));
-    if (done) {
-      notify(`Policy of ${p.model} saved`);
-      await reload();
-    }
+    const done = await editDialog({
+      title: `Policy of ${p.model}`, spec: POLICY_SPEC, values: p, submitLabel: 'Save policy', done: `Policy of ${p.model} saved`,
+      save: (ch) => api('PUT', policyPath(p.model), ch),
+    });
+    if (done) await reload();
   });
   const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm', 'data-action': 'delete' }, 'Delete');
   del.addEventListener('click', async () => {
-    if (!await confirmDialog('Delete model policy', `Remove the policy of ${p.model}? The model goes back to the defaults.`, 'Delete', true)) return;
+    if (!await confirmDiff('Delete model policy', `Remove the policy of ${p.model}? The model goes back to the defaults.`,
+      POLICY_SPEC.filter((f) => p[f.name] !== null && p[f.name] !== undefined).map((f) => [f.label, p[f.name], null]), { okLabel: 'Delete' })) return;
     try {
       await api_delete(policyPath(p.model));
       notify(`Policy of ${p.model} deleted`);
@@ -137,7 +172,8 @@ async function cache_load(box, reload) {
     const b = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm', 'data-action': 'clear' }, 'Clear');
     b.addEventListener('click', async () => {
       const what = model ? `the cached answers of ${model}` : 'every cached answer';
-      if (!await confirmDialog('Clear the cache', `Delete ${what}? Requests go upstream again.`, 'Clear', true)) return;
+      const entries = model ? (stats.models.find((m) => m.model === model) || {}).entries : stats.entries;
+      if (!await confirmDiff('Clear the cache', `Delete ${what}? Requests go upstream again.`, [['entries', entries, 0]], { okLabel: 'Clear' })) return;
       try {
         const r = await api_delete(api_path('cache', { model }));
         notify(`Cleared ${fmtNum(r.deleted)} cached answer${r.deleted === 1 ? '' : 's'}`);

@@ -3,8 +3,48 @@
 // delete them.
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
-import { badge, confirmDialog, field, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
-import { errorText, panel, refreshButton, tenantField, viewHeader } from './parts.js';
+import { badge, field, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { confirmDiff, editButton, editDialog } from '../edit.js';
+import { errorText, LIMITS, panel, refreshButton, tenantField, viewHeader } from './parts.js';
+
+// A user's role, a new password (write-only) and its key ceiling: the most any key of
+// the user may be given (R-ADM-2), 0 = no ceiling.
+function user_spec(ctx) {
+  return [
+    { name: 'role', label: 'Role', type: 'enum', values: ctx.isOperator ? ['member', 'admin', 'operator'] : ['member', 'admin'] },
+    { name: 'password', label: 'New password', type: 'password', writeOnly: true, maxlength: 1024, hint: 'empty keeps the current one' },
+    ...LIMITS.map(([name, label]) => ({ name: `ceil_${name}`, label: `Ceiling: ${label}`, type: 'int', min: 0, hint: '0 = none' })),
+  ];
+}
+
+async function user_edit(u, ctx, reload) {
+  const values = { role: u.role };
+  for (const [name] of LIMITS) values[`ceil_${name}`] = u.key_ceiling ? u.key_ceiling[name] ?? 0 : 0;
+  const done = await editDialog({
+    title: `Edit user ${u.name}`, spec: user_spec(ctx), values, done: `User ${u.name} saved`,
+    risky: (ch) => (ch.role && ch.role !== 'operator' && u.role === 'operator' ? `${u.name} loses the operator's rights.` : null),
+    save: (ch) => {
+      const body = {};
+      if (ch.role) body.role = ch.role;
+      if (ch.password) body.password = ch.password;
+      if (LIMITS.some(([name]) => `ceil_${name}` in ch)) {
+        body.key_ceiling = {};
+        for (const [name] of LIMITS) body.key_ceiling[name] = `ceil_${name}` in ch ? ch[`ceil_${name}`] : values[`ceil_${name}`];
+      }
+      return api_patch(`users/${api_id(u.id)}`, body);
+    },
+  });
+  if (done) await reload();
+}
+
+async function tenant_edit(t, reload) {
+  const done = await editDialog({
+    title: `Edit tenant ${t.name}`, values: t, done: `Tenant ${t.name} saved`,
+    spec: [{ name: 'weight', label: 'Queue weight', type: 'int', min: 1, max: 1000, required: true, hint: 'share of a contended queue, 1 to 1000' }],
+    save: (ch) => api_patch(`tenants/${api_id(t.id)}`, ch),
+  });
+  if (done) await reload();
+}
 
 export async function render(root, ctx) {
   const tenants = h('div', { id: 'tenant-list' });
@@ -13,7 +53,7 @@ export async function render(root, ctx) {
     ctx.forgetTenants();
     await Promise.all([ctx.isOperator ? tenants_load(tenants, reload) : null, users_load(users, ctx, reload)]);
   };
-  const parts = [viewHeader('Tenants & users', 'Who may sign in here and use the API, and in which tenant.', refreshButton(reload))];
+  const parts = [viewHeader('Users', 'Who may sign in here and use the API, and in which tenant.', refreshButton(reload))];
   if (ctx.isOperator) {
     parts.push(h('section', { class: 'card' }, h('h2', null, 'Tenants'), tenant_form(reload), tenants));
   }
@@ -41,7 +81,8 @@ async function tenants_load(box, reload) {
     { label: 'Tenant', cell: (t) => h('span', { class: 'tenant-name' }, t.name) },
     { label: 'Weight', cell: (t) => weight_editor(t, reload), class: 'num' },
     { label: 'Created', cell: (t) => fmtTime(t.created_at) },
-    { label: '', class: 'actions', cell: (t) => (t.name === 'default' ? '' : delete_button('tenant', t.name, `tenants/${api_id(t.id)}`, reload)) },
+    { label: '', class: 'actions', cell: (t) => h('div', { class: 'btn-row' }, edit_of(`Edit tenant ${t.name}`, () => tenant_edit(t, reload)),
+      t.name === 'default' ? null : delete_button('tenant', t.name, `tenants/${api_id(t.id)}`, reload, [['weight', t.weight, null]])) },
   ], rows));
 }
 
@@ -90,15 +131,29 @@ async function users_load(box, ctx, reload) {
     { label: 'Tenant', cell: (u) => u.tenant },
     { label: 'Role', cell: (u) => badge(u.role, u.role === 'member' ? 'muted' : 'info') },
     { label: 'Sign-in', cell: (u) => (u.has_password ? 'password' : 'keys only') },
+    { label: 'Key ceiling', cell: (u) => ceiling_text(u) },
     { label: 'Created', cell: (u) => fmtTime(u.created_at) },
-    { label: '', class: 'actions', cell: (u) => (u.id === ctx.user.id ? '' : delete_button('user', u.name, `users/${api_id(u.id)}`, reload)) },
-  ], rows));
+    { label: '', class: 'actions', cell: (u) => h('div', { class: 'btn-row' }, edit_of(`Edit user ${u.name}`, () => user_edit(u, ctx, reload)),
+      u.id === ctx.user.id ? null : delete_button('user', u.name, `users/${api_id(u.id)}`, reload, [['role', u.role, null], ['tenant', u.tenant, null]])) },
+  ], rows, { rowClass: () => 'user-row' }));
 }
 
-function delete_button(what, name, path, reload) {
-  const b = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm' }, 'Delete');
+function edit_of(aria, fn) {
+  const b = editButton('Edit', aria);
+  b.addEventListener('click', fn);
+  return b;
+}
+
+function ceiling_text(u) {
+  const c = u.key_ceiling || {};
+  const set = LIMITS.filter(([name]) => c[name]).map(([name, label]) => `${label} ${c[name]}`);
+  return set.length ? h('span', { class: 'small' }, set.join(' · ')) : h('span', { class: 'muted' }, 'none');
+}
+
+function delete_button(what, name, path, reload, rows = []) {
+  const b = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm', 'data-action': 'delete', 'aria-label': `Delete ${what} ${name}` }, 'Delete');
   b.addEventListener('click', async () => {
-    if (!await confirmDialog(`Delete ${what}`, `Delete ${what} ${name}?`, 'Delete', true)) return;
+    if (!await confirmDiff(`Delete ${what}`, `Delete ${what} ${name}?`, [[what, name, null], ...rows], { okLabel: 'Delete' })) return;
     try {
       await api_delete(path);
       notify(`Deleted ${name}`);

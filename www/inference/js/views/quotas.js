@@ -3,7 +3,8 @@
 // operator sees every layer; a tenant admin those of its tenant's users and endpoints.
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
-import { badge, confirmDialog, field, fmtLimit, fmtTime, formDialog, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { badge, field, fmtLimit, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { confirmDiff, editDialog } from '../edit.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
 
 // The limits each scope takes (R-KEY-6); the API refuses any other.
@@ -135,17 +136,19 @@ function quota_actions(q, reload) {
   const what = `${q.scope} ${quota_target(q)}`;
   const edit = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'edit' }, 'Edit');
   edit.addEventListener('click', async () => {
-    const fields = SCOPES[q.scope].fields.map((name) => field(LIMITS[name][0], limit_input(name, q[name]), LIMITS[name][1]));
-    const done = await formDialog(`Quota of ${what}`, fields, 'Save quota',
-      (v) => api_patch(`quotas/${api_id(q.id)}`, quota_values(q.scope, v)));
-    if (done) {
-      notify('Quota saved');
-      await reload();
-    }
+    const spec = SCOPES[q.scope].fields.map((name) => ({
+      name, label: LIMITS[name][0], hint: LIMITS[name][1], type: 'int', min: 0, required: name !== 'queue_max',
+    }));
+    const done = await editDialog({
+      title: `Quota of ${what}`, spec, values: q, submitLabel: 'Save quota', done: 'Quota saved',
+      save: (ch) => api_patch(`quotas/${api_id(q.id)}`, ch),
+    });
+    if (done) await reload();
   });
   const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm', 'data-action': 'delete' }, 'Delete');
   del.addEventListener('click', async () => {
-    if (!await confirmDialog('Delete quota', `Remove the quota of ${what}? Its limits stop applying.`, 'Delete', true)) return;
+    if (!await confirmDiff('Delete quota', `Remove the quota of ${what}? Its limits stop applying.`,
+      SCOPES[q.scope].fields.map((name) => [LIMITS[name][0], q[name], null]), { okLabel: 'Delete' })) return;
     try {
       await api_delete(`quotas/${api_id(q.id)}`);
       notify(`Quota of ${what} deleted`);

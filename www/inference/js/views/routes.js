@@ -4,7 +4,8 @@
 // the route's answer cache (R-CACHE-2: its own mode and TTL, or the model policy's).
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
-import { badge, confirmDialog, field, fmtNum, formDialog, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { badge, field, fmtNum, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { confirmDiff, editButton, editDialog } from '../edit.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
 
 export async function render(root, ctx) {
@@ -17,7 +18,8 @@ export async function render(root, ctx) {
 }
 
 async function routes_load(list, ctx, reload) {
-  const routes = await api_list_all('model-routes');
+  const [routes, eps] = await Promise.all([api_list_all('model-routes'), ctx.canManage ? api_list_all('endpoints') : []]);
+  ctx.routeEndpoints = eps;
   const groups = new Map();
   for (const r of routes) {
     const k = `${r.tenant_id}\u0000${r.model}`;
@@ -111,26 +113,33 @@ function route_table(routes, shares, ctx, reload) {
   const cols = [
     { label: 'Endpoint', cell: (r) => r.endpoint },
     { label: 'Priority', cell: (r) => String(r.priority), class: 'num' },
-    { label: 'Weight', cell: (r) => (ctx.canManage ? weight_editor(r, reload) : String(r.weight)), class: 'num' },
+    { label: 'Weight', cell: (r) => (ctx.canManage ? weight_editor(r, routes, reload) : String(r.weight)), class: 'num' },
     { label: 'Share', cell: (r) => (shares.has(r.id) ? pct(shares.get(r.id)) : r.status === 'active' ? 'standby' : '–'), class: 'num' },
     { label: 'Status', cell: (r) => badge(r.status, r.status === 'active' ? 'ok' : 'muted') },
     { label: 'Upstream model', cell: (r) => r.target_model || '–' },
     { label: 'Cache', cell: cache_cell },
   ];
-  if (ctx.canManage) cols.push({ label: '', class: 'actions', cell: (r) => route_actions(r, reload) });
+  if (ctx.canManage) cols.push({ label: '', class: 'actions', cell: (r) => route_actions(r, routes, ctx, reload) });
   const sorted = [...routes].sort((a, b) => a.priority - b.priority || b.weight - a.weight);
   return table(cols, sorted, { rowClass: (r) => (r.status === 'active' ? null : 'row-muted') });
 }
 
-function weight_editor(r, reload) {
+function weight_editor(r, group, reload) {
   const input = h('input', { type: 'number', min: 0, value: r.weight, class: 'input-narrow', 'aria-label': `Weight of ${r.endpoint}`, 'data-route': r.id });
   const save = h('button', { type: 'submit', class: 'btn btn-secondary btn-sm' }, 'Save');
   const form = h('form', { class: 'weight-edit', method: 'post' }, input, save);
   form.addEventListener('submit', async (ev) => {
     ev.preventDefault();
+    const w = Number(input.value);
+    if (!Number.isInteger(w) || w < 0) {
+      notify('The weight is a whole number of 0 or more.', 'error');
+      return;
+    }
+    if (w === 0 && last_live(r, group) && !await confirmDiff('Weight 0 on the last route',
+      `${r.endpoint} is the last route serving ${r.model}: with weight 0 it only stands by.`, [['weight', r.weight, 0]], { okLabel: 'Apply' })) return;
     save.disabled = true;
     try {
-      await api_patch(`model-routes/${api_id(r.id)}`, { weight: Number(input.value) });
+      await api_patch(`model-routes/${api_id(r.id)}`, { weight: w });
       notify(`Weight of ${r.model} → ${r.endpoint} is now ${input.value}`);
       await reload();
     } catch (err) {
@@ -150,29 +159,58 @@ function cache_cell(r) {
 
 const CACHE_CHOICES = [['', 'Inherit (the model policy\u2019s)'], ['off', 'Off'], ['exact', 'Exact'], ['semantic', 'Semantic']];
 
+const CACHE_SPEC = [
+  { name: 'cache', label: 'Cache', type: 'enum', nullable: true, values: CACHE_CHOICES.slice(1), labels: { null: CACHE_CHOICES[0][1] },
+    hint: 'answers kept for identical greedy requests' },
+  { name: 'cache_ttl_s', label: 'Cache TTL (s)', type: 'int', min: 1, max: 31536000, placeholder: 'the policy\u2019s', hint: 'empty = the model policy\u2019s' },
+];
+
 async function cache_edit(r, reload) {
-  const ttl = h('input', { name: 'cache_ttl_s', type: 'number', min: 1, max: 31536000, step: 1, inputmode: 'numeric', placeholder: 'the policy\u2019s' });
-  if (r.cache_ttl_s !== null) ttl.value = String(r.cache_ttl_s);
-  const fields = [
-    field('Cache', select('cache', CACHE_CHOICES, r.cache ?? ''), 'answers kept for identical greedy requests'),
-    field('Cache TTL (s)', ttl, 'empty = the model policy\u2019s'),
-  ];
-  const done = await formDialog(`Cache of ${r.model} → ${r.endpoint}`, fields, 'Save',
-    (v) => api_patch(`model-routes/${api_id(r.id)}`, {
-      cache: v.cache || null, cache_ttl_s: Number.isFinite(v.cache_ttl_s) ? Math.trunc(v.cache_ttl_s) : null,
-    }));
-  if (done) {
-    notify(`Cache of ${r.model} → ${r.endpoint} saved`);
-    await reload();
-  }
+  const done = await editDialog({
+    title: `Cache of ${r.model} → ${r.endpoint}`, spec: CACHE_SPEC, values: r, done: `Cache of ${r.model} → ${r.endpoint} saved`,
+    save: (ch) => api_patch(`model-routes/${api_id(r.id)}`, ch),
+  });
+  if (done) await reload();
 }
 
-function route_actions(r, reload) {
+// The route is the last one taking this model's traffic (active, weight > 0).
+function last_live(r, group) {
+  const live = group.filter((x) => x.status === 'active' && x.weight > 0);
+  return live.length === 1 && live[0].id === r.id;
+}
+
+function route_spec(r, ctx) {
+  const eps = (ctx.routeEndpoints || []).filter((e) => e.tenant_id === r.tenant_id || ctx.isOperator);
+  return [
+    { name: 'priority', label: 'Priority', type: 'int', min: ctx.isOperator ? -1000 : 0, max: 1000, hint: '0 first; higher = fallback' },
+    { name: 'weight', label: 'Weight', type: 'int', min: 0, hint: '0 = standby' },
+    { name: 'target_model', label: 'Upstream model', type: 'text', maxlength: 256, hint: 'empty = the public name' },
+    { name: 'status', label: 'Status', type: 'enum', values: ['active', 'inactive'] },
+    { name: 'endpoint_id', label: 'Endpoint', type: 'enum', numeric: true,
+      values: eps.length ? eps.map((e) => [String(e.id), ctx.isOperator ? `${e.name} (${e.tenant})` : e.name]) : [[String(r.endpoint_id), r.endpoint]] },
+  ];
+}
+
+async function route_edit(r, group, ctx, reload) {
+  const done = await editDialog({
+    title: `Edit route ${r.model} → ${r.endpoint}`, spec: route_spec(r, ctx), values: r, done: `Route ${r.model} → ${r.endpoint} saved`,
+    save: (ch) => api_patch(`model-routes/${api_id(r.id)}`, ch),
+    risky: (ch) => ((ch.weight === 0 || ch.status === 'inactive') && last_live(r, group)
+      ? `This is the last route serving ${r.model}: after this change no endpoint takes its traffic.` : null),
+  });
+  if (done) await reload();
+}
+
+function route_actions(r, group, ctx, reload) {
+  const edit = editButton('Edit', `Edit route ${r.model} → ${r.endpoint}`);
+  edit.addEventListener('click', () => route_edit(r, group, ctx, reload));
   const cache = h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-action': 'cache' }, 'Cache');
   cache.addEventListener('click', () => cache_edit(r, reload));
   const next = r.status === 'active' ? 'inactive' : 'active';
   const toggle = h('button', { type: 'button', class: 'btn btn-secondary btn-sm' }, next === 'inactive' ? 'Disable' : 'Enable');
   toggle.addEventListener('click', async () => {
+    if (next === 'inactive' && last_live(r, group) && !await confirmDiff('Disable the last route',
+      `No endpoint serves ${r.model} after this.`, [['status', r.status, next]], { okLabel: 'Disable' })) return;
     try {
       await api_patch(`model-routes/${api_id(r.id)}`, { status: next });
       await reload();
@@ -180,9 +218,11 @@ function route_actions(r, reload) {
       notify(errorText(err), 'error');
     }
   });
-  const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm' }, 'Delete');
+  const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm', 'data-action': 'delete' }, 'Delete');
   del.addEventListener('click', async () => {
-    if (!await confirmDialog('Delete route', `Stop routing ${r.model} to ${r.endpoint}?`, 'Delete', true)) return;
+    if (!await confirmDiff('Delete route', `Stop routing ${r.model} to ${r.endpoint}?${last_live(r, group) ? ' It is the last route serving it.' : ''}`,
+      [['model', r.model, null], ['endpoint', r.endpoint, null], ['priority', r.priority, null], ['weight', r.weight, null], ['status', r.status, null]],
+      { okLabel: 'Delete' })) return;
     try {
       await api_delete(`model-routes/${api_id(r.id)}`);
       await reload();
@@ -190,5 +230,5 @@ function route_actions(r, reload) {
       notify(errorText(err), 'error');
     }
   });
-  return h('div', { class: 'btn-row' }, cache, toggle, del);
+  return h('div', { class: 'btn-row' }, edit, cache, toggle, del);
 }

@@ -5,7 +5,8 @@
 // ones. The API checks every pattern (it must compile and match in bounded time).
 
 import { api_delete, api_id, api_list_all, api_post } from '../api.js';
-import { badge, confirmDialog, field, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { badge, field, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
+import { confirmDiff } from '../edit.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
 
 const ALL = '';   // the tenant picker's value for a global rule (every tenant)
@@ -80,7 +81,8 @@ function rule_actions(r, ctx, reload) {
   const del = h('button', { type: 'button', class: 'btn btn-ghost-danger btn-sm', 'data-action': 'delete' }, 'Delete');
   del.addEventListener('click', async () => {
     const what = `${r.action} rule ${r.name} (${r.kind} ${r.pattern}, ${r.scope}, ${rule_where(r)})`;
-    if (!await confirmDialog('Delete rule', `Delete the ${what}? It stops applying at once.`, 'Delete', true)) return;
+    if (!await confirmDiff('Delete rule', `Delete the ${what}? It stops applying at once.`,
+      [['name', r.name, null], ['pattern', r.pattern, null], ['action', r.action, null], ['scope', r.scope, null]], { okLabel: 'Delete' })) return;
     try {
       await api_delete(`rules/${api_id(r.id)}`);
       notify(`Rule ${r.name} deleted`);

@@ -3,12 +3,12 @@
 // The API groups by one dimension at a time: the range's groups come from one report,
 // the per-day split from one report per day that had traffic.
 
-import { api_get } from '../api.js';
+import { api_get, api_text } from '../api.js';
 import { chart_legend, chart_stacked_bars, CHART_SERIES_MAX } from '../chart.js';
-import { field, fmtNum, h, replace, select, table } from '../dom.js';
-import { addDays, daysBetween, refreshButton, utcDay, viewHeader } from './parts.js';
+import { field, fmtNum, h, notify, replace, select, table } from '../dom.js';
+import { addDays, daysBetween, errorText, refreshButton, utcDay, viewHeader } from './parts.js';
 
-const GROUPS = [['model', 'Model'], ['user', 'User'], ['key', 'Key']];
+const GROUPS = [['model', 'Model'], ['user', 'User'], ['key', 'Key'], ['endpoint', 'Endpoint'], ['replica', 'Replica'], ['day', 'Day']];
 const MAX_DAYS = 366;
 const PARALLEL = 6;
 let last = { from: null, to: null, group: 'model' };
@@ -23,11 +23,21 @@ export async function render(root, ctx) {
     field('Group by', select('group', GROUPS, last.group)),
     h('div', { class: 'presets', role: 'group', 'aria-label': 'Quick ranges' },
       [7, 30, 90].map((n) => h('button', { type: 'button', class: 'btn btn-secondary btn-sm', 'data-days': n }, `${n} days`))),
-    h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn' }, 'Show')));
+    h('div', { class: 'form-actions' },
+      h('button', { type: 'button', class: 'btn btn-secondary', id: 'usage-csv', 'data-action': 'csv' }, 'Download CSV'),
+      h('button', { type: 'submit', class: 'btn' }, 'Show')));
+  form.querySelector('#usage-csv').addEventListener('click', () => usage_csv(form));
   const run = async () => {
     const f = form.elements;
     last = { from: f.from.value, to: f.to.value, group: f.group.value };
-    await usage_show(out, last, ctx);
+    try {
+      await usage_show(out, last, ctx);
+    } catch (err) {
+      // An API without this grouping (or a bad range) says so in the card, not as a crash.
+      replace(out, h('div', { class: 'card error-card usage-error' }, h('h2', null, 'Could not load usage'), h('p', null, errorText(err))));
+      out.removeAttribute('aria-busy');
+      out.dataset.group = last.group;
+    }
   };
   form.addEventListener('submit', (ev) => { ev.preventDefault(); run(); });
   form.elements.group.addEventListener('change', run);
@@ -42,8 +52,33 @@ export async function render(root, ctx) {
   await run();
 }
 
+// The current table as the API writes it (format=csv), saved as a file.
+async function usage_csv(form) {
+  const f = form.elements;
+  try {
+    const text = await api_text('tenant/usage', { group_by: f.group.value, from: f.from.value, to: f.to.value, limit: 1000, format: 'csv' });
+    const url = URL.createObjectURL(new Blob([text], { type: 'text/csv' }));
+    const a = h('a', { href: url, download: `usage-${f.group.value}-${f.from.value}-${f.to.value}.csv`, hidden: true });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  } catch (err) {
+    notify(errorText(err), 'error');
+  }
+}
+
+const fmtMs = (v) => (v === null || v === undefined ? '–' : `${fmtNum(Math.round(v))} ms`);
+function fmtCost(r) {
+  if (r.cost === null || r.cost === undefined) return '–';
+  return `${Number(r.cost).toFixed(4)} ${r.currency || ''}`.trim();
+}
+
 function group_of(group, r) {
   if (group === 'model') return { id: r.model, name: r.model || '(none)' };
+  if (group === 'endpoint') return { id: r.endpoint_id, name: r.endpoint || (r.endpoint_id ? `endpoint ${r.endpoint_id}` : '(none)') };
+  if (group === 'replica') return { id: r.replica_id, name: r.replica || (r.replica_id ? `replica ${r.replica_id}` : '(none)') };
+  if (group === 'day') return { id: r.day, name: r.day };
   if (group === 'user') return { id: r.user_id, name: r.user || (r.user_id ? `user ${r.user_id}` : 'endpoint keys') };
   const owner = r.user ? ` · ${r.user}` : '';
   return { id: r.key_id, name: r.key_id ? `${r.name || r.prefix || `key ${r.key_id}`}${owner}` : 'endpoint keys' };
@@ -104,7 +139,9 @@ async function usage_show(out, q, ctx) {
   const t = groups.totals;
   const stats = h('div', { class: 'stats' },
     [['requests', 'Requests', t.requests], ['errors', 'Errors', t.errors], ['prompt_tokens', 'Prompt tokens', t.prompt_tokens],
-      ['completion_tokens', 'Completion tokens', t.completion_tokens], ['total_tokens', 'Total tokens', t.total_tokens]]
+      ['completion_tokens', 'Completion tokens', t.completion_tokens], ['total_tokens', 'Total tokens', t.total_tokens],
+      ...(groups.data.some((r) => r.cost !== undefined) ? [['cost', `Cost (${groups.data[0]?.currency || ''})`.replace(' ()', ''),
+        +groups.data.reduce((a, r) => a + (Number(r.cost) || 0), 0).toFixed(4)]] : [])]
       .map(([k, label, v]) => h('div', { class: 'stat', 'data-stat': k }, h('div', { class: 'stat-label' }, label), h('div', { class: 'stat-value' }, fmtNum(v)))));
   const legendNames = reqSeries.map((se) => se.name);
   const groupLabel = GROUPS.find(([g]) => g === q.group)[1].toLowerCase();
@@ -119,7 +156,12 @@ async function usage_show(out, q, ctx) {
     { label: 'Completion tokens', cell: (r) => fmtNum(r.completion_tokens), class: 'num' },
     { label: 'Total tokens', cell: (r) => fmtNum(r.total_tokens), class: 'num' },
     { label: 'Share', cell: (r) => `${((r.total_tokens * 100) / sum).toFixed(1)}%`, class: 'num' },
-  ], groups.data, { empty: 'No usage in this range.' });
+    { label: 'Cost', cell: (r) => h('span', { class: 'usage-cost' }, fmtCost(r)), class: 'num' },
+    { label: 'Latency p50', cell: (r) => fmtMs(r.latency_p50_ms), class: 'num' },
+    { label: 'Latency p95', cell: (r) => fmtMs(r.latency_p95_ms), class: 'num' },
+    { label: 'TTFT p50', cell: (r) => fmtMs(r.ttft_p50_ms), class: 'num' },
+    { label: 'TTFT p95', cell: (r) => fmtMs(r.ttft_p95_ms), class: 'num' },
+  ], groups.data, { empty: 'No usage in this range.', rowClass: () => 'usage-row' });
   replace(out, stats, h('div', { class: 'chart-grid-2' }, reqBox, tokBox),
     h('section', { class: 'card' }, h('h2', null, `By ${groupLabel}`), chart_legend(legendNames), tbl));
   out.removeAttribute('aria-busy');
