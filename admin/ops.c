@@ -610,7 +610,7 @@ struct json_object *ops_settings_set(sqlite3 *db, const char *key, const char *v
         return NULL;
     const struct settings_def *d = settings_find(key);
     if (!d) {
-        char names[400];
+        char names[1024];
         settings_names(names, sizeof names);
         ops_fail(err, OPS_ERR_INVALID, "key", "unknown setting (known: %s)", names);
         return NULL;

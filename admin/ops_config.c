@@ -128,7 +128,7 @@ struct json_object *ops_config_set(sqlite3 *db, struct json_object *changes, str
     json_object_object_foreach(changes, name, value) {
         const struct settings_def *d = settings_find(name);
         if (!d) {
-            char names[400];
+            char names[1024];
             settings_names(names, sizeof names);
             ops_fail(err, OPS_ERR_INVALID, NULL, "unknown setting (known: %s)", names);
             return NULL;

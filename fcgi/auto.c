@@ -1,10 +1,17 @@
 /* auto.c: candidates for model "auto" from the snapshot and the shared state (R-AUTO-1..6). */
 #include "auto.h"
 
+#include "cache_key.h"
+#include "embed.h"
+#include "log.h"
+#include "metrics.h"
 #include "reply.h"
+#include "semindex.h"
+#include "semroute.h"
 #include "serving.h"
 #include "util.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #define AUTO_MAX_CANDIDATES 64
@@ -60,6 +67,80 @@ static void count(struct request *r, int outcome, enum auto_strategy s)
     atomic_fetch_add(&r->shm->r->routing.auto_outcomes[outcome][s], 1);
 }
 
+/* R-SEM-2: a failing embedding backend degrades to BM25; said once a minute. */
+static void sem_degraded(const struct request *r, const char *model)
+{
+    static _Atomic int64_t warned_ms;
+    int64_t now = mono_ms(), last = atomic_load(&warned_ms);
+    if (now - last >= 60000 && atomic_compare_exchange_strong(&warned_ms, &last, now))
+        log_warn("request %s: semantic routing could not embed with model %s; scored by BM25 only "
+                 "(logged once a minute)", r->request_id, model);
+}
+
+/* R-SEM-1..3: the semantic strategy over the candidates that passed R-AUTO-2/3
+ * (idx, m of them): 0 with res's order set, or -1 when no candidate is left. */
+static int sem_choose(struct request *r, const struct auto_cand *cands, const int *idx, int m,
+                      struct auto_result *res)
+{
+    const struct snapshot *s = r->snap;
+    struct semindex *ix = semindex_acquire(r);
+    struct sem_cand *sc = arena_alloc(r->arena, sizeof *sc * (size_t)(m ? m : 1));
+    int *pol = arena_alloc(r->arena, sizeof *pol * (size_t)(m ? m : 1));
+    for (int k = 0; k < m; k++) {
+        const struct auto_cand *c = &cands[idx[k]];
+        const struct snap_policy *p = snapshot_policy(s, c->model);
+        pol[k] = p ? (int)(p - s->policies) : -1;
+        sc[k] = (struct sem_cand){.model = c->model, .endpoint_id = c->endpoint_id, .doc = pol[k]};
+        if (p) {
+            sc[k].tenants = p->tenants, sc[k].n_tenants = p->n_tenants;
+            sc[k].labels = p->labels, sc[k].n_labels = p->n_labels;
+        }
+    }
+    struct buf text;
+    struct json_object *where;
+    buf_init(&text, 1u << 20);
+    int have_text = cache_key_last_user(r->json, &text, &where) == 0;
+    const struct snap_tenant *t = snapshot_tenant(s, r->caller.tenant_id);
+    const struct snap_key *key = r->caller.key;
+    struct sem_input in = {
+        .text = have_text ? text.data : NULL, .len = have_text ? text.len : 0,
+        .tenant = t ? t->name : "", .tenant_id = r->caller.tenant_id,
+        .require_labels = key ? key->require_labels : NULL, .n_require = key ? key->n_require_labels : 0,
+        .rules = ix->rules, .n_rules = ix->n_rules, .match_limit = (uint32_t)r->conf->rule_match_limit,
+        .bm25 = ix->bm25, .w_bm25 = s->sem_w_bm25, .w_embedding = s->sem_w_embedding,
+        .threshold = s->sem_threshold, .default_model = s->sem_default_model};
+    /* R-SEM-2: embeddings of the text and of each candidate's description, when an
+     * embedding model is set; any failure: BM25 alone for this request. */
+    if (have_text && *ix->embed_model) {
+        struct embedding q;
+        int ok = embed_text(r, ix->embed_model, text.data, text.len, &q) == 0;
+        for (int k = 0; ok && k < m; k++)
+            ok = semindex_description_vec(r, ix, pol[k], &sc[k].vec, &sc[k].dims) == 0;
+        if (ok) {
+            in.qvec = q.vec;
+            in.dims = q.dims;
+        } else {
+            for (int k = 0; k < m; k++)
+                sc[k].vec = NULL;
+            sem_degraded(r, ix->embed_model);
+        }
+    }
+    struct sem_result sr;
+    semroute_decide(sc, m, &in, &sr);
+    buf_free(&text);
+    semindex_release(ix);
+    if (sr.n == 0)
+        return -1;
+    res->n = 0;
+    for (int k = 0; k < sr.n; k++)
+        res->order[res->n++] = idx[sr.order[k]];
+    r->routing_reason = arena_strdup(r->arena, sr.reason);
+    char l[32];
+    metrics_label(l, sizeof l, 0, "layer", semroute_layer_name(sr.layer));
+    metrics_add(r->shm, MET_SEMANTIC_ROUTING, l, 1);
+    return 0;
+}
+
 int auto_plan_request(struct request *r, struct auto_plan **out)
 {
     enum auto_strategy strategy;
@@ -105,7 +186,14 @@ int auto_plan_request(struct request *r, struct auto_plan **out)
     request_features(r, &rq);
     struct auto_weights w = {s->auto_w_quality / 100.0, s->auto_w_price / 100.0, s->auto_w_latency / 100.0};
     struct auto_result res;
-    auto_choose(cands, n, &rq, strategy, &w, &res);
+    if (strategy == AUTO_SEMANTIC) {
+        int idx[AUTO_MAX_CANDIDATES];
+        int m = auto_eligible(cands, n, &rq, idx, &res);
+        if (m > 0 && sem_choose(r, cands, idx, m, &res) != 0)
+            res.error = ERR_NO_AUTO_CANDIDATES;   /* R-SEM-1: allow-lists, labels and forbids left none */
+    } else {
+        auto_choose(cands, n, &rq, strategy, &w, &res);
+    }
     if (res.error != ERR_NONE) {
         count(r, 3, strategy);
         reply_error(r, res.error, NULL, NULL);

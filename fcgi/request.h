@@ -168,6 +168,7 @@ struct request {
     int64_t admitted_ms;          /* when the QPS window admitted it (the event's time) */
     const char *response_content_type;
     struct auto_plan *auto_plan;  /* R-AUTO: the candidates when the client asked for "auto" */
+    const char *routing_reason;   /* R-SEM: X-Routing-Reason of a semantic choice, NULL otherwise */
     struct sticky *sticky;        /* R-AFF: the affinity lookup of this request, or NULL */
     char session_id[260];         /* R-AFF-5: X-Session-Id of the response */
     char affinity_header[48];     /* R-AFF-5: X-Session-Affinity of the response */
