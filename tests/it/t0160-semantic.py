@@ -197,7 +197,10 @@ def test_key_required_labels_R_SEM_1(c):
     # coder has no eu-only: the code question goes to writer (which scores nothing: fallback)
     model, reason = applied(c, CODE, "writer")
     assert reason == "fallback", reason
-    c.gw.ctl("key", "set", c.kid, "--require-labels", "pii-ok")
+    s = ApiSession(c.gw, "root", PW)
+    got = expect(s.patch("/api/v1/tenant/api-keys/%d" % c.kid, {"require_labels": "pii-ok"}), 200)
+    assert got["require_labels"] == "pii-ok", got
+    expect(s.patch("/api/v1/tenant/api-keys/%d" % c.kid, {"require_labels": "no spaces"}), 400)
     # only secret carries pii-ok, and it is beta's: no candidate
     wait_for(lambda: ask(c, CODE).status == 503, 5, what="no candidate")
     assert ask(c, CODE).json()["error"]["code"] == "no_auto_candidates"
