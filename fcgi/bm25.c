@@ -3,6 +3,7 @@
 #include "bm25.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,11 +14,33 @@ static const char *const stop_words[] = {
     "it", "me", "my", "of", "on", "or", "our", "please", "so", "that", "the", "this", "to", "was", "we", "what",
     "with", "you", "your", NULL};
 
-static int is_stop(const char *t, size_t n)
+/* The stop words by term hash, sorted once: a token's hash is computed anyway,
+ * so the check is a binary search instead of a string compare per word. */
+static uint64_t stop_hash[64];
+static int n_stop;
+static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
+
+static int u64_cmp(const void *a, const void *b);
+
+static void stop_init(void)
 {
-    for (int i = 0; stop_words[i]; i++)
-        if (strlen(stop_words[i]) == n && memcmp(stop_words[i], t, n) == 0)
+    for (n_stop = 0; stop_words[n_stop]; n_stop++)
+        stop_hash[n_stop] = bm25_term(stop_words[n_stop], strlen(stop_words[n_stop]));
+    qsort(stop_hash, (size_t)n_stop, sizeof *stop_hash, u64_cmp);
+}
+
+static int is_stop(uint64_t h)
+{
+    int lo = 0, hi = n_stop - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (stop_hash[mid] == h)
             return 1;
+        if (stop_hash[mid] < h)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
     return 0;
 }
 
@@ -34,8 +57,11 @@ static int word_byte(unsigned char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c >= 0x80;
 }
 
-int bm25_tokens(const char *text, size_t len, void (*fn)(void *ctx, const char *tok, size_t n), void *ctx)
+/* The tokeniser (bm25.h); fn gets each kept token with its term hash. */
+static int tokenise(const char *text, size_t len, void (*fn)(void *ctx, const char *tok, size_t n, uint64_t h),
+                    void *ctx)
 {
+    pthread_once(&stop_once, stop_init);
     char tok[BM25_TOKEN_MAX + 1];
     int count = 0;
     size_t i = 0;
@@ -43,18 +69,40 @@ int bm25_tokens(const char *text, size_t len, void (*fn)(void *ctx, const char *
         while (i < len && !word_byte((unsigned char)text[i]))
             i++;
         size_t n = 0;
+        uint64_t h = 1469598103934665603ULL;     /* bm25_term's FNV-1a, as the bytes come */
         while (i < len && word_byte((unsigned char)text[i])) {
             unsigned char c = (unsigned char)text[i++];
-            if (n < BM25_TOKEN_MAX)
-                tok[n++] = (char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+            if (n < BM25_TOKEN_MAX) {
+                c = (unsigned char)(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
+                tok[n++] = (char)c;
+                h = (h ^ c) * 1099511628211ULL;
+            }
         }
-        if (n < 2 || is_stop(tok, n))
+        if (n < 2 || (n <= 7 && is_stop(h)))     /* no stop word is longer than 7 bytes */
             continue;
         tok[n] = '\0';
-        fn(ctx, tok, n);
+        fn(ctx, tok, n, h);
         count++;
     }
     return count;
+}
+
+struct plain {
+    void (*fn)(void *ctx, const char *tok, size_t n);
+    void *ctx;
+};
+
+static void plain_one(void *ctx, const char *tok, size_t n, uint64_t h)
+{
+    (void)h;
+    struct plain *p = ctx;
+    p->fn(p->ctx, tok, n);
+}
+
+int bm25_tokens(const char *text, size_t len, void (*fn)(void *ctx, const char *tok, size_t n), void *ctx)
+{
+    struct plain p = {fn, ctx};
+    return tokenise(text, len, plain_one, &p);
 }
 
 uint64_t bm25_term(const char *tok, size_t n)
@@ -70,10 +118,11 @@ struct collect {
     int n;
 };
 
-static void collect_one(void *ctx, const char *tok, size_t n)
+static void collect_one(void *ctx, const char *tok, size_t n, uint64_t h)
 {
+    (void)tok, (void)n;
     struct collect *c = ctx;
-    c->terms[c->n++] = bm25_term(tok, n);
+    c->terms[c->n++] = h;
 }
 
 static int u64_cmp(const void *a, const void *b)
@@ -86,7 +135,7 @@ static int u64_cmp(const void *a, const void *b)
 static int sorted_terms(const char *text, size_t len, uint64_t *terms, int *n)
 {
     struct collect c = {terms, 0};
-    int tokens = text ? bm25_tokens(text, len, collect_one, &c) : 0;
+    int tokens = text ? tokenise(text, len, collect_one, &c) : 0;
     qsort(terms, (size_t)c.n, sizeof *terms, u64_cmp);
     *n = c.n;
     return tokens;
