@@ -2,8 +2,6 @@
 #include "auto.h"
 
 #include "cache_key.h"
-#include "embed.h"
-#include "log.h"
 #include "metrics.h"
 #include "reply.h"
 #include "semindex.h"
@@ -11,7 +9,6 @@
 #include "serving.h"
 #include "util.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #define AUTO_MAX_CANDIDATES 64
@@ -67,23 +64,14 @@ static void count(struct request *r, int outcome, enum auto_strategy s)
     atomic_fetch_add(&r->shm->r->routing.auto_outcomes[outcome][s], 1);
 }
 
-/* R-SEM-2: a failing embedding backend degrades to BM25; said once a minute. */
-static void sem_degraded(const struct request *r, const char *model)
-{
-    static _Atomic int64_t warned_ms;
-    int64_t now = mono_ms(), last = atomic_load(&warned_ms);
-    if (now - last >= 60000 && atomic_compare_exchange_strong(&warned_ms, &last, now))
-        log_warn("request %s: semantic routing could not embed with model %s; scored by BM25 only "
-                 "(logged once a minute)", r->request_id, model);
-}
-
 /* R-SEM-1..3: the semantic strategy over the candidates that passed R-AUTO-2/3
  * (idx, m of them): 0 with res's order set, or -1 when no candidate is left. */
 static int sem_choose(struct request *r, const struct auto_cand *cands, const int *idx, int m,
                       struct auto_result *res)
 {
     const struct snapshot *s = r->snap;
-    struct semindex *ix = semindex_acquire(r);
+    /* semvec_prepare holds the index (with the embeddings it fetched); else our own */
+    struct semindex *ix = r->semindex ? r->semindex : semindex_acquire(r);
     struct sem_cand *sc = arena_alloc(r->arena, sizeof *sc * (size_t)(m ? m : 1));
     int *pol = arena_alloc(r->arena, sizeof *pol * (size_t)(m ? m : 1));
     for (int k = 0; k < m; k++) {
@@ -109,26 +97,18 @@ static int sem_choose(struct request *r, const struct auto_cand *cands, const in
         .rules = ix->rules, .n_rules = ix->n_rules, .match_limit = (uint32_t)r->conf->rule_match_limit,
         .bm25 = ix->bm25, .w_bm25 = s->sem_w_bm25, .w_embedding = s->sem_w_embedding,
         .threshold = s->sem_threshold, .default_model = s->sem_default_model};
-    /* R-SEM-2: embeddings of the text and of each candidate's description, when an
-     * embedding model is set; any failure: BM25 alone for this request. */
-    if (have_text && *ix->embed_model) {
-        struct embedding q;
-        int ok = embed_text(r, ix->embed_model, text.data, text.len, &q) == 0;
-        for (int k = 0; ok && k < m; k++)
-            ok = semindex_description_vec(r, ix, pol[k], &sc[k].vec, &sc[k].dims) == 0;
-        if (ok) {
-            in.qvec = q.vec;
-            in.dims = q.dims;
-        } else {
-            for (int k = 0; k < m; k++)
-                sc[k].vec = NULL;
-            sem_degraded(r, ix->embed_model);
-        }
+    /* R-SEM-2: the embeddings fcgi/semvec.c fetched before route, when it could. */
+    if (r->sem_qvec) {
+        in.qvec = r->sem_qvec;
+        in.dims = r->sem_qdims;
+        for (int k = 0; k < m; k++)
+            semindex_vec_get(ix, pol[k], &sc[k].vec, &sc[k].dims);
     }
     struct sem_result sr;
     semroute_decide(sc, m, &in, &sr);
     buf_free(&text);
-    semindex_release(ix);
+    if (ix != r->semindex)
+        semindex_release(ix);
     if (sr.n == 0)
         return -1;
     res->n = 0;

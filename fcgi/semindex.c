@@ -2,7 +2,6 @@
 #include "semindex.h"
 
 #include "content_rules.h"
-#include "embed.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -113,35 +112,30 @@ void semindex_release(struct semindex *ix)
     pthread_mutex_unlock(&semindex_lock);
 }
 
-int semindex_description_vec(struct request *r, struct semindex *ix, int policy, const float **vec, size_t *dims)
+int semindex_vec_get(struct semindex *ix, int policy, const float **vec, size_t *dims)
 {
     *vec = NULL;
     *dims = 0;
     if (policy < 0 || policy >= ix->n_vecs || !ix->vecs[policy].key)
-        return 0;                   /* no description: nothing to compare */
+        return -1;                  /* no description: nothing to compare */
     pthread_mutex_lock(&semindex_lock);
-    struct semindex_vec *v = &ix->vecs[policy];
-    if (v->vec) {
-        *vec = v->vec;
-        *dims = v->dims;
-    }
-    pthread_mutex_unlock(&semindex_lock);
-    if (*vec)
-        return 0;
-    /* Fetched without the lock (it is an upstream call); two requests may both
-     * fetch it, and the first stored stays. Metered to the caller who needed it. */
-    const char *text = r->snap->policies[policy].description;
-    struct embedding e;
-    if (embed_text(r, ix->embed_model, text, strlen(text), &e) != 0)
-        return -1;
-    pthread_mutex_lock(&semindex_lock);
-    if (!v->vec) {
-        v->vec = xcalloc(e.dims, sizeof(float));
-        memcpy(v->vec, e.vec, e.dims * sizeof(float));
-        v->dims = e.dims;
-    }
+    const struct semindex_vec *v = &ix->vecs[policy];
     *vec = v->vec;
     *dims = v->dims;
     pthread_mutex_unlock(&semindex_lock);
-    return 0;
+    return *vec != NULL;
+}
+
+void semindex_vec_put(struct semindex *ix, int policy, const float *vec, size_t dims)
+{
+    if (policy < 0 || policy >= ix->n_vecs || !ix->vecs[policy].key || dims == 0)
+        return;
+    pthread_mutex_lock(&semindex_lock);
+    struct semindex_vec *v = &ix->vecs[policy];
+    if (!v->vec) {                  /* set once, then only read: readers keep the pointer unlocked */
+        v->vec = xcalloc(dims, sizeof(float));
+        memcpy(v->vec, vec, dims * sizeof(float));
+        v->dims = dims;
+    }
+    pthread_mutex_unlock(&semindex_lock);
 }

@@ -1,9 +1,9 @@
 /* semindex.h: what the semantic strategy (R-SEM-1..2) keeps per snapshot version in
  * a responder process: the semantic rules compiled once (PCRE2, JIT, the guard's
  * match limit, as content rules), the BM25 index of the model policies'
- * descriptions, and the descriptions' embeddings, fetched through sluice's own
- * routes on first use and carried over to the next version while the
- * description and the embedding model stay the same. */
+ * descriptions, and the descriptions' embeddings (fetched by fcgi/semvec.c) carried
+ * over to the next version while the description and the embedding model stay the
+ * same. It calls nothing of route: fcgi/auto.c reads it inside the route stage. */
 #ifndef SLUICE_SEMINDEX_H
 #define SLUICE_SEMINDEX_H
 
@@ -31,10 +31,12 @@ struct semindex {
 struct semindex *semindex_acquire(const struct request *r);
 void semindex_release(struct semindex *ix);
 
-/* R-SEM-2: the embedding of policy p's description (unit length, request arena
- * copy not needed: valid while ix is held), fetched now when missing. 0 or -1
- * (the embedding backend failed: the caller degrades to BM25). */
-int semindex_description_vec(struct request *r, struct semindex *ix, int policy, const float **vec, size_t *dims);
+/* R-SEM-2: policy p's description embedding (valid while ix is held): 1 with *vec
+ * set, 0 when not fetched yet, -1 when the policy has no description (or no
+ * embedding model is set). */
+int semindex_vec_get(struct semindex *ix, int policy, const float **vec, size_t *dims);
+/* Keeps a copy of a fetched description embedding (the first stored stays). */
+void semindex_vec_put(struct semindex *ix, int policy, const float *vec, size_t dims);
 
 /* A key for a text under an embedding model (the cache's identity of a vector). */
 uint64_t semindex_vec_key(const char *model, const char *text);
