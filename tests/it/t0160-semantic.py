@@ -118,6 +118,11 @@ def test_bm25_picks_the_described_model_R_SEM_2(c):
     assert model == "writer" and reason.startswith("bm25:"), (model, reason)
     # the upstream got the model's real name
     assert json.loads(c.fakes["writer"].stats()["last"]["body"])["model"] == "writer"
+    # a stream says the same in its head
+    st, h, chunks = c.gw.stream_raw(c.keys["acme"], {"model": "auto", "stream": True,
+                                                     "messages": [{"role": "user", "content": CODE}]})
+    assert st == 200 and h.get("x-routed-model") == "coder", (st, h)
+    assert h.get("x-routing-reason", "").startswith("bm25:"), h
 
 
 def test_fallback_below_threshold_R_SEM_3(c):
