@@ -11,6 +11,12 @@
 #include <stdatomic.h>
 #include <string.h>
 
+/* After a failed embedding the next SEMVEC_BACKOFF_MS of requests (of this
+ * process) go by BM25 without trying: a backend that hangs would otherwise cost
+ * every request cache.semantic_embed_timeout_ms. */
+#define SEMVEC_BACKOFF_MS 5000
+static _Atomic int64_t failed_ms;
+
 /* R-SEM-2: a failing embedding backend degrades to BM25; said once a minute. */
 static void semvec_degraded(const struct request *r, const char *model)
 {
@@ -28,12 +34,17 @@ void semvec_prepare(struct request *r)
     if (!r->model || strcmp(r->model, "auto") != 0 || !r->json || !s->sem_embed_model || !*s->sem_embed_model ||
         !auto_enabled_for(r, &strategy) || strategy != AUTO_SEMANTIC)
         return;
+    int64_t last = atomic_load(&failed_ms);
+    if (last && mono_ms() - last < SEMVEC_BACKOFF_MS)
+        return;
+    /* A turn longer than cache.semantic_max_input_bytes is not embedded (as for the
+     * semantic cache: embedders refuse or cut long inputs): BM25 alone. */
     struct buf text;
     struct json_object *where;
-    buf_init(&text, 1u << 20);
+    buf_init(&text, (size_t)r->conf->semantic_max_input_bytes);
     if (cache_key_last_user(r->json, &text, &where) != 0) {
         buf_free(&text);
-        return;                     /* no text: the rules and BM25 have nothing either */
+        return;                     /* no text, or too long */
     }
     struct semindex *ix = semindex_acquire(r);
     r->semindex = ix;
@@ -59,6 +70,7 @@ void semvec_prepare(struct request *r)
         r->sem_qvec = q.vec;
         r->sem_qdims = q.dims;
     } else if (*ix->embed_model) {
+        atomic_store(&failed_ms, mono_ms());
         semvec_degraded(r, ix->embed_model);
     }
 }

@@ -10,7 +10,9 @@
 #include "request.h"
 
 /* Sets r->semindex (held) and, when every embedding came, r->sem_qvec; a failure
- * leaves r->sem_qvec NULL (BM25 only, logged once a minute). Never replies. */
+ * leaves r->sem_qvec NULL (BM25 only, logged once a minute), and so do the next
+ * 5 s of requests without trying; a turn over cache.semantic_max_input_bytes is
+ * not embedded. Never replies. */
 void semvec_prepare(struct request *r);
 /* Gives back what prepare held. */
 void semvec_end(struct request *r);

@@ -177,6 +177,16 @@ def test_rules_force_and_forbid_R_SEM_1(c):
     ctl_fail(c.gw, "semantic-rule", "add", "both", "--pattern", "x", "--force", "coder", "--forbid", "writer")
     c.gw.ctl("semantic-rule", "rm", "no-coder-secrets")
     c.gw.ctl("semantic-rule", "rm", "beta-only")
+    # a matched rule's label admits only models carrying it: pii-ok is secret's, which is beta's
+    c.gw.ctl("semantic-rule", "add", "ssn", "--pattern", "\\b\\d{3}-\\d{2}-\\d{4}\\b", "--forbid", "coder",
+             "--label", "pii-ok")
+    text = "my number is 123-45-6789, write poems"
+    wait_for(lambda: ask(c, text).status == 503, 5, what="ssn rule live")
+    assert ask(c, text).json()["error"]["code"] == "no_auto_candidates"
+    model, reason = routed(ask(c, text, tenant="beta"))
+    assert model == "secret", (model, reason)
+    assert routed(ask(c, POEM, tenant="beta"))[0] == "writer"      # no number: no label required
+    c.gw.ctl("semantic-rule", "rm", "ssn")
 
 
 def test_rules_api_R_SEM_1(c):
@@ -247,10 +257,15 @@ def test_embedding_backend_failing_degrades_to_bm25_R_SEM_2(c):
         assert model == "coder" and reason.startswith("bm25:"), (model, reason)
         model, reason = routed(ask(c, POEM))
         assert model == "writer" and reason.startswith("bm25:"), (model, reason)
+        n = emb.stats()["requests"]
+        assert routed(ask(c, POEM))[1].startswith("bm25:") and emb.stats()["requests"] == n, "tried again at once"
         wait_for(lambda: "scored by BM25 only" in c.gw.log_text(), 3, what="the degradation logged")
     finally:
         emb.behavior("")
-    wait_for(lambda: route_of(c, CODE)[1].startswith("hybrid:"), 5, what="hybrid again")
+    # BM25 without trying for 5 s after a failure, then embeddings again
+    t = time.time()
+    wait_for(lambda: route_of(c, CODE)[1].startswith("hybrid:"), 12, interval=0.25, what="hybrid again")
+    assert time.time() - t >= 3, time.time() - t
     c.gw.ctl("config", "set", "semantic_embedding_model", "")
     wait_for(lambda: route_of(c, CODE)[1].startswith("bm25:"), 5, what="bm25 again")
 
