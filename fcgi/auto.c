@@ -1,7 +1,6 @@
 /* auto.c: candidates for model "auto" from the snapshot and the shared state (R-AUTO-1..6). */
 #include "auto.h"
 
-#include "cache_key.h"
 #include "metrics.h"
 #include "reply.h"
 #include "semindex.h"
@@ -85,9 +84,8 @@ static int sem_choose(struct request *r, const struct auto_cand *cands, const in
         }
     }
     struct buf text;
-    struct json_object *where;
-    buf_init(&text, 1u << 20);
-    int have_text = cache_key_last_user(r->json, &text, &where) == 0;
+    buf_init(&text, 0);             /* as long as the body: a rule reads all of it */
+    int have_text = semroute_last_user(r->json, &text) == 0;
     const struct snap_tenant *t = snapshot_tenant(s, r->caller.tenant_id);
     const struct snap_key *key = r->caller.key;
     struct sem_input in = {

@@ -2,8 +2,11 @@
  * strategy (R-SEM-1..3), pure (semroute.h). */
 #include "semroute.h"
 
+#include "buf.h"
 #include "content_rules.h"
 #include "semantic.h"
+
+#include <json-c/json.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,60 @@ const char *semroute_layer_name(enum sem_layer l)
 {
     static const char *const names[SEM_LAYERS] = {"rule", "bm25", "hybrid", "fallback"};
     return l >= 0 && l < SEM_LAYERS ? names[l] : "fallback";
+}
+
+/* A content's text parts: a string, or the "text" of each part of type "text"
+ * (OpenAI's and Anthropic's shapes; "input_text" of the Responses API). */
+static int text_of(struct json_object *c, struct buf *out)
+{
+    if (json_object_is_type(c, json_type_string))
+        return buf_append(out, json_object_get_string(c), (size_t)json_object_get_string_len(c));
+    if (!json_object_is_type(c, json_type_array))
+        return -1;
+    size_t start = out->len;
+    for (size_t i = 0; i < json_object_array_length(c); i++) {
+        struct json_object *part = json_object_array_get_idx(c, i), *type, *text;
+        if (!json_object_is_type(part, json_type_object) || !json_object_object_get_ex(part, "type", &type) ||
+            !json_object_is_type(type, json_type_string) ||
+            (strcmp(json_object_get_string(type), "text") != 0 &&
+             strcmp(json_object_get_string(type), "input_text") != 0) ||
+            !json_object_object_get_ex(part, "text", &text) || !json_object_is_type(text, json_type_string))
+            continue;
+        if ((out->len > start && buf_puts(out, "\n") != 0) ||
+            buf_append(out, json_object_get_string(text), (size_t)json_object_get_string_len(text)) != 0)
+            return -1;
+    }
+    return out->len > start ? 0 : -1;
+}
+
+/* The content of the last item of role user in an array of messages. */
+static struct json_object *last_user(struct json_object *msgs)
+{
+    for (size_t i = json_object_array_length(msgs); i-- > 0;) {
+        struct json_object *m = json_object_array_get_idx(msgs, i), *role, *content;
+        if (json_object_is_type(m, json_type_object) && json_object_object_get_ex(m, "role", &role) &&
+            json_object_is_type(role, json_type_string) && strcmp(json_object_get_string(role), "user") == 0)
+            return json_object_object_get_ex(m, "content", &content) ? content : NULL;
+    }
+    return NULL;
+}
+
+int semroute_last_user(struct json_object *body, struct buf *out)
+{
+    struct json_object *v, *found = NULL;
+    if (!body || !json_object_is_type(body, json_type_object))
+        return -1;
+    if (json_object_object_get_ex(body, "messages", &v)) {
+        found = json_object_is_type(v, json_type_array) ? last_user(v) : NULL;
+    } else if (json_object_object_get_ex(body, "prompt", &v)) {
+        found = json_object_is_type(v, json_type_array) && json_object_array_length(v) > 0
+                    ? json_object_array_get_idx(v, json_object_array_length(v) - 1) : v;
+        if (found && !json_object_is_type(found, json_type_string))
+            found = NULL;           /* token arrays are no text */
+    } else if (json_object_object_get_ex(body, "input", &v)) {
+        found = json_object_is_type(v, json_type_array) ? last_user(v) : v;
+    }
+    return found ? text_of(found, out) : -1;
 }
 
 double semroute_hybrid(double bm25, double cosine, double w_bm25, double w_embedding)

@@ -61,6 +61,15 @@ struct sem_result {
 
 const char *semroute_layer_name(enum sem_layer l);
 
+/* The text the layers read, appended to out: the last user message of "messages"
+ * (a string, or its text parts joined by a newline; image, audio and other parts are
+ * skipped, so adding one does not hide the text from a rule), else "prompt" (a
+ * string, or the last of an array), else the Responses API's "input" (a string, or
+ * the last user item's content). 0, or -1 when the body holds no such text. */
+struct buf;
+struct json_object;
+int semroute_last_user(struct json_object *body, struct buf *out);
+
 /* Filters (tenant allow-lists, required labels of the key and of matched
  * rules), forbid rules, then force (forbid beats force), else the scores; below
  * the threshold the default model first. The rest follow in score order (ties:

@@ -2,10 +2,10 @@
 #include "semvec.h"
 
 #include "auto.h"
-#include "cache_key.h"
 #include "embed.h"
 #include "log.h"
 #include "semindex.h"
+#include "semroute.h"
 #include "util.h"
 
 #include <stdatomic.h>
@@ -40,9 +40,8 @@ void semvec_prepare(struct request *r)
     /* A turn longer than cache.semantic_max_input_bytes is not embedded (as for the
      * semantic cache: embedders refuse or cut long inputs): BM25 alone. */
     struct buf text;
-    struct json_object *where;
     buf_init(&text, (size_t)r->conf->semantic_max_input_bytes);
-    if (cache_key_last_user(r->json, &text, &where) != 0) {
+    if (semroute_last_user(r->json, &text) != 0) {
         buf_free(&text);
         return;                     /* no text, or too long */
     }

@@ -4,10 +4,12 @@
 #include "check.h"
 
 #include "bm25.h"
+#include "buf.h"
 #include "content_rules.h"
 #include "semantic.h"
 #include "semroute.h"
 
+#include <json-c/json.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -323,8 +325,50 @@ static void test_hybrid(void)
     bm25_index_free(ix);
 }
 
+/* ---- the text the layers read ---- */
+
+static void test_last_user(void)
+{
+    static const struct {
+        const char *body, *want;         /* want NULL: -1 */
+    } rows[] = {
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"first\"},{\"role\":\"assistant\",\"content\":\"a\"},"
+         "{\"role\":\"user\",\"content\":\"second\"}]}", "second"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"q\"},{\"role\":\"assistant\",\"content\":\"a\"}]}", "q"},
+        /* an image part does not hide the text parts from the rules */
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\",\"image_url\":{\"url\":\"x\"}},"
+         "{\"type\":\"text\",\"text\":\"my password\"},{\"type\":\"text\",\"text\":\"two\"}]}]}", "my password\ntwo"},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", NULL},
+        {"{\"messages\":[{\"role\":\"system\",\"content\":\"s\"}]}", NULL},
+        {"{\"messages\":\"x\"}", NULL},
+        {"{\"prompt\":\"complete me\"}", "complete me"},
+        {"{\"prompt\":[\"a\",\"b\"]}", "b"},
+        {"{\"prompt\":[1,2,3]}", NULL},
+        {"{\"input\":\"responses text\"}", "responses text"},
+        {"{\"input\":[{\"role\":\"user\",\"content\":[{\"type\":\"input_text\",\"text\":\"hi\"}]}]}", "hi"},
+        {"[1]", NULL},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        struct json_object *o = json_tokener_parse(rows[i].body);
+        struct buf b;
+        buf_init(&b, 0);
+        int rc = semroute_last_user(o, &b);
+        if (rows[i].want) {
+            CHECK_INT(rc, 0, rows[i].body);
+            CHECK(rc == 0 && b.len == strlen(rows[i].want) && memcmp(b.data, rows[i].want, b.len) == 0, "%s: got %.*s",
+                  rows[i].body, (int)b.len, b.data ? b.data : "");
+        } else {
+            CHECK_INT(rc, -1, rows[i].body);
+        }
+        buf_free(&b);
+        json_object_put(o);
+    }
+    CHECK_INT(semroute_last_user(NULL, NULL), -1, "no body");
+}
+
 int main(void)
 {
+    test_last_user();
     test_tokens();
     test_bm25();
     test_decide();
