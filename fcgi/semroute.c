@@ -140,9 +140,11 @@ void semroute_decide(const struct sem_cand *c, int n, const struct sem_input *in
     if (n > SEM_MAX_CANDS)
         n = SEM_MAX_CANDS;
     /* R-SEM-1: which rules match the text (of the caller's tenant or every tenant). */
-    char matched[256] = {0};
-    const char *labels[256];
-    int n_labels = 0, n_rules = in->n_rules < 256 ? in->n_rules : 256;
+    int n_labels = 0, n_rules = in->n_rules > 0 ? in->n_rules : 0;
+    char *matched = calloc((size_t)n_rules + 1, 1);
+    const char **labels = calloc((size_t)n_rules + 1, sizeof *labels);
+    if (!matched || !labels)
+        abort();
     for (int k = 0; k < n_rules; k++) {
         const struct sem_rule *r = &in->rules[k];
         if ((r->tenant_id != 0 && r->tenant_id != in->tenant_id) || !r->code || !in->text)
@@ -186,8 +188,11 @@ void semroute_decide(const struct sem_cand *c, int n, const struct sem_input *in
         list[m++] = (struct ranked){i, s, c[i].model};
     }
     free(q);
-    if (m == 0)
+    free(labels);
+    if (m == 0) {
+        free(matched);
         return;                     /* out->n = 0: nothing left to route to */
+    }
     qsort(list, (size_t)m, sizeof *list, ranked_cmp);
     out->score = list[0].score;
     /* R-SEM-1: the first matching force rule whose model is still a candidate. */
@@ -217,4 +222,5 @@ void semroute_decide(const struct sem_cand *c, int n, const struct sem_input *in
     }
     for (int j = 0; j < m; j++)
         take(c, out, list[j].index);
+    free(matched);
 }
