@@ -58,6 +58,8 @@ def build(c):
                  ("semantic_default_model", "writer"), ("semantic_threshold", "0.1")):
         c.gw.ctl("config", "set", k, v)
     add_user_with_password(c.gw, "root", "default", "operator", PW)
+    add_user_with_password(c.gw, "adm", "acme", "admin", PW)
+    add_user_with_password(c.gw, "mem", "acme", "member", PW)
     c.gw.start()
     wait_for(lambda: ask(c, NONE).status == 200, 5, what="keys live")
     return c
@@ -203,6 +205,25 @@ def test_rules_api_R_SEM_1(c):
     expect(s.delete("/api/v1/semantic-rules/%d" % made["id"]), 200)
     expect(s.delete("/api/v1/semantic-rules/%d" % made["id"]), 404)
     wait_for(lambda: route_of(c, "a sonnet please")[1] == "fallback", 5, what="rule gone")
+    # rights as content rules': a tenant admin its own tenant's (reads the global ones), members 403
+    adm, mem = ApiSession(c.gw, "adm", PW), ApiSession(c.gw, "mem", PW)
+    glob = expect(s.post("/api/v1/semantic-rules", {"name": "g", "pattern": "zzz", "forbid": "coder"}), 200)
+    expect(adm.post("/api/v1/semantic-rules", {"name": "a-global", "pattern": "qqqq", "force": "coder"}), 403,
+           code="permission_denied")
+    own = expect(adm.post("/api/v1/semantic-rules", {"name": "a-own", "pattern": "qqqq", "force": "coder",
+                                                      "tenant": "acme"}), 200)
+    assert own["tenant"] == "acme", own
+    expect(adm.post("/api/v1/semantic-rules", {"name": "a-beta", "pattern": "qqqq", "force": "coder",
+                                                "tenant": "beta"}), 403, code="permission_denied")
+    assert sorted(r["name"] for r in expect(adm.get("/api/v1/semantic-rules"), 200)["data"]) == ["a-own", "g"]
+    expect(adm.delete("/api/v1/semantic-rules/%d" % glob["id"]), 403, code="permission_denied")
+    for r in (mem.get("/api/v1/semantic-rules"), mem.delete("/api/v1/semantic-rules/%d" % own["id"]),
+              mem.post("/api/v1/semantic-rules", {"name": "m", "pattern": "qqqq", "force": "coder"})):
+        expect(r, 403, code="permission_denied")
+    expect(adm.delete("/api/v1/semantic-rules/%d" % own["id"]), 200)
+    expect(s.delete("/api/v1/semantic-rules/%d" % glob["id"]), 200)
+    assert [a for a in c.gw.sql("SELECT action FROM audit_log WHERE object_type = 'semantic_rule'")].count(
+        ("create",)) >= 3
 
 
 def test_key_required_labels_R_SEM_1(c):
