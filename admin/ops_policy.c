@@ -54,7 +54,7 @@ static int policy_check(const struct ops_policy_opts *o, struct ops_error *err)
         return -1;
     if (o->cache && ops_check_enum("cache", o->cache, cache_modes, err) != 0)
         return -1;
-    if ((o->tenants && *o->tenants && ops_check_labels("tenants", o->tenants, err) != 0) ||
+    if ((o->tenants && *o->tenants && ops_check_text("tenants", o->tenants, 4096, err) != 0) ||
         (o->labels && *o->labels && ops_check_labels("labels", o->labels, err) != 0))
         return -1;
     if (o->semantic_threshold_milli.set && o->semantic_threshold_milli.v != -1 &&
@@ -82,6 +82,35 @@ static int policy_check(const struct ops_policy_opts *o, struct ops_error *err)
     return 0;
 }
 
+/* R-SEM-1: every name of a comma-separated allow-list (spaces around a name are
+ * not part of it, as lib/snapshot.c reads it) is a tenant. */
+static int policy_tenants_exist(sqlite3 *db, const char *list, struct ops_error *err)
+{
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        while (n > 0 && *p == ' ')
+            p++, n--;
+        while (n > 0 && p[n - 1] == ' ')
+            n--;
+        char name[OPS_NAME_MAX + 1];
+        int64_t id;
+        if (n == 0 || n > OPS_NAME_MAX) {
+            ops_fail(err, OPS_ERR_INVALID, "tenants", "tenants is a comma-separated list of tenant names");
+            return -1;
+        }
+        memcpy(name, p, n);
+        name[n] = '\0';
+        if (ops_tenant_id(db, name, &id, err) != 0) {
+            snprintf(err->param, sizeof err->param, "tenants");
+            return -1;
+        }
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
+}
+
 struct json_object *ops_policy_get(sqlite3 *db, const char *model, struct ops_error *err)
 {
     if (ops_check_name("model", model, err) != 0)
@@ -103,6 +132,8 @@ struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct 
     if (!before && err->kind != OPS_ERR_NOT_FOUND)
         goto out;
     ops_error_clear(err);
+    if (o->tenants && *o->tenants && policy_tenants_exist(db, o->tenants, err) != 0)
+        goto out;
     /* ?N < 0 clears a number; '' clears a text; NULL keeps. */
     if (ops_run(db, err, "INSERT INTO model_policies (model) VALUES (?1)"
                 " ON CONFLICT (model) DO NOTHING", "t", model) != 0 ||

@@ -231,8 +231,8 @@ static enum role parse_role(const char *r)
     return ROLE_MEMBER;
 }
 
-/* A comma-separated list (spaces around items ignored, empty items dropped) into
- * the snapshot's arena; *n items. */
+/* A comma-separated list (spaces around an item are not part of it, empty items
+ * are dropped; a tenant name may hold spaces) into the snapshot's arena; *n items. */
 static const char **split_list(struct arena *a, const char *text, int *n)
 {
     *n = 0;
@@ -242,9 +242,20 @@ static const char **split_list(struct arena *a, const char *text, int *n)
     for (const char *p = text; *p; p++)
         cap += *p == ',';
     const char **out = arena_alloc(a, sizeof *out * (size_t)cap);
-    char *copy = arena_strdup(a, text), *save = NULL;
-    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
-        out[(*n)++] = t;
+    char *copy = arena_strdup(a, text);
+    for (char *t = copy; t;) {
+        char *end = strchr(t, ',');
+        if (end)
+            *end = '\0';
+        while (*t == ' ')
+            t++;
+        size_t len = strlen(t);
+        while (len > 0 && t[len - 1] == ' ')
+            t[--len] = '\0';
+        if (len > 0)
+            out[(*n)++] = t;
+        t = end ? end + 1 : NULL;
+    }
     return out;
 }
 

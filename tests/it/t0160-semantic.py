@@ -148,6 +148,16 @@ def test_tenant_allow_list_R_SEM_1(c):
     assert model == "secret" and reason.startswith("bm25:"), (model, reason)
     model, _ = routed(ask(c, LEGAL, tenant="acme"))
     assert model != "secret", model
+    # an allow-list names tenants that exist; labels are words
+    _, e, _ = ctl_fail(c.gw, "policy", "set", "secret", "--tenants", "beta, nosuch")
+    assert e and e["param"] == "tenants" and "nosuch" in e["message"], e
+    _, e, _ = ctl_fail(c.gw, "policy", "set", "secret", "--labels", "eu only")
+    assert e and e["param"] == "labels", e
+    pol = c.gw.ctl("policy", "set", "secret", "--tenants", " beta ,acme")
+    assert pol["tenants"] == " beta ,acme" and pol["labels"] == "eu-only,pii-ok", pol
+    wait_for(lambda: route_of(c, LEGAL)[0] == "secret", 5, what="acme allowed")
+    c.gw.ctl("policy", "set", "secret", "--tenants", "beta")
+    wait_for(lambda: route_of(c, LEGAL)[0] not in ("secret", None), 5, what="acme not allowed again")
 
 
 def test_rules_force_and_forbid_R_SEM_1(c):
