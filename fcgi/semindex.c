@@ -90,6 +90,14 @@ static struct semindex *semindex_new(const struct request *r, const struct semin
 struct semindex *semindex_acquire(const struct request *r)
 {
     pthread_mutex_lock(&semindex_lock);
+    if (semindex_cur && semindex_cur->version > r->snap->version) {
+        /* A request still on an older snapshot (it began before the change): an
+         * index of its own, so the current one is not rebuilt back and forth. */
+        struct semindex *own = semindex_new(r, semindex_cur);
+        own->refs = 1;
+        pthread_mutex_unlock(&semindex_lock);
+        return own;
+    }
     if (!semindex_cur || semindex_cur->version != r->snap->version) {
         struct semindex *next = semindex_new(r, semindex_cur);
         if (semindex_cur)
