@@ -89,8 +89,13 @@ static struct semindex *semindex_new(const struct request *r, const struct semin
 
 struct semindex *semindex_acquire(const struct request *r)
 {
+    /* Is the request's snapshot the one requests start with now? (Versions are
+     * compared for equality only: a restored database may count lower.) */
+    struct snapshot *now = snapshot_acquire();
+    int current = now && now->version == r->snap->version;
+    snapshot_release(now);
     pthread_mutex_lock(&semindex_lock);
-    if (semindex_cur && semindex_cur->version > r->snap->version) {
+    if (semindex_cur && semindex_cur->version != r->snap->version && !current) {
         /* A request still on an older snapshot (it began before the change): an
          * index of its own, so the current one is not rebuilt back and forth. */
         struct semindex *own = semindex_new(r, semindex_cur);
