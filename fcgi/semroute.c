@@ -209,6 +209,10 @@ void semroute_decide(const struct sem_cand *c, int n, const struct sem_input *in
     }
     if (out->layer == SEM_LAYER_RULE) {
         snprintf(out->reason, sizeof out->reason, "rule:%.80s", out->rule);
+        /* A header value: a name written around sluicectl cannot break the head. */
+        for (char *p = out->reason; *p; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7f)
+                *p = '?';
     } else if (out->score >= in->threshold && out->score > 0) {
         out->layer = hybrid ? SEM_LAYER_HYBRID : SEM_LAYER_BM25;
         snprintf(out->reason, sizeof out->reason, "%s:%.3f", hybrid ? "hybrid" : "bm25", out->score);

@@ -228,6 +228,14 @@ static void test_decide(void)
     for (int i = 0; i < res.n; i++)
         CHECK(res.order[i] != 3, "math forbidden");
     CHECK_INT(res.order[0], 1, "writer by score");
+    /* a name with a line break (written around sluicectl) cannot break the header */
+    struct sem_rule crlf = {.name = "a\r\nX-Evil: 1", .action = SEM_FORCE, .model = "coder", .code = compile("poem")};
+    base(c, &in, ix, "poems");
+    in.rules = &crlf;
+    in.n_rules = 1;
+    semroute_decide(c, 4, &in, &res);
+    CHECK_STR(res.reason, "rule:a??X-Evil: 1", "control bytes replaced");
+    content_rules_code_free(crlf.code);
     /* a rule of another tenant does not apply; it does for its tenant */
     base(c, &in, ix, "poem");
     in.rules = rules + 2;
