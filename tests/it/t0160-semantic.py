@@ -318,6 +318,8 @@ def test_access_log_and_metric_R_SEM(c):
     assert after["fallback"] - before["fallback"] == 1, (before, after)
     assert after["hybrid"] == before["hybrid"], (before, after)
     assert before["hybrid"] >= 3, before       # the hybrid test's decisions
+    st = {x["layer"]: x["count"] for x in c.gw.ctl("stats")["semantic_routing"]}
+    assert st == {k: int(v) for k, v in after.items()}, (st, after)
 
     def lines():
         with open(os.path.join(c.gw.dir, "access.log")) as f:
