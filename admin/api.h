@@ -170,5 +170,8 @@ void api_rules_list(struct api_ctx *c);     /* api_rules.c */
 void api_rules_create(struct api_ctx *c);
 void api_rules_get(struct api_ctx *c);
 void api_rules_delete(struct api_ctx *c);
+void api_semrules_list(struct api_ctx *c);  /* api_semrules.c */
+void api_semrules_create(struct api_ctx *c);
+void api_semrules_delete(struct api_ctx *c);
 
 #endif

@@ -161,16 +161,29 @@ void api_keys_update(struct api_ctx *c)
     struct ops_key_priority prio = {{0, 0}, {0, 0}};
     struct ops_error err;
     ops_error_clear(&err);
-    if (api_body_fields(c, "name " KEY_LIMIT_FIELDS " " KEY_PRIORITY_FIELDS) != 0 ||
+    const char *labels = NULL;
+    struct json_object *lv = NULL;
+    if (api_body_fields(c, "name require_labels " KEY_LIMIT_FIELDS " " KEY_PRIORITY_FIELDS) != 0 ||
         api_body_str(c, "name", &name, 0) != 0 || api_body_limits(c, NULL, &lim) != 0 ||
         key_priority_body(c, &prio) != 0)
+        return;
+    /* R-SEM-1: "require_labels" (comma-separated; null or "" clears) */
+    if (c->body && json_object_object_get_ex(c->body, "require_labels", &lv) && !lv)
+        labels = "";
+    else if (api_body_str(c, "require_labels", &labels, 0) != 0)
         return;
     struct json_object *k = key_target(c, AUTHZ_UPDATE, &t);
     if (!k)
         return;
     api_limits_from_json(k, &old);
-    if (key_limits_ok(c, &t, &old, &lim) == 0 && key_priority_ok(c, &t, k, &prio) == 0)
-        api_result(c, ops_key_set(c->db, c->ids[0], name, &lim, &prio, &err), &err);
+    if (key_limits_ok(c, &t, &old, &lim) == 0 && key_priority_ok(c, &t, k, &prio) == 0) {
+        struct json_object *done = labels ? ops_key_labels_set(c->db, c->ids[0], labels, &err) : NULL;
+        if (labels && !done)
+            api_ops_error(c, &err);
+        else
+            api_result(c, ops_key_set(c->db, c->ids[0], name, &lim, &prio, &err), &err);
+        json_object_put(done);
+    }
     json_object_put(k);
 }
 

@@ -6,7 +6,7 @@
 
 #define POLICY_FIELDS "purpose routing_enabled quality_score price_input_per_1k" \
     " price_output_per_1k supports_tools supports_vision max_context max_output description" \
-    " shrink_max_tokens cache cache_ttl_s default_greedy clamp_max_tokens semantic_threshold"
+    " shrink_max_tokens cache cache_ttl_s default_greedy clamp_max_tokens semantic_threshold tenants labels"
 
 /* The model named by the path segment, ?name=, or (POST) the body's "model". NULL with
  * the answer set. */
@@ -110,7 +110,8 @@ void api_policies_set(struct api_ctx *c)
         api_body_int(c, "cache_ttl_s", &o.cache_ttl_s) != 0 ||
         api_body_bool(c, "default_greedy", &o.default_greedy) != 0 ||       /* R-CACHE-1 */
         api_body_bool(c, "clamp_max_tokens", &o.clamp_max_tokens) != 0 ||   /* R-GUARD-1 */
-        api_body_scaled(c, "semantic_threshold", 1e3, &o.semantic_threshold_milli) != 0)   /* R-CACHE-4 */
+        api_body_scaled(c, "semantic_threshold", 1e3, &o.semantic_threshold_milli) != 0 ||  /* R-CACHE-4 */
+        policy_str(c, "tenants", &o.tenants) != 0 || policy_str(c, "labels", &o.labels) != 0)   /* R-SEM-1 */
         return;
     api_result(c, ops_policy_set(c->db, name, &o, &err), &err);
 }

@@ -57,6 +57,9 @@ struct json_object *cmd_list_policies(sqlite3 *db, const struct cli *c, struct o
 struct json_object *cmd_list_audit(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_list_alerts(sqlite3 *db, const struct cli *c, struct ops_error *err);
 struct json_object *cmd_list_quotas(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_semrules(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_semrule_add(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_semrule_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
 /* quota set|rm: exactly one of the targets (R-KEY-6). */
 #define QUOTA_TARGET_OPTS "tenant= user= endpoint= model="
 struct json_object *cmd_quota_set(sqlite3 *db, const struct cli *c, struct ops_error *err);

@@ -323,6 +323,8 @@ struct ops_policy_opts {
     struct ops_i64 default_greedy;   /* R-CACHE-1: 0 or 1, no temperature counts as greedy */
     struct ops_i64 clamp_max_tokens; /* R-GUARD-1: 0 or 1, a max_tokens above max_output is clamped */
     struct ops_i64 semantic_threshold_milli; /* R-CACHE-4: x 1000, 1..1000; -1 = the setting's */
+    const char *tenants;             /* R-SEM-1: allow-list of tenant names, comma-separated; "" clears */
+    const char *labels;              /* R-SEM-1: compliance labels, comma-separated; "" clears */
 };
 /* Policy: {"model","purpose","routing_enabled","quality_score","price_input_per_1k",
  * "price_output_per_1k","supports_tools","supports_vision","max_context","max_output",
@@ -352,6 +354,27 @@ struct json_object *ops_rule_rm(sqlite3 *db, const char *name, struct ops_error 
 struct json_object *ops_rule_get_id(sqlite3 *db, int64_t id, struct ops_error *err);
 struct json_object *ops_rule_rm_id(sqlite3 *db, int64_t id, struct ops_error *err);
 struct json_object *ops_rule_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+
+/* ---- semantic routing rules (ops_semrule.c, R-SEM-1) ----------------------------- */
+
+struct ops_semrule_opts {
+    const char *pattern;             /* PCRE2 over the last user message */
+    const char *tenant;              /* NULL: every tenant */
+    struct ops_i64 tenant_id;        /* the tenant by id instead (the API's tenant_id) */
+    const char *force, *forbid;      /* exactly one: the model */
+    const char *label;               /* NULL: none; matched, candidates must carry it */
+};
+/* Rule: {"id","name","tenant","tenant_id","pattern","action","model","label","created_at"}. */
+struct json_object *ops_semrule_add(sqlite3 *db, const char *name, const struct ops_semrule_opts *o,
+                                    struct ops_error *err);
+struct json_object *ops_semrule_rm(sqlite3 *db, const char *name, struct ops_error *err);
+struct json_object *ops_semrule_get_id(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_semrule_rm_id(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_semrule_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+/* R-SEM-1: a comma-separated label list is words of [a-z0-9._-], 1..64 bytes each. */
+int ops_check_labels(const char *param, const char *list, struct ops_error *err);
+/* R-SEM-1: the labels (comma-separated; "" clears) every semantic pick for key id must carry. */
+struct json_object *ops_key_labels_set(sqlite3 *db, int64_t id, const char *labels, struct ops_error *err);
 
 /* ---- the answer cache (ops_cache.c) ------------------------------------------ */
 

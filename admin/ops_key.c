@@ -15,7 +15,7 @@
 #define KEY_SELECT \
     "SELECT k.id, k.prefix, k.name, u.name, u.id, t.name, t.id, k.revoked_at IS NOT NULL," \
     " k.revoked_at, k.qps_limit, k.concurrency_limit, k.daily_limit, k.monthly_quota," \
-    " k.tpm_limit, k.monthly_token_quota, k.created_at, k.priority, k.max_priority FROM api_keys k" \
+    " k.tpm_limit, k.monthly_token_quota, k.created_at, k.priority, k.max_priority, k.require_labels FROM api_keys k" \
     " JOIN users u ON u.id = k.user_id JOIN tenants t ON t.id = k.tenant_id"
 
 static struct json_object *key_row(sqlite3_stmt *st)
@@ -38,6 +38,7 @@ static struct json_object *key_row(sqlite3_stmt *st)
     ops_json_int(o, "monthly_token_quota", st, 14);
     ops_json_int(o, "priority", st, 16);                  /* R-PRIO-2: 0 the highest */
     ops_json_int(o, "max_priority", st, 17);              /* null: no higher than priority */
+    ops_json_text(o, "require_labels", st, 18);           /* R-SEM-1 */
     ops_json_int(o, "created_at", st, 15);
     return o;
 }
@@ -196,6 +197,21 @@ struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
     if (before && key_check_ceiling(db, json_object_get_int64(json_object_object_get(before, "user_id")),
                                     id, lim, err) == 0 &&
         key_update(db, id, name, lim, err) == 0 && key_update_priority(db, id, prio, err) == 0)
+        res = ops_audited(db, err, "update", "key", before, ops_key_get(db, id, err));
+    json_object_put(before);
+    return ops_finish(db, res, err);
+}
+
+/* R-SEM-1: the labels its semantic picks must carry; "" clears them. */
+struct json_object *ops_key_labels_set(sqlite3 *db, int64_t id, const char *labels, struct ops_error *err)
+{
+    if (labels && *labels && ops_check_labels("require_labels", labels, err) != 0)
+        return NULL;
+    if (ops_begin(db, err) != 0)
+        return NULL;
+    struct json_object *before = ops_key_get(db, id, err), *res = NULL;
+    if (before && ops_run(db, err, "UPDATE api_keys SET require_labels = CASE WHEN ?1 = '' THEN NULL ELSE ?1 END"
+                          " WHERE id = ?2", "ti", labels ? labels : "", id) == 0)
         res = ops_audited(db, err, "update", "key", before, ops_key_get(db, id, err));
     json_object_put(before);
     return ops_finish(db, res, err);

@@ -16,7 +16,7 @@ static const char *const cache_modes[] = {"off", "exact", "semantic", NULL};   /
     "SELECT model, purpose, routing_enabled, quality_score, price_input_per_1k," \
     " price_output_per_1k, supports_tools, supports_vision, max_context, max_output," \
     " description, updated_at, shrink_max_tokens, cache, cache_ttl_s, default_greedy," \
-    " clamp_max_tokens, semantic_threshold" \
+    " clamp_max_tokens, semantic_threshold, tenants, labels" \
     " FROM model_policies"
 
 static struct json_object *policy_row(sqlite3_stmt *st)
@@ -39,6 +39,8 @@ static struct json_object *policy_row(sqlite3_stmt *st)
     ops_json_bool(o, "default_greedy", st, 15);
     ops_json_bool(o, "clamp_max_tokens", st, 16);         /* R-GUARD-1 */
     ops_json_real(o, "semantic_threshold", st, 17, 3);    /* R-CACHE-4 */
+    ops_json_text(o, "tenants", st, 18);                  /* R-SEM-1 */
+    ops_json_text(o, "labels", st, 19);
     ops_json_int(o, "updated_at", st, 11);
     return o;
 }
@@ -51,6 +53,9 @@ static int policy_check(const struct ops_policy_opts *o, struct ops_error *err)
         ops_check_text("description", o->description, DESCRIPTION_MAX, err) != 0)
         return -1;
     if (o->cache && ops_check_enum("cache", o->cache, cache_modes, err) != 0)
+        return -1;
+    if ((o->tenants && *o->tenants && ops_check_text("tenants", o->tenants, 4096, err) != 0) ||
+        (o->labels && *o->labels && ops_check_labels("labels", o->labels, err) != 0))
         return -1;
     if (o->semantic_threshold_milli.set && o->semantic_threshold_milli.v != -1 &&
         (o->semantic_threshold_milli.v < 1 || o->semantic_threshold_milli.v > 1000))
@@ -77,6 +82,35 @@ static int policy_check(const struct ops_policy_opts *o, struct ops_error *err)
     return 0;
 }
 
+/* R-SEM-1: every name of a comma-separated allow-list (spaces around a name are
+ * not part of it, as lib/snapshot.c reads it) is a tenant. */
+static int policy_tenants_exist(sqlite3 *db, const char *list, struct ops_error *err)
+{
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        while (n > 0 && *p == ' ')
+            p++, n--;
+        while (n > 0 && p[n - 1] == ' ')
+            n--;
+        char name[OPS_NAME_MAX + 1];
+        int64_t id;
+        if (n == 0 || n > OPS_NAME_MAX) {
+            ops_fail(err, OPS_ERR_INVALID, "tenants", "tenants is a comma-separated list of tenant names");
+            return -1;
+        }
+        memcpy(name, p, n);
+        name[n] = '\0';
+        if (ops_tenant_id(db, name, &id, err) != 0) {
+            snprintf(err->param, sizeof err->param, "tenants");
+            return -1;
+        }
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
+}
+
 struct json_object *ops_policy_get(sqlite3 *db, const char *model, struct ops_error *err)
 {
     if (ops_check_name("model", model, err) != 0)
@@ -98,6 +132,8 @@ struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct 
     if (!before && err->kind != OPS_ERR_NOT_FOUND)
         goto out;
     ops_error_clear(err);
+    if (o->tenants && *o->tenants && policy_tenants_exist(db, o->tenants, err) != 0)
+        goto out;
     /* ?N < 0 clears a number; '' clears a text; NULL keeps. */
     if (ops_run(db, err, "INSERT INTO model_policies (model) VALUES (?1)"
                 " ON CONFLICT (model) DO NOTHING", "t", model) != 0 ||
@@ -124,12 +160,14 @@ struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct 
                 " clamp_max_tokens = COALESCE(?16, clamp_max_tokens),"
                 " semantic_threshold = CASE WHEN ?17 IS NULL THEN semantic_threshold WHEN ?17 < 0 THEN NULL"
                 "   ELSE ?17 / 1000.0 END,"
+                " tenants = CASE WHEN ?18 IS NULL THEN tenants WHEN ?18 = '' THEN NULL ELSE ?18 END,"
+                " labels = CASE WHEN ?19 IS NULL THEN labels WHEN ?19 = '' THEN NULL ELSE ?19 END,"
                 " updated_at = CAST(strftime('%s','now') AS INTEGER) WHERE model = ?1",
-                "ttoooooooototoooo", model, o->purpose, o->routing_enabled,
+                "ttoooooooototoooott", model, o->purpose, o->routing_enabled,
                 o->quality_milli, o->price_input_micro, o->price_output_micro, o->supports_tools,
                 o->supports_vision, o->max_context, o->max_output, o->description,
                 o->shrink_max_tokens, o->cache, o->cache_ttl_s, o->default_greedy,
-                o->clamp_max_tokens, o->semantic_threshold_milli) != 0)
+                o->clamp_max_tokens, o->semantic_threshold_milli, o->tenants, o->labels) != 0)
         goto out;
     res = ops_audited(db, err, before ? "update" : "create", "model_policy", before,
                          ops_policy_get(db, model, err));

@@ -105,6 +105,10 @@ static const struct router_route router_routes[] = {
     {"GET", "rules/{id}", api_rules_get, 0},
     {"DELETE", "rules/{id}", api_rules_delete, 0},
 
+    {"GET", "semantic-rules", api_semrules_list, 0},
+    {"POST", "semantic-rules", api_semrules_create, 0},
+    {"DELETE", "semantic-rules/{id}", api_semrules_delete, 0},
+
     {"GET", "audit-log", api_audit_list, 0},
     {"GET", "alerts", api_alerts_list, 0},
     {"GET", "alerts/{id}", api_alerts_get, 0},

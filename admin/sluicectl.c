@@ -398,6 +398,19 @@ static struct json_object *cmd_key_set(sqlite3 *db, const struct cli *c, struct 
     if (cli_id(c->pos[0], &id, err) != 0 || cli_key_limits(c, &l, err) != 0 ||
         cli_key_priority(c, &prio, err) != 0)
         return NULL;
+    /* R-SEM-1: `key set ID --require-labels a,b` ("" clears). */
+    const char *rl = cli_opt(c, "require-labels");
+    if (rl) {
+        struct json_object *p = ops_key_labels_set(db, id, rl, err);
+        if (!p)
+            return NULL;
+        int more = l.qps_limit.set || l.concurrency_limit.set || l.daily_limit.set || l.monthly_quota.set ||
+                   l.tpm_limit.set || l.monthly_token_quota.set || cli_opt(c, "name") || prio.priority.set ||
+                   prio.max_priority.set || cli_opt(c, "auto") || cli_opt(c, "strategy");
+        if (!more)
+            return p;
+        json_object_put(p);
+    }
     /* R-AUTO-1: `key set ID --auto on|off --strategy S` is the key's routing policy. */
     const char *a = cli_opt(c, "auto"), *s = cli_opt(c, "strategy");
     if (a || s) {
@@ -521,7 +534,7 @@ static const struct cli_cmd {
      cmd_route_set},
     {"route", "rm", "ID", "", "", 0, cmd_route_rm},
     {"key", "add", "", "user= name= priority= max-priority= " KEY_LIMIT_OPTS, "user", 0, cmd_key_add},
-    {"key", "set", "ID", "name= auto= strategy= priority= max-priority= " KEY_LIMIT_OPTS, "", 0, cmd_key_set},
+    {"key", "set", "ID", "name= auto= strategy= priority= max-priority= require-labels= " KEY_LIMIT_OPTS, "", 0, cmd_key_set},
     {"key", "revoke", "ID", "", "", 0, cmd_key_revoke},
     {"list", "tenants", "", CLI_LIST_OPTS, "", 0, cmd_list_tenants},
     {"list", "users", "", CLI_LIST_OPTS, "", 0, cmd_list_users},
@@ -539,7 +552,8 @@ static const struct cli_cmd {
     {"endpoint", "test", "NAME", "timeout-ms=", "", 0, cmd_endpoint_test},
     {"key", "policy", "ID", "auto-routing= strategy=", "", 0, cmd_key_policy},
     {"policy", "set", "MODEL", "purpose= routing= quality= price-input= price-output= price-in= price-out= tools="
-     " vision= max-context= max-output= description= shrink-max-tokens= cache= cache-ttl-s= default-greedy= clamp-max-tokens= semantic-threshold=",
+     " vision= max-context= max-output= description= shrink-max-tokens= cache= cache-ttl-s= default-greedy= clamp-max-tokens= semantic-threshold="
+     " tenants= labels=",
      "", 0, cmd_policy_set},
     {"policy", "rm", "MODEL", "", "", 0, cmd_policy_rm},
     {"quota", "set", "", QUOTA_TARGET_OPTS " concurrency= rpm= daily-tokens= monthly-tokens= queue-max=", "", 0,
@@ -548,6 +562,9 @@ static const struct cli_cmd {
     {"list", "rules", "", CLI_LIST_OPTS, "", 0, cmd_list_rules},
     {"rule", "add", "NAME", "pattern= keyword= tenant= action= scope=", "", 0, cmd_rule_add},
     {"rule", "rm", "NAME", "", "", 0, cmd_rule_rm},
+    {"list", "semantic-rules", "", CLI_LIST_OPTS, "", 0, cmd_list_semrules},
+    {"semantic-rule", "add", "NAME", "pattern= tenant= force= forbid= label=", "pattern", 0, cmd_semrule_add},
+    {"semantic-rule", "rm", "NAME", "", "", 0, cmd_semrule_rm},
     {"cache", "clear", "", "model= tenant=", "", 0, cmd_cache_clear},
     {"cache", "stats", "", "model= tenant=", "", 0, cmd_cache_stats},
     {"cache", "hits", "", "model= tenant= limit= offset=", "", 0, cmd_cache_hits},

@@ -73,6 +73,24 @@ struct json_object *cmd_rule_rm(sqlite3 *db, const struct cli *c, struct ops_err
     return ops_rule_rm(db, c->pos[0], err);
 }
 
+MORE_LIST(cmd_list_semrules, ops_semrule_list)
+
+/* semantic-rule add NAME --pattern REGEX [--tenant T] (--force MODEL | --forbid MODEL)
+ * [--label L] (R-SEM-1) */
+struct json_object *cmd_semrule_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    struct ops_semrule_opts o = {
+        .pattern = cli_opt(c, "pattern"), .tenant = cli_opt(c, "tenant"), .force = cli_opt(c, "force"),
+        .forbid = cli_opt(c, "forbid"), .label = cli_opt(c, "label"),
+    };
+    return ops_semrule_add(db, c->pos[0], &o, err);
+}
+
+struct json_object *cmd_semrule_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+{
+    return ops_semrule_rm(db, c->pos[0], err);
+}
+
 struct json_object *cmd_usage(sqlite3 *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_list l;
@@ -247,6 +265,8 @@ struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_
         more_scaled(c, "semantic-threshold", 3, &o.semantic_threshold_milli, err) != 0)   /* R-CACHE-4 */
         return NULL;
     o.cache = cli_opt(c, "cache");
+    o.tenants = cli_opt(c, "tenants");      /* R-SEM-1: "" clears */
+    o.labels = cli_opt(c, "labels");
     return ops_policy_set(db, c->pos[0], &o, err);
 }
 

@@ -19,6 +19,21 @@ static const char *circuit_name(int c)
 
 static void stats_add_views(struct json_object *out, sqlite3 *db, struct shm *shm);
 
+/* The semantic layers' counts, by the layer label of each stored series. */
+struct layer_counts {
+    uint64_t v[4];
+};
+
+static void layer_count(void *arg, const char *labels, uint64_t value)
+{
+    static const char *const names[] = {"layer=\"rule\"", "layer=\"bm25\"", "layer=\"hybrid\"",
+                                        "layer=\"fallback\""};
+    struct layer_counts *lc = arg;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(labels, names[i]) == 0)
+            lc->v[i] += value;
+}
+
 struct json_object *stats_json(sqlite3 *db, const char *state_path)
 {
     struct shm shm;
@@ -105,6 +120,18 @@ struct json_object *stats_json(sqlite3 *db, const char *state_path)
             json_object_array_add(au, row);
         }
     json_object_object_add(out, "auto_routing", au);
+    /* R-SEM: sluice_semantic_routing_total{layer}, every layer (0 until counted). */
+    struct json_object *sem = json_object_new_array();
+    static const char *const layers[] = {"rule", "bm25", "hybrid", "fallback"};
+    struct layer_counts lc = {{0}};
+    metrics_each_counter(&shm, MET_SEMANTIC_ROUTING, layer_count, &lc);
+    for (int i = 0; i < 4; i++) {
+        struct json_object *row = json_object_new_object();
+        json_object_object_add(row, "layer", json_object_new_string(layers[i]));
+        json_object_object_add(row, "count", json_object_new_int64((int64_t)lc.v[i]));
+        json_object_array_add(sem, row);
+    }
+    json_object_object_add(out, "semantic_routing", sem);
     stats_add_views(out, db, &shm);
     return out;
 }

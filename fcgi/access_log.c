@@ -256,6 +256,7 @@ static void format_line(const struct request *r, struct line *l)
         put_str(l, "degraded_from", r->degraded_from, 512);
     }
     put_str(l, "affinity", r->affinity_header[0] ? r->affinity_header : NULL, 128);
+    put_str(l, "routing_reason", r->routing_reason, 128);     /* R-SEM: X-Routing-Reason */
     put_str(l, "cache", r->obs.cache, 64);
     if (r->obs.cache)
         put_int(l, "cache_lookup_us", r->obs.cache_lookup_us);

@@ -1,7 +1,10 @@
 /* auto.c: candidates for model "auto" from the snapshot and the shared state (R-AUTO-1..6). */
 #include "auto.h"
 
+#include "metrics.h"
 #include "reply.h"
+#include "semindex.h"
+#include "semroute.h"
 #include "serving.h"
 #include "util.h"
 
@@ -60,6 +63,62 @@ static void count(struct request *r, int outcome, enum auto_strategy s)
     atomic_fetch_add(&r->shm->r->routing.auto_outcomes[outcome][s], 1);
 }
 
+/* R-SEM-1..3: the semantic strategy over the candidates that passed R-AUTO-2/3
+ * (idx, m of them): 0 with res's order set, or -1 when no candidate is left. */
+static int sem_choose(struct request *r, const struct auto_cand *cands, const int *idx, int m,
+                      struct auto_result *res)
+{
+    const struct snapshot *s = r->snap;
+    /* semvec_prepare holds the index (with the embeddings it fetched); else our own */
+    struct semindex *ix = r->semindex ? r->semindex : semindex_acquire(r);
+    struct sem_cand *sc = arena_alloc(r->arena, sizeof *sc * (size_t)(m ? m : 1));
+    int *pol = arena_alloc(r->arena, sizeof *pol * (size_t)(m ? m : 1));
+    for (int k = 0; k < m; k++) {
+        const struct auto_cand *c = &cands[idx[k]];
+        const struct snap_policy *p = snapshot_policy(s, c->model);
+        pol[k] = p ? (int)(p - s->policies) : -1;
+        sc[k] = (struct sem_cand){.model = c->model, .endpoint_id = c->endpoint_id, .doc = pol[k]};
+        if (p) {
+            sc[k].tenants = p->tenants, sc[k].n_tenants = p->n_tenants;
+            sc[k].labels = p->labels, sc[k].n_labels = p->n_labels;
+        }
+    }
+    struct buf text;
+    buf_init(&text, 0);             /* as long as the body: a rule reads all of it */
+    int have_text = semroute_last_user(r->json, &text) == 0;
+    const struct snap_tenant *t = snapshot_tenant(s, r->caller.tenant_id);
+    const struct snap_key *key = r->caller.key;
+    struct sem_input in = {
+        .text = have_text ? text.data : NULL, .len = have_text ? text.len : 0,
+        .tenant = t ? t->name : "", .tenant_id = r->caller.tenant_id,
+        .require_labels = key ? key->require_labels : NULL, .n_require = key ? key->n_require_labels : 0,
+        .rules = ix->rules, .n_rules = ix->n_rules, .match_limit = (uint32_t)r->conf->rule_match_limit,
+        .bm25 = ix->bm25, .w_bm25 = s->sem_w_bm25, .w_embedding = s->sem_w_embedding,
+        .threshold = s->sem_threshold, .default_model = s->sem_default_model};
+    /* R-SEM-2: the embeddings fcgi/semvec.c fetched before route, when it could. */
+    if (r->sem_qvec) {
+        in.qvec = r->sem_qvec;
+        in.dims = r->sem_qdims;
+        for (int k = 0; k < m; k++)
+            semindex_vec_get(ix, pol[k], &sc[k].vec, &sc[k].dims);
+    }
+    struct sem_result sr;
+    semroute_decide(sc, m, &in, &sr);
+    buf_free(&text);
+    if (ix != r->semindex)
+        semindex_release(ix);
+    if (sr.n == 0)
+        return -1;
+    res->n = 0;
+    for (int k = 0; k < sr.n; k++)
+        res->order[res->n++] = idx[sr.order[k]];
+    r->routing_reason = arena_strdup(r->arena, sr.reason);
+    char l[32];
+    metrics_label(l, sizeof l, 0, "layer", semroute_layer_name(sr.layer));
+    metrics_add(r->shm, MET_SEMANTIC_ROUTING, l, 1);
+    return 0;
+}
+
 int auto_plan_request(struct request *r, struct auto_plan **out)
 {
     enum auto_strategy strategy;
@@ -105,7 +164,14 @@ int auto_plan_request(struct request *r, struct auto_plan **out)
     request_features(r, &rq);
     struct auto_weights w = {s->auto_w_quality / 100.0, s->auto_w_price / 100.0, s->auto_w_latency / 100.0};
     struct auto_result res;
-    auto_choose(cands, n, &rq, strategy, &w, &res);
+    if (strategy == AUTO_SEMANTIC) {
+        int idx[AUTO_MAX_CANDIDATES];
+        int m = auto_eligible(cands, n, &rq, idx, &res);
+        if (m > 0 && sem_choose(r, cands, idx, m, &res) != 0)
+            res.error = ERR_NO_AUTO_CANDIDATES;   /* R-SEM-1: allow-lists, labels and forbids left none */
+    } else {
+        auto_choose(cands, n, &rq, strategy, &w, &res);
+    }
     if (res.error != ERR_NONE) {
         count(r, 3, strategy);
         reply_error(r, res.error, NULL, NULL);

@@ -80,12 +80,11 @@ static int scored_cmp(const void *a, const void *b)
     return strcmp(x->model, y->model);      /* stable and deterministic */
 }
 
-void auto_choose(const struct auto_cand *c, int n, const struct auto_request *rq, enum auto_strategy s,
-                 const struct auto_weights *w, struct auto_result *out)
+int auto_eligible(const struct auto_cand *c, int n, const struct auto_request *rq, int *idx,
+                  struct auto_result *out)
 {
     memset(out, 0, sizeof *out);
     out->error = ERR_NONE;
-    struct scored *list = calloc((size_t)(n > 0 ? n : 1), sizeof *list);
     int live = 0, labelled = 0, unlabelled = 0, m = 0;
     for (int i = 0; i < n; i++) {
         if (!c[i].available || !c[i].routing_enabled)
@@ -98,31 +97,43 @@ void auto_choose(const struct auto_cand *c, int n, const struct auto_request *rq
     }
     if (live == 0) {
         out->error = ERR_NO_AUTO_CANDIDATES;
-        goto done;
+        return 0;
     }
     /* R-AUTO-2: labelled matches first; unlabelled only when none; never another purpose. */
     enum auto_purpose want = labelled ? rq->purpose : PURPOSE_UNSET;
     if (!labelled && !unlabelled) {
         out->error = ERR_NO_AUTO_CANDIDATES_FOR_PURPOSE;
-        goto done;
+        return 0;
     }
     out->purpose_fallback = !labelled;
+    for (int i = 0; i < n; i++)
+        if (c[i].available && c[i].routing_enabled && c[i].purpose == want && capable(&c[i], rq))
+            idx[m++] = i;
+    if (m == 0)
+        out->error = ERR_NO_AUTO_CANDIDATES;
+    return m;
+}
+
+void auto_choose(const struct auto_cand *c, int n, const struct auto_request *rq, enum auto_strategy s,
+                 const struct auto_weights *w, struct auto_result *out)
+{
+    struct scored *list = calloc((size_t)(n > 0 ? n : 1), sizeof *list);
+    int *idx = calloc((size_t)(n > 0 ? n : 1), sizeof *idx);
+    if (!list || !idx)
+        abort();
+    int m = auto_eligible(c, n, rq, idx, out);
+    if (m == 0)
+        goto done;
     double max_cost = 0, max_ttft = 0;
-    for (int i = 0; i < n; i++) {
-        if (!c[i].available || !c[i].routing_enabled || c[i].purpose != want || !capable(&c[i], rq))
-            continue;
+    for (int k = 0; k < m; k++) {
+        int i = idx[k];
         double cost = request_cost(&c[i], rq);
         if (isfinite(cost) && cost > max_cost)
             max_cost = cost;
         if (c[i].ttft_ms > max_ttft)
             max_ttft = c[i].ttft_ms;
-        list[m].index = i;
-        list[m].model = c[i].model;
-        m++;
-    }
-    if (m == 0) {
-        out->error = ERR_NO_AUTO_CANDIDATES;
-        goto done;
+        list[k].index = i;
+        list[k].model = c[i].model;
     }
     for (int k = 0; k < m; k++) {
         const struct auto_cand *x = &c[list[k].index];
@@ -155,5 +166,6 @@ void auto_choose(const struct auto_cand *c, int n, const struct auto_request *rq
             out->order[out->n++] = list[k].index;
     }
 done:
+    free(idx);
     free(list);
 }

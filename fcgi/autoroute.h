@@ -47,6 +47,12 @@ enum auto_strategy auto_strategy_parse(const char *s, enum auto_strategy dflt);
 const char *auto_strategy_name(enum auto_strategy s);
 enum auto_purpose auto_purpose_parse(const char *s);
 
+/* R-AUTO-2/3: the indexes (into idx, room for n) of the candidates that may serve,
+ * purpose and capabilities checked; returns their count, with out's error and
+ * purpose_fallback set (out->n = 0). The semantic strategy orders these itself. */
+int auto_eligible(const struct auto_cand *c, int n, const struct auto_request *rq, int *idx,
+                  struct auto_result *out);
+
 void auto_choose(const struct auto_cand *c, int n, const struct auto_request *rq, enum auto_strategy s,
                  const struct auto_weights *w, struct auto_result *out);
 

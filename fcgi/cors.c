@@ -22,7 +22,7 @@ static const char allow_headers[] =
 static const char expose_headers[] =
     "x-request-id, request-id, x-routed-model, x-routed-endpoint, retry-after, x-ratelimit-limit, "
     "x-ratelimit-remaining, x-ratelimit-reset, x-quota-reset, x-should-retry, x-session-id, x-session-affinity, "
-    "x-fallback, x-degradation-level, x-idempotent-replayed, server-timing";
+    "x-fallback, x-degradation-level, x-idempotent-replayed, x-routing-reason, server-timing";
 
 /* scheme://host[:port], nothing a header line could smuggle. */
 static int origin_shape_ok(const char *o)

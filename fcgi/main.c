@@ -25,6 +25,7 @@
 #include "route.h"
 #include "screen.h"
 #include "secret.h"
+#include "semvec.h"
 #include "shm.h"
 #include "snapshot.h"
 #include "spans.h"
@@ -103,7 +104,10 @@ static void serve_inference(struct request *r)
     int64_t t0 = mono_us();
     int refused = guard_check(r) != 0 || screen_input(r) != 0;
     r->obs.guard_us = mono_us() - t0;
-    if (refused || admit_request(r) != 0 || route_plan(r) != 0)
+    if (refused || admit_request(r) != 0)
+        return;
+    semvec_prepare(r);              /* R-SEM-2: model auto's embeddings, themselves routed */
+    if (route_plan(r) != 0)
         return;
     t0 = mono_us();
     refused = fit_check(r) != 0;
@@ -250,6 +254,7 @@ static int handle(struct worker *w)
     gate_release(&shm, &r.hold);    /* a place taken for a request that never forwarded (a local count) */
     admit_finish(&r);
     auto_finish(&r);
+    semvec_end(&r);
     if (r.kind != REQ_MODELS && !r.replayed)
         account_record(&r);
     cache_end(&r);

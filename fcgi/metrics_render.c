@@ -107,6 +107,8 @@ static const char *const *zero_series(enum metric_id m)
 {
     static const char *const cache[] = {"kind=\"exact\"", "kind=\"semantic\"", NULL};
     static const char *const plain[] = {"", NULL};
+    static const char *const layers[] = {"layer=\"rule\"", "layer=\"bm25\"", "layer=\"hybrid\"",
+                                         "layer=\"fallback\"", NULL};
     static const char *const none[] = {NULL};
     switch (m) {
     case MET_CACHE_HITS:
@@ -114,6 +116,8 @@ static const char *const *zero_series(enum metric_id m)
     case MET_CACHE_STORES:
     case MET_CACHE_EVICTIONS:
         return cache;
+    case MET_SEMANTIC_ROUTING:
+        return layers;
     case MET_USAGE_WRITE_FAILURES:
     case MET_ACCESS_LOG_DROPPED:
     case MET_SPANS_DROPPED:

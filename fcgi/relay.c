@@ -164,6 +164,11 @@ static const char *relay_extra_headers(struct relay *x, int stream)
     }
     if (ap && ap->purpose_fallback)
         buf_puts(&h, "X-Routing-Purpose-Fallback: unlabeled\r\n");
+    if (r->routing_reason) {                  /* R-SEM: which layer chose, and why */
+        buf_puts(&h, "X-Routing-Reason: ");
+        buf_puts(&h, r->routing_reason);
+        buf_puts(&h, "\r\n");
+    }
     if (r->shrunk_max_tokens) {
         buf_puts(&h, "X-Max-Tokens-Shrunk: ");
         buf_append(&h, num, fmt_i64(num, r->shrunk_max_tokens));

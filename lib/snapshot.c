@@ -231,6 +231,34 @@ static enum role parse_role(const char *r)
     return ROLE_MEMBER;
 }
 
+/* A comma-separated list (spaces around an item are not part of it, empty items
+ * are dropped; a tenant name may hold spaces) into the snapshot's arena; *n items. */
+static const char **split_list(struct arena *a, const char *text, int *n)
+{
+    *n = 0;
+    if (!text || !*text)
+        return NULL;
+    int cap = 1;
+    for (const char *p = text; *p; p++)
+        cap += *p == ',';
+    const char **out = arena_alloc(a, sizeof *out * (size_t)cap);
+    char *copy = arena_strdup(a, text);
+    for (char *t = copy; t;) {
+        char *end = strchr(t, ',');
+        if (end)
+            *end = '\0';
+        while (*t == ' ')
+            t++;
+        size_t len = strlen(t);
+        while (len > 0 && t[len - 1] == ' ')
+            t[--len] = '\0';
+        if (len > 0)
+            out[(*n)++] = t;
+        t = end ? end + 1 : NULL;
+    }
+    return out;
+}
+
 static void key_row(struct snapshot *s, sqlite3_stmt *st, int i)
 {
     struct snap_key *k = &s->keys[i];
@@ -258,6 +286,7 @@ static void key_row(struct snapshot *s, sqlite3_stmt *st, int i)
     k->priority = sqlite3_column_int(st, 15);
     /* R-PRIO-2: without a maximum a key may only ask for less than its own tier. */
     k->max_priority = sqlite3_column_type(st, 16) == SQLITE_NULL ? k->priority : sqlite3_column_int(st, 16);
+    k->require_labels = split_list(&s->mem, (const char *)sqlite3_column_text(st, 17), &k->n_require_labels);
 }
 
 /* A user's key ceiling as the limits of its login sessions (R-SEC-5). */
@@ -322,6 +351,22 @@ static void policy_row(struct snapshot *s, sqlite3_stmt *st, int i)
     p->default_greedy = sqlite3_column_int(st, 13);
     p->clamp_max_tokens = sqlite3_column_int(st, 14);
     p->semantic_threshold = col_real_or(st, 15, -1);
+    p->description = col_str(&s->mem, st, 16);
+    p->tenants = split_list(&s->mem, (const char *)sqlite3_column_text(st, 17), &p->n_tenants);
+    p->labels = split_list(&s->mem, (const char *)sqlite3_column_text(st, 18), &p->n_labels);
+}
+
+static void semrule_row(struct snapshot *s, sqlite3_stmt *st, int i)
+{
+    struct snap_semrule *r = &s->semrules[i];
+    const char *action = (const char *)sqlite3_column_text(st, 4);
+    r->id = sqlite3_column_int64(st, 0);
+    r->name = col_str(&s->mem, st, 1);
+    r->tenant_id = sqlite3_column_int64(st, 2);     /* NULL reads as 0: every tenant */
+    r->pattern = col_str(&s->mem, st, 3);
+    r->action = action && strcmp(action, "forbid") == 0 ? SEMRULE_FORBID : SEMRULE_FORCE;
+    r->model = col_str(&s->mem, st, 5);
+    r->label = col_str(&s->mem, st, 6);
 }
 
 static void rule_row(struct snapshot *s, sqlite3_stmt *st, int i)
@@ -445,6 +490,16 @@ static void setting_apply(struct snapshot *s, const struct settings_def *d,
         s->semantic_threshold = v->num;
     } else if (strcmp(k, "semantic_cache_audit_percent") == 0) {
         s->semantic_audit_percent = (int)v->i;
+    } else if (strcmp(k, "semantic_default_model") == 0) {
+        s->sem_default_model = arena_strdup(&s->mem, v->text);
+    } else if (strcmp(k, "semantic_embedding_model") == 0) {
+        s->sem_embed_model = arena_strdup(&s->mem, v->text);
+    } else if (strcmp(k, "semantic_threshold") == 0) {
+        s->sem_threshold = v->num;
+    } else if (strcmp(k, "semantic_weight_bm25") == 0) {
+        s->sem_w_bm25 = v->num;
+    } else if (strcmp(k, "semantic_weight_embedding") == 0) {
+        s->sem_w_embedding = v->num;
     } else if (strcmp(k, "gpu_temperature_threshold") == 0) {
         /* R-LB-6: degrees Celsius with one decimal, kept in tenths. */
         s->gpu_temp_threshold_deci = (int)(v->num * 10 + (v->num < 0 ? -0.5 : 0.5));
@@ -511,9 +566,10 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     int64_t nsl = count(db, "SELECT count(*) FROM key_ceilings");
     int64_t nq = count(db, "SELECT count(*) FROM quotas");
     int64_t nru = count(db, "SELECT count(*) FROM content_rules");
+    int64_t nsr = count(db, "SELECT count(*) FROM semantic_rules");
     int64_t nk = count(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL") +
                  count(db, "SELECT count(*) FROM endpoints WHERE key_hash IS NOT NULL");
-    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0 || nsl < 0 || nq < 0 || nru < 0) {
+    if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0 || nsl < 0 || nq < 0 || nru < 0 || nsr < 0) {
         log_error("snapshot: cannot count the configuration: %s", sqlite3_errmsg(db));
         goto fail_read;
     }
@@ -527,6 +583,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     s->session_limits = arena_alloc(&s->mem, sizeof *s->session_limits * (size_t)(nsl + 1));
     s->quotas = arena_alloc(&s->mem, sizeof *s->quotas * (size_t)(nq + 1));
     s->rules = arena_alloc(&s->mem, sizeof *s->rules * (size_t)(nru + 1));
+    s->semrules = arena_alloc(&s->mem, sizeof *s->semrules * (size_t)(nsr + 1));
     if (each_row(db, "SELECT id, name, weight FROM tenants ORDER BY id", tenant_row, s, &s->n_tenants) ||
         each_row(db,
                  "SELECT id, tenant_id, name, algorithm, protocol, affinity, connect_timeout_ms,"
@@ -550,16 +607,16 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
         each_row(db,
                  "SELECT k.key_hash, k.id, k.user_id, k.tenant_id, NULL, u.role, u.name,"
                  " k.qps_limit, k.concurrency_limit, k.daily_limit, k.monthly_quota, k.tpm_limit,"
-                 " k.monthly_token_quota, p.auto_routing_enabled, p.auto_routing_strategy, k.priority, k.max_priority"
-                 " FROM api_keys k JOIN users u ON u.id = k.user_id"
+                 " k.monthly_token_quota, p.auto_routing_enabled, p.auto_routing_strategy, k.priority, k.max_priority,"
+                 " k.require_labels FROM api_keys k JOIN users u ON u.id = k.user_id"
                  " LEFT JOIN key_routing_policies p ON p.key_id = k.id WHERE k.revoked_at IS NULL"
-                 " UNION ALL SELECT key_hash, 0, 0, tenant_id, id, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, 5, 5"
+                 " UNION ALL SELECT key_hash, 0, 0, tenant_id, id, NULL, NULL, 0, 0, 0, 0, 0, 0, NULL, NULL, 5, 5, NULL"
                  " FROM endpoints WHERE key_hash IS NOT NULL", key_row, s, &s->n_keys) ||
         each_row(db,
                  "SELECT model, purpose, routing_enabled, quality_score, price_input_per_1k,"
                  " price_output_per_1k, supports_tools, supports_vision, max_context, max_output, shrink_max_tokens,"
-                 " cache, cache_ttl_s, default_greedy, clamp_max_tokens, semantic_threshold"
-                 " FROM model_policies ORDER BY model", policy_row, s, &s->n_policies) ||
+                 " cache, cache_ttl_s, default_greedy, clamp_max_tokens, semantic_threshold,"
+                 " description, tenants, labels FROM model_policies ORDER BY model", policy_row, s, &s->n_policies) ||
         each_row(db,
                  "SELECT c.user_id, u.tenant_id, u.role, u.name, c.qps_limit, c.concurrency_limit,"
                  " c.daily_limit, c.monthly_quota, c.tpm_limit, c.monthly_token_quota"
@@ -571,6 +628,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
                  " daily_tokens, monthly_tokens, queue_max FROM quotas", quota_row, s, &s->n_quotas) ||
         each_row(db, "SELECT id, name, tenant_id, kind, pattern, action, scope FROM content_rules ORDER BY id",
                  rule_row, s, &s->n_rules) ||
+        each_row(db, "SELECT id, name, tenant_id, pattern, action, model, label FROM semantic_rules ORDER BY id",
+                 semrule_row, s, &s->n_semrules) ||
         each_row(db, "SELECT key, value FROM settings", setting_row, s, &n))
         goto fail_read;
     db_end_read(db);

@@ -105,6 +105,7 @@ struct snap_key {
     int auto_enabled;             /* R-AUTO-1 key policy: -1 inherit, 0 off, 1 on */
     const char *auto_strategy;    /* NULL: inherit */
     int priority, max_priority;   /* R-PRIO-2: 0 highest; X-Priority may ask up to max_priority */
+    const char **require_labels; int n_require_labels;  /* R-SEM-1: labels every semantic pick must carry */
 };
 
 /* SPEC §0 model policy of one public model name (R-AUTO-2..4). */
@@ -122,6 +123,9 @@ struct snap_policy {
     int default_greedy;           /* R-CACHE-1: no temperature means greedy for this model */
     int clamp_max_tokens;         /* R-GUARD-1: a max_tokens above max_output is clamped, not refused */
     double semantic_threshold;    /* R-CACHE-4: least similarity of a hit; < 0: the setting's */
+    const char *description;      /* R-SEM-2: capability description; NULL: none */
+    const char **tenants; int n_tenants;   /* R-SEM-1: allow-list of tenant names; 0: every tenant */
+    const char **labels; int n_labels;     /* R-SEM-1: compliance labels */
 };
 
 /* R-GUARD-3: one content rule (a row of content_rules). */
@@ -136,6 +140,18 @@ struct snap_rule {
     const char *pattern;
     enum rule_action action;
     enum rule_scope scope;
+};
+
+/* R-SEM-1: one semantic routing rule (a row of semantic_rules). */
+enum semrule_action { SEMRULE_FORCE, SEMRULE_FORBID };
+struct snap_semrule {
+    int64_t id;
+    const char *name;
+    int64_t tenant_id;            /* 0: every tenant */
+    const char *pattern;          /* PCRE2, compiled per snapshot by fcgi/semindex.c */
+    enum semrule_action action;
+    const char *model;
+    const char *label;            /* NULL: none */
 };
 
 struct snapshot {
@@ -163,6 +179,11 @@ struct snapshot {
     const char *semantic_embed_model;                  /* settings.semantic_cache_embedding_model ("" = off) */
     double semantic_threshold;                         /* settings.semantic_cache_threshold (0.95) */
     int semantic_audit_percent;                        /* settings.semantic_cache_audit_percent (10) */
+    struct snap_semrule *semrules; int n_semrules;     /* R-SEM-1: by id */
+    const char *sem_default_model;                     /* settings.semantic_default_model ("" = none) */
+    const char *sem_embed_model;                       /* settings.semantic_embedding_model ("" = BM25 only) */
+    double sem_threshold;                              /* settings.semantic_threshold (0.1) */
+    double sem_w_bm25, sem_w_embedding;                /* settings.semantic_weight_* (0.4 / 0.6) */
     struct arena mem;                                   /* every string above */
 };
 

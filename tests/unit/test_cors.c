@@ -85,7 +85,7 @@ static void test_preflight(void)
     CHECK(strstr(r, "Access-Control-Allow-Origin: https://app.example\r\n") != NULL, "%s", r);
     CHECK(strstr(r, "Vary: Origin\r\n") != NULL, "%s", r);
     static const char *const expose[] = {"x-request-id", "x-routed-model", "retry-after", "x-ratelimit-limit",
-                                         "x-ratelimit-remaining", "x-ratelimit-reset", "request-id"};
+                                         "x-ratelimit-remaining", "x-ratelimit-reset", "request-id", "x-routing-reason"};
     for (size_t i = 0; i < sizeof expose / sizeof expose[0]; i++)
         CHECK(listed(r, "Access-Control-Expose-Headers:", expose[i]), "%s exposed: %s", expose[i], r);
     arena_free(&a);

@@ -127,6 +127,11 @@ static const struct {
     {"semantic_cache_audit_percent", "10"},
     {"semantic_cache_embedding_model", ""},
     {"semantic_cache_threshold", "0.95"},
+    {"semantic_default_model", ""},
+    {"semantic_embedding_model", ""},
+    {"semantic_threshold", "0.1"},
+    {"semantic_weight_bm25", "0.4"},
+    {"semantic_weight_embedding", "0.6"},
     {"usage_currency", "USD"},
     {"usage_retention_days", "90"},
 };
@@ -247,13 +252,14 @@ static void test_messages(void)
                              sizeof msg) == -1, "%s refused", msg_cases[i].name);
         CHECK_BUF(msg, msg_cases[i].msg, msg_cases[i].name);   /* never the refused text */
     }
-    char names[512];
+    char names[1024];
     settings_names(names, sizeof names);
     CHECK_BUF(names, "auto_routing_enabled, auto_routing_strategy, auto_routing_weight_quality,"
               " auto_routing_weight_price, auto_routing_weight_latency, builtin_injection_rules, cors_allowed_origins,"
               " gpu_temperature_threshold, internal_fields, recovery_hint_failures, response_model,"
               " semantic_cache_audit_percent, semantic_cache_embedding_model, semantic_cache_threshold,"
-              " usage_currency, usage_retention_days", "names");
+              " semantic_default_model, semantic_embedding_model, semantic_threshold, semantic_weight_bm25,"
+              " semantic_weight_embedding, usage_currency, usage_retention_days", "names");
     char small[8];
     settings_names(small, sizeof small);
     CHECK(strlen(small) == 7, "names truncated: %s", small);
