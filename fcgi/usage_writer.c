@@ -40,8 +40,8 @@ static const char SQL_EVENT[] =
     "INSERT INTO usage_events (ts_ms, request_id, tenant_id, user_id, key_id, endpoint_id, replica_id,"
     " route_id, model, routed_model, path, prompt_tokens, completion_tokens, latency_ms, ttft_ms, status,"
     " error_code, finish_reason, retries, stream, usage_estimated, cache_read_tokens, cache_creation_tokens,"
-    " reasoning_tokens, queue_ms, cached, content_rule)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " reasoning_tokens, queue_ms, cached, content_rule, shadow)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 static const char SQL_DAILY[] =
     "INSERT INTO usage_daily (day, tenant_id, user_id, key_id, model, requests, errors, prompt_tokens,"
     " completion_tokens) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (day, tenant_id, user_id, key_id, model)"
@@ -125,6 +125,7 @@ static int write_event(const struct usage_record *u)
     sqlite3_bind_int64(e, 25, u->queue_ms);
     sqlite3_bind_int(e, 26, u->cached);
     bind_text(e, 27, u->content_rule);
+    sqlite3_bind_int(e, 28, u->shadow);
     return step_kept(e, "usage event");
 }
 
@@ -243,6 +244,9 @@ static int write_batch(struct usage_record *list)
             if (step_kept(st_settle, "token settlement") != 0)
                 goto fail;
         }
+        /* R-SHD-1: a mirror's record stays out of every aggregate the reports read. */
+        if (u->shadow)
+            continue;
         char day[11];
         day_string(u->ts_ms, day);
         int i = 0;
