@@ -120,9 +120,15 @@ static void record_metrics(struct shadow_job *j)
         metrics_observe(S.shm, MET_SHADOW_TTFT, l, j->mirror.ttft_us, failed, now);
     static const char *const dir[] = {"prompt", "completion"};
     int64_t v[] = {j->mirror.prompt_tokens, j->mirror.completion_tokens};
-    for (int i = 0; i < 2; i++)
-        if (v[i] > 0 && metrics_label(t, sizeof t, (size_t)n, "direction", dir[i]) >= 0)
+    for (int i = 0; i < 2; i++) {
+        if (v[i] <= 0)
+            continue;
+        memcpy(t, l, (size_t)n + 1);            /* the route label, then the direction */
+        if (metrics_label(t, sizeof t, (size_t)n, "direction", dir[i]) >= 0)
             metrics_add(S.shm, MET_SHADOW_TOKENS, t, (uint64_t)v[i]);
+        else
+            metrics_drop(S.shm);
+    }
 }
 
 /* R-SHD-1: the mirror's own record: shadow = 1 keeps it out of every report,
