@@ -182,6 +182,15 @@ def test_anthropic_mirror_of_an_openai_request(c):
     st, h, body, _ = chat(c)
     line = wait_line(c, h["x-request-id"])
     assert "mirror=ma outcome=ok" in line and re.search(r"exact_match=[01]", line), line
+    # an Anthropic caller (/v1/messages) on the OpenAI main endpoint, mirrored natively
+    c.ma.reset()
+    r = c.gw.request("POST", "/v1/messages", {"model": "m", "max_tokens": 50,
+                                              "messages": [{"role": "user", "content": "hello"}]}, key=c.key)
+    assert r.status == 200 and r.json()["type"] == "message", r
+    line = wait_line(c, r.headers["x-request-id"])
+    assert "mirror=ma outcome=ok" in line and "status_match=1" in line, line
+    last = c.ma.stats()["last"]
+    assert last["path"] == "/v1/messages" and json.loads(last["body"])["model"] == "claude-shadow", last
     set_mirror(c, "mo")
 
 
