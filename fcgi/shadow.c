@@ -457,7 +457,8 @@ static void refuse_line(struct request *r, const char *route, const char *ep, co
 void shadow_begin(struct request *r)
 {
     const struct snap_route *rt = r->route;
-    if (r->shadow_tried || !rt || rt->mirror < 0 || rt->mirror_percent <= 0 || !r->json || !r->model)
+    if (r->shadow_tried || !rt || rt->mirror < 0 || rt->mirror == rt->endpoint || rt->mirror_percent <= 0 ||
+        !r->json || !r->model)
         return;
     r->shadow_tried = 1;
     if (r->kind != REQ_CHAT && r->kind != REQ_COMPLETIONS && r->kind != REQ_MESSAGES)
@@ -561,7 +562,11 @@ void shadow_end(struct request *r)
     r->shadow = NULL;
     struct shadow_side c = {0};
     c.status = account_status(r);
-    c.latency_us = mono_us() - j->begin_us;
+    /* to the end of its last upstream transfer, as the mirror's is measured (not
+     * what the gateway did after it: account, the first use of a database handle) */
+    int64_t end = r->obs.n_attempts > 0 && r->obs.attempts[r->obs.n_attempts - 1].end_us > j->begin_us
+                  ? r->obs.attempts[r->obs.n_attempts - 1].end_us : mono_us();
+    c.latency_us = end - j->begin_us;
     if (r->obs.ttft_us > 0 && r->obs.start_us + r->obs.ttft_us > j->begin_us)
         c.ttft_us = r->obs.start_us + r->obs.ttft_us - j->begin_us;
     account_billable_tokens(r, &c.prompt_tokens, &c.completion_tokens);
