@@ -4,7 +4,7 @@
 
 #include <string.h>
 
-#define ROUTE_FIELDS "priority weight target_model status endpoint endpoint_id cache cache_ttl_s"
+#define ROUTE_FIELDS "priority weight target_model status endpoint endpoint_id cache cache_ttl_s mirror mirror_percent"
 
 /* R-CACHE-2: cache and cache_ttl_s, null = inherit the model policy's ("" and -1 for ops).
  * -1: answer set. */
@@ -45,8 +45,13 @@ static int route_body(struct api_ctx *c, struct ops_route_opts *o, struct json_o
         api_body_str(c, "target_model", &o->target_model, 0) != 0 ||
         api_body_str(c, "status", &o->status, 0) != 0 ||
         api_body_str(c, "endpoint", &endpoint, 0) != 0 ||
-        api_body_int(c, "endpoint_id", &endpoint_id) != 0 || route_cache(c, o) != 0)
+        api_body_int(c, "endpoint_id", &endpoint_id) != 0 || route_cache(c, o) != 0 ||
+        api_body_str(c, "mirror", &o->mirror, 0) != 0 || api_body_int(c, "mirror_percent", &o->mirror_percent) != 0)
         return -1;
+    /* R-SHD-1: mirror null (or "") = no mirror. */
+    struct json_object *mv = NULL;
+    if (json_object_object_get_ex(c->body, "mirror", &mv) && !mv)
+        o->mirror = "";
     if (!endpoint && !endpoint_id.set)
         return 0;
     struct ops_list l = {0};

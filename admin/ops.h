@@ -247,11 +247,13 @@ struct ops_route_opts {
     const char *endpoint;       /* set only: move the route to this endpoint */
     const char *cache;          /* R-CACHE-2: off | exact | semantic; "" = inherit (NULL) */
     struct ops_i64 cache_ttl_s; /* 1..31536000; v < 0 = inherit (NULL) */
+    const char *mirror;         /* R-SHD-1: the endpoint that gets copies; "" = none (NULL keeps) */
+    struct ops_i64 mirror_percent; /* 0..100 */
 };
 
 /* Route: {"id","model","tenant","tenant_id","endpoint","endpoint_id","priority",
- * "weight","target_model","status","cache","cache_ttl_s","created_at"} (cache and
- * cache_ttl_s null: the model policy's). tenant NULL = the endpoint's.
+ * "weight","target_model","status","cache","cache_ttl_s","mirror","mirror_percent",
+ * "created_at"} (cache and cache_ttl_s null: the model policy's; mirror null: none). tenant NULL = the endpoint's.
  * The endpoint must belong to the route's tenant, and a tenant other than
  * "default" may not add a model name that "default" routes (R-AUTH-4, R-ADM-2). */
 struct json_object *ops_route_add(sqlite3 *db, const char *model, const char *endpoint,

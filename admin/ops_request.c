@@ -102,7 +102,8 @@ static const char *req_driver_term(const struct ops_request_filter *f, int t)
     return t >= 0 ? req_terms[t] : "1";
 }
 
-#define REQ_RANGE "%s AND %s AND %s"   /* from, to, cursor: ranges of every index's ts_ms */
+/* from, to, cursor: ranges of every index's ts_ms; a mirror's event is no caller's request (R-SHD-1) */
+#define REQ_RANGE "%s AND %s AND %s AND e.shadow = 0"
 
 static void req_range(const struct ops_request_filter *f, const char **a, const char **b, const char **c)
 {

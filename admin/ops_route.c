@@ -10,8 +10,9 @@ static const char *const route_cache_modes[] = {"off", "exact", "semantic", NULL
 
 #define ROUTE_SELECT \
     "SELECT r.id, r.model, t.name, t.id, e.name, e.id, r.priority, r.weight, r.target_model," \
-    " r.status, r.created_at, r.cache, r.cache_ttl_s FROM routes r" \
-    " JOIN tenants t ON t.id = r.tenant_id JOIN endpoints e ON e.id = r.endpoint_id"
+    " r.status, r.created_at, r.cache, r.cache_ttl_s, m.name, r.mirror_percent FROM routes r" \
+    " JOIN tenants t ON t.id = r.tenant_id JOIN endpoints e ON e.id = r.endpoint_id" \
+    " LEFT JOIN endpoints m ON m.id = r.mirror_endpoint_id"
 
 static struct json_object *route_row(sqlite3_stmt *st)
 {
@@ -28,6 +29,8 @@ static struct json_object *route_row(sqlite3_stmt *st)
     ops_json_text(o, "status", st, 9);
     ops_json_text(o, "cache", st, 11);          /* null: the model policy's */
     ops_json_int(o, "cache_ttl_s", st, 12);
+    ops_json_text(o, "mirror", st, 13);         /* R-SHD-1: null = no mirror */
+    ops_json_int(o, "mirror_percent", st, 14);
     ops_json_int(o, "created_at", st, 10);
     return o;
 }
@@ -59,7 +62,47 @@ static int route_check_opts(const struct ops_route_opts *o, struct ops_error *er
     if (o->cache_ttl_s.set && o->cache_ttl_s.v >= 0 &&
         ops_check_range("cache_ttl_s", o->cache_ttl_s, 1, OPS_CACHE_TTL_MAX, err) != 0)
         return -1;
+    if (ops_check_range("mirror_percent", o->mirror_percent, 0, 100, err) != 0)
+        return -1;
     return 0;
+}
+
+/* R-SHD-1: the mirror endpoint by name, of the route's tenant, never the route's own
+ * endpoint (the copy would land where the answer comes from); "" clears it. */
+static int route_mirror(sqlite3 *db, int64_t id, const struct ops_route_opts *o, struct ops_error *err)
+{
+    if (!o->mirror && !o->mirror_percent.set)
+        return 0;
+    if (o->mirror && !*o->mirror)
+        return ops_run(db, err, "UPDATE routes SET mirror_endpoint_id = NULL, mirror_percent = COALESCE(?2, 0)"
+                       " WHERE id = ?1", "io", id, o->mirror_percent);
+    int64_t mid = 0, mtid = 0, tid = 0, own = 0;
+    if (o->mirror) {
+        if (ops_endpoint_ids(db, o->mirror, &mid, &mtid, err) != 0)
+            return -1;
+        if (ops_query_i64(db, err, &tid, "SELECT tenant_id FROM routes WHERE id = ?1", "i", id) != 1 ||
+            ops_query_i64(db, err, &own, "SELECT endpoint_id FROM routes WHERE id = ?1", "i", id) != 1)
+            return -1;
+        if (mtid != tid) {
+            ops_fail(err, OPS_ERR_INVALID, "mirror",
+                     "endpoint %s belongs to another tenant; a route may only mirror to its own tenant's endpoints",
+                     o->mirror);
+            return -1;
+        }
+        if (mid == own) {
+            ops_fail(err, OPS_ERR_INVALID, "mirror", "a route cannot mirror to its own endpoint %s", o->mirror);
+            return -1;
+        }
+    }
+    /* A mirror given without a percent mirrors everything; a percent alone keeps the endpoint. */
+    struct ops_i64 pct = o->mirror_percent;
+    if (o->mirror && !pct.set) {
+        pct.set = 1;
+        pct.v = 100;
+    }
+    return ops_run(db, err, "UPDATE routes SET mirror_endpoint_id = CASE WHEN ?2 = 0 THEN mirror_endpoint_id"
+                   " ELSE ?2 END, mirror_percent = COALESCE(?3, mirror_percent) WHERE id = ?1", "iio",
+                   id, mid, pct);
 }
 
 /* target_model and cache: NULL keeps, "" clears (cache: inherit). cache_ttl_s: unset keeps,
@@ -67,6 +110,8 @@ static int route_check_opts(const struct ops_route_opts *o, struct ops_error *er
 static int route_update(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
                         struct ops_i64 endpoint_id, struct ops_error *err)
 {
+    if (route_mirror(db, id, o, err) != 0)
+        return -1;
     return ops_run(db, err,
                    "UPDATE routes SET priority = COALESCE(?1, priority),"
                    " weight = COALESCE(?2, weight),"

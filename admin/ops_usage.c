@@ -329,10 +329,11 @@ static void samples_finish(struct usage_samples *s)
     free(s->ttft);
 }
 
-/* The filters of the report on usage_events e: ?1 tenant, ?2 from_ms, ?3 to_ms, ?4 user. */
+/* The filters of the report on usage_events e: ?1 tenant, ?2 from_ms, ?3 to_ms, ?4 user;
+ * never a mirror's event (R-SHD-1). */
 static int usage_event_where(char *out, size_t n, int tenant, int from, int to, int user)
 {
-    int w = snprintf(out, n, "%s AND %s AND %s AND %s AND e.status < 400",
+    int w = snprintf(out, n, "%s AND %s AND %s AND %s AND e.status < 400 AND e.shadow = 0",
                      tenant ? "e.tenant_id = ?1" : "?1 IS NULL", from ? "e.ts_ms >= ?2" : "?2 IS NULL",
                      to ? "e.ts_ms < ?3" : "?3 IS NULL", user ? "e.user_id = ?4" : "?4 IS NULL");
     return w > 0 && (size_t)w < n ? 0 : -1;

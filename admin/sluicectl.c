@@ -306,6 +306,12 @@ static int cli_route_opts(const struct cli *c, struct ops_route_opts *o, struct 
     o->target_model = cli_opt(c, "target-model");
     o->status = cli_opt(c, "status");
     o->endpoint = cli_opt(c, "endpoint");
+    /* R-SHD-1: --mirror ENDPOINT (none: no mirror), --mirror-percent 0..100 */
+    o->mirror = cli_opt(c, "mirror");
+    if (o->mirror && strcmp(o->mirror, "none") == 0)
+        o->mirror = "";
+    if (cli_num(c, "mirror-percent", &o->mirror_percent, err) != 0)
+        return -1;
     if (cli_num(c, "priority", &o->priority, err) != 0 ||
         cli_num(c, "weight", &o->weight, err) != 0 || cli_route_cache(c, o, err) != 0)
         return -1;
@@ -528,9 +534,9 @@ static const struct cli_cmd {
     {"replica", "set", "ENDPOINT URL", "engine= state= weight= max-concurrency= node= approve", "", 0,
      cmd_replica_set},
     {"replica", "rm", "ENDPOINT URL", "", "", 0, cmd_replica_rm},
-    {"route", "add", "MODEL ENDPOINT", "tenant= priority= weight= target-model= status= cache= cache-ttl-s=",
+    {"route", "add", "MODEL ENDPOINT", "tenant= priority= weight= target-model= status= cache= cache-ttl-s= mirror= mirror-percent=",
      "", 0, cmd_route_add},
-    {"route", "set", "ID", "priority= weight= target-model= status= endpoint= cache= cache-ttl-s=", "", 0,
+    {"route", "set", "ID", "priority= weight= target-model= status= endpoint= cache= cache-ttl-s= mirror= mirror-percent=", "", 0,
      cmd_route_set},
     {"route", "rm", "ID", "", "", 0, cmd_route_rm},
     {"key", "add", "", "user= name= priority= max-priority= " KEY_LIMIT_OPTS, "user", 0, cmd_key_add},

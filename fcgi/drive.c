@@ -12,6 +12,7 @@
 #include "route.h"
 #include "screen.h"
 #include "serving.h"
+#include "shadow.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -112,6 +113,7 @@ void drive_run(struct request *r)
         struct attempt a;
         if (!r->replica && drive_wait(r) != 0)
             return;
+        shadow_begin(r);                    /* R-SHD-1: once, when the first attempt is admitted */
         const struct snap_replica *rep = r->replica;
         const struct snap_endpoint *ep = r->ep;
         forward_attempt(r, &a);

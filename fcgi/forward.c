@@ -25,7 +25,7 @@ static const struct adapter_row {
     {INGRESS_ANTHROPIC, PROTO_OPENAI, &proto_messages_openai},
 };
 
-static const struct proto_ops *adapter_for(const struct request *r)
+const struct proto_ops *forward_adapter(const struct request *r)
 {
     if (r->kind == REQ_PROXY)
         return &proto_passthrough;          /* the pass-through stays raw */
@@ -163,7 +163,7 @@ static struct curl_slist *trace_headers(struct request *r, struct curl_slist *h,
 void forward_attempt(struct request *r, struct attempt *a)
 {
     memset(a, 0, sizeof *a);
-    a->proto = adapter_for(r);
+    a->proto = forward_adapter(r);
     relay_init(&a->relay, r);
     struct proto_request pr = {0};
     if (a->proto->build(r, &pr, &a->refusal) != 0) {

@@ -27,9 +27,9 @@
 /* Sums of what the usage records charged since a period began (the indexes
  * usage_events_by_tenant_ts and usage_events_by_user_ts). */
 static const char SQL_TENANT_TOKENS[] =
-    "SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM usage_events WHERE tenant_id = ?1 AND ts_ms >= ?2";
+    "SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM usage_events WHERE tenant_id = ?1 AND ts_ms >= ?2 AND shadow = 0";
 static const char SQL_USER_TOKENS[] =
-    "SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM usage_events WHERE user_id = ?1 AND ts_ms >= ?2";
+    "SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM usage_events WHERE user_id = ?1 AND ts_ms >= ?2 AND shadow = 0";
 
 enum layer { LAYER_TENANT, LAYER_USER };
 

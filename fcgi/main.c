@@ -26,6 +26,7 @@
 #include "screen.h"
 #include "secret.h"
 #include "semvec.h"
+#include "shadow.h"
 #include "shm.h"
 #include "snapshot.h"
 #include "spans.h"
@@ -257,6 +258,7 @@ static int handle(struct worker *w)
     semvec_end(&r);
     if (r.kind != REQ_MODELS && !r.replayed)
         account_record(&r);
+    shadow_end(&r);                 /* R-SHD-1: the client's answer, for its mirror's comparison */
     cache_end(&r);
     if (r.kind != REQ_METRICS)
         observe_end(&r);
@@ -567,6 +569,7 @@ int main(int argc, char **argv)
     if (usage_writer_start(&conf) != 0 || admit_init(&conf) != 0 || access_log_start(&conf) != 0 ||
         spans_start(&conf) != 0)
         return 1;
+    shadow_start(&conf, &shm);      /* R-SHD-1: without it, routes are not mirrored (logged) */
     if (FCGX_Init() != 0) {
         log_error("FCGX_Init failed");
         return 1;

@@ -257,6 +257,10 @@ struct request {
     int cache_complete;           /* drive: the last attempt's answer was delivered as it ended */
     struct cache_sem *cache_sem;  /* R-CACHE-4 (cache_semantic.c): the embedding, scope and match, or NULL */
 
+    /* R-SHD-1 (shadow.c): the mirror of this request, owned by the shadow thread once handed over */
+    struct shadow_job *shadow;
+    int shadow_tried;             /* the mirror decision was made */
+
     /* account */
     struct usage usage;
     int usage_partial;            /* the stream's usage so far is not its final word (message_start) */

@@ -40,8 +40,8 @@ static const char SQL_EVENT[] =
     "INSERT INTO usage_events (ts_ms, request_id, tenant_id, user_id, key_id, endpoint_id, replica_id,"
     " route_id, model, routed_model, path, prompt_tokens, completion_tokens, latency_ms, ttft_ms, status,"
     " error_code, finish_reason, retries, stream, usage_estimated, cache_read_tokens, cache_creation_tokens,"
-    " reasoning_tokens, queue_ms, cached, content_rule, affinity, cache)"
-    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+    " reasoning_tokens, queue_ms, cached, content_rule, affinity, cache, shadow)"
+    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
 static const char SQL_DAILY[] =
     "INSERT INTO usage_daily (day, tenant_id, user_id, key_id, model, requests, errors, prompt_tokens,"
     " completion_tokens) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT (day, tenant_id, user_id, key_id, model)"
@@ -136,6 +136,7 @@ static int write_event(const struct usage_record *u)
     bind_text(e, 27, u->content_rule);
     bind_text(e, 28, u->affinity);
     bind_text(e, 29, u->cache_outcome);
+    sqlite3_bind_int(e, 30, u->shadow);
     return step_kept(e, "usage event");
 }
 
@@ -289,6 +290,9 @@ static int write_batch(struct usage_record *list)
             if (step_kept(st_settle, "token settlement") != 0)
                 goto fail;
         }
+        /* R-SHD-1: a mirror's record stays out of every aggregate the reports read. */
+        if (u->shadow)
+            continue;
         char day[11];
         day_string(u->ts_ms, day);
         if (daily_add(sums, &nsums, MAX_GROUPS, 0, day, u) != 0 ||

@@ -32,6 +32,7 @@ struct usage_record {
     int quota_calls;              /* 1 in the admission's record, 0 in the settlement's */
     char quota_day[16], quota_month[16];
     int no_event;                 /* only the quota counters (a models listing) */
+    int shadow;                   /* R-SHD-1: a mirrored request's record: no aggregate, no quota, no report */
     /* R-CACHE-1..3: the event of an answer served from the cache (cached = 1,
      * and its entry's hit count), or an answer to store (written in the same
      * transaction as the event; owned by the record). */

@@ -66,6 +66,8 @@ void conf_defaults(struct conf *c)
     c->idem_max_bytes = 256LL << 20;
     c->cache_max_bytes = 256LL << 20;
     c->cache_max_entry_bytes = 4LL << 20;
+    c->shadow_timeout_ms = 30000;
+    c->shadow_max_inflight = 16;
     c->max_n = 8;
     c->tokenize_timeout_ms = 200;
     c->tokenize_margin_pct = 10;
@@ -181,6 +183,8 @@ static const struct conf_opt conf_opts[] = {
     OPT_INT("cache.semantic_max_entries", 1, 100000000, semantic_max_entries, RESTART),
     OPT_INT("cache.semantic_embed_timeout_ms", 50, 60000, semantic_embed_timeout_ms, LIVE),
     OPT_INT("cache.semantic_max_input_bytes", 1, 1LL << 30, semantic_max_input_bytes, LIVE),
+    OPT_INT("shadow.timeout_ms", 100, 3600000, shadow_timeout_ms, LIVE),
+    OPT_INT("shadow.max_inflight", 0, 100000, shadow_max_inflight, LIVE),
     OPT_INT("limits.max_n", 1, 128, max_n, LIVE),
     OPT_INT("guard.tokenize_timeout_ms", 10, 60000, tokenize_timeout_ms, LIVE),
     OPT_INT("guard.tokenize_margin_pct", 0, 100, tokenize_margin_pct, LIVE),

@@ -54,6 +54,8 @@ struct conf {
     int64_t semantic_max_entries;/* cache.semantic_max_entries: semantic entries kept at most, oldest evicted (10000) */
     int64_t semantic_embed_timeout_ms; /* cache.semantic_embed_timeout_ms: the longest one embedding of the semantic cache takes, failovers included (2000) */
     int64_t semantic_max_input_bytes; /* cache.semantic_max_input_bytes: a longer last user turn is exact-cached only (8192) */
+    int64_t shadow_timeout_ms;   /* shadow.timeout_ms: the longest one mirrored request (R-SHD-1) may take (30000) */
+    int64_t shadow_max_inflight; /* shadow.max_inflight: mirrored requests in flight at once, pool-wide; more are dropped (16) */
     int64_t cache_max_entry_bytes; /* cache.max_entry_bytes: one cached answer at most (4 MiB) */
     int64_t idem_max_record_bytes; /* idempotency.max_record_bytes: one stored response at most (8 MiB) */
     int affinity_max_entries;    /* affinity.max_entries: pool-wide session mappings (100000) */

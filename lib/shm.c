@@ -165,6 +165,7 @@ static void shm_clear_row(struct shm_proc *p)
     for (int i = 0; i < SHM_MAX_KEYS; i++)
         atomic_store(&p->key_active[i], 0);
     atomic_store(&p->usage_backlog, 0);
+    atomic_store(&p->shadow_inflight, 0);
     for (int i = 0; i < SHM_MAX_REPLICAS; i++)
         atomic_store(&p->rep_held[i], 0);
     for (int i = 0; i < SHM_MAX_ENDPOINTS; i++)

@@ -270,7 +270,7 @@ struct shm_proc {
     _Atomic int32_t active[SHM_MAX_REPLICAS];
     _Atomic int32_t key_active[SHM_MAX_KEYS];   /* R-KEY-3 concurrency, by key slot */
     _Atomic int32_t usage_backlog;    /* R-OBS-1: records queued in its usage writer */
-    int32_t pad_;
+    _Atomic int32_t shadow_inflight;  /* R-SHD-1: its mirrored requests in flight (shadow.max_inflight is pool-wide) */
     /* R-PRIO-1 / R-KEY-6: capacity held under a cap (taken and handed over
      * under the gate lock; a reaped row gives its places back) */
     _Atomic int32_t rep_held[SHM_MAX_REPLICAS];

@@ -218,6 +218,8 @@ static void route_row(struct snapshot *s, sqlite3_stmt *st, int i)
     r->cache = sqlite3_column_type(st, 8) == SQLITE_NULL ? CACHE_INHERIT
                : parse_cache_mode((const char *)sqlite3_column_text(st, 8));
     r->cache_ttl_s = sqlite3_column_int(st, 9);
+    r->mirror = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : endpoint_index(s, sqlite3_column_int64(st, 10));
+    r->mirror_percent = sqlite3_column_int(st, 11);
 }
 
 static enum role parse_role(const char *r)
@@ -601,8 +603,8 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
                  " WHERE NOT (r.approved = 0 AND e.upstream_auth IS NOT NULL AND e.upstream_auth_by IS NOT 'tenant')"
                  " ORDER BY r.endpoint_id, r.id", replica_row, s, &s->n_replicas) ||
         each_row(db,
-                 "SELECT id, tenant_id, model, endpoint_id, priority, weight, target_model, created_at, cache, cache_ttl_s"
-                 " FROM routes WHERE status = 'active' ORDER BY tenant_id, model, priority, id",
+                 "SELECT id, tenant_id, model, endpoint_id, priority, weight, target_model, created_at, cache, cache_ttl_s,"
+                 " mirror_endpoint_id, mirror_percent FROM routes WHERE status = 'active' ORDER BY tenant_id, model, priority, id",
                  route_row, s, &s->n_routes) ||
         each_row(db,
                  "SELECT k.key_hash, k.id, k.user_id, k.tenant_id, NULL, u.role, u.name,"

@@ -89,6 +89,8 @@ struct snap_route {
     int64_t created_at;
     enum cache_mode cache;        /* R-CACHE-1: CACHE_INHERIT = the model policy's */
     int cache_ttl_s;              /* 0 = the model policy's */
+    int mirror;                   /* R-SHD-1: endpoint index that gets copies, -1 = none */
+    int mirror_percent;           /* ... of this many requests in a hundred */
 };
 
 struct snap_key {
