@@ -39,14 +39,14 @@ def test_every_setting_is_in_the_readme_table():
     """SPEC §0 settings: the README's settings table has every row of lib/settings.c, with its
     default and meaning, and no other."""
     readme = read("README.md")
-    rows = re.findall(r'SETTING_[A-Z]+\("([a-z_]+)",.*?"([^"]*)",\s*"([^"]*)"\),', read("lib/settings.c"), re.S)
+    rows = re.findall(r'SETTING_[A-Z]+\("([a-z_0-9]+)",.*?"([^"]*)",\s*"([^"]*)"\),', read("lib/settings.c"), re.S)
     assert len(rows) >= 9, rows
     for name, default, meaning in rows:
         m = re.search(r"^\| `%s` \| [^|]+ \| ([^|]+) \| (.+) \|$" % name, readme, re.M)
         assert m, "README's settings table has no row for %s" % name
         assert m.group(1) == (default or "(empty)"), (name, default, m.group(1))
         assert m.group(2) == meaning, (name, meaning, m.group(2))
-    table = re.findall(r"^\| `([a-z_]+)` \| [^|]+ \| [^|]+ \| R-", readme, re.M)
+    table = re.findall(r"^\| `([a-z_0-9]+)` \| [^|]+ \| [^|]+ \| R-", readme, re.M)
     assert sorted(table) == sorted(r[0] for r in rows), (table, rows)
 
 

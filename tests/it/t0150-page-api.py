@@ -196,7 +196,7 @@ def test_scoping_by_role(c):
 
 def test_settings_schema_has_every_row(c):
     src = open(os.path.join(SRCDIR, "lib", "settings.c")).read()
-    rows = re.findall(r'SETTING_([A-Z]+)\("([a-z_]+)",.*?"([^"]*)",\s*"([^"]*)"\),', src, re.S)
+    rows = re.findall(r'SETTING_([A-Z]+)\("([a-z_0-9]+)",.*?"([^"]*)",\s*"([^"]*)"\),', src, re.S)
     assert len(rows) >= 16, rows
     c.gw.ctl("settings", "set", "usage_retention_days", "30")
     for who in (c.root, c.adm_a, c.mem_a):
