@@ -79,8 +79,20 @@ export function table(columns, rows, { empty = 'Nothing here yet.', caption, row
   const head = h('tr', null, columns.map((c) => h('th', { class: c.class, scope: 'col' }, c.label)));
   const body = rows.map((r) => h('tr', { class: rowClass ? rowClass(r) : null },
     columns.map((c) => h('td', { class: c.class }, c.cell(r)))));
-  return h('div', { class: 'table-wrap' },
+  const wrap = h('div', { class: 'table-wrap' },
     h('table', null, caption ? h('caption', null, caption) : null, h('thead', null, head), h('tbody', null, body)));
+  dom_scroll_focus(wrap);
+  return wrap;
+}
+
+// A table wider than its box scrolls inside it: then the box takes the keyboard focus, so
+// it can be scrolled without a mouse even when no cell holds a button (WCAG 2.1.1).
+function dom_scroll_focus(wrap) {
+  if (typeof ResizeObserver === 'undefined') return;
+  new ResizeObserver(() => {
+    if (wrap.scrollWidth > wrap.clientWidth + 1) wrap.setAttribute('tabindex', '0');
+    else wrap.removeAttribute('tabindex');
+  }).observe(wrap);
 }
 
 // ---- forms -------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 // keys.js: the Keys section (R-ADM-3, R-KEY-1): member keys with their six limits, their
 // queue priority (R-PRIO-2) and what they used today and this month; create a key (shown
-// once), change limits and priority, revoke.
+// once), change limits, priority and the labels model auto must find (R-SEM-1), revoke.
 
 import { api, api_delete, api_get, api_id, api_list_all, api_patch, api_post } from '../api.js';
 import {
@@ -17,6 +17,9 @@ const KEY_SPEC = [
   ...LIMITS.map(([name, label, hint]) => ({ name, label, type: 'int', min: 0, hint: `${hint}; 0 = unlimited` })),
   { name: 'priority', label: 'Priority', type: 'int', min: 0, max: 9, hint: '0 first, 9 last' },
   { name: 'max_priority', label: 'Max priority', type: 'int', min: 0, max: 9, hint: 'empty = its own' },
+  // R-SEM-1: models lacking one of these labels (their policy's) are no candidates of model auto.
+  { name: 'require_labels', label: 'Require labels', type: 'text', nullable: true, maxlength: 1024, placeholder: 'eu-only',
+    hint: 'comma-separated; model auto only picks models carrying every one; empty = none' },
 ];
 const POLICY_SPEC = [
   { name: 'auto_routing_enabled', label: 'Auto routing', type: 'tristate', labels: { null: 'the global setting', true: 'on', false: 'off' } },
@@ -107,7 +110,8 @@ async function keys_load(list, ctx, reload) {
   const day = (k) => (counted ? { requests: k.today.requests, total_tokens: k.today.tokens } : use.day.get(k.id) || {});
   const mon = (k) => (counted ? { requests: k.month.requests, total_tokens: k.month.tokens } : use.month.get(k.id) || {});
   const cols = [
-    { label: 'Key', cell: (k) => h('div', null, h('strong', null, k.name || '(unnamed)'), h('div', { class: 'muted small' }, h('code', null, `${k.prefix}…`))) },
+    { label: 'Key', cell: (k) => h('div', null, h('strong', null, k.name || '(unnamed)'), h('div', { class: 'muted small' }, h('code', null, `${k.prefix}…`)),
+      k.require_labels ? h('div', { class: 'muted small key-labels', 'data-labels': k.require_labels }, `requires ${k.require_labels.split(',').join(', ')}`) : null) },
     { label: 'Owner', cell: (k) => (ctx.isOperator ? `${k.user} · ${k.tenant}` : k.user) },
     { label: 'Status', cell: (k) => (k.revoked ? badge('revoked', 'muted') : badge('active', 'ok')) },
     { label: 'QPS', cell: (k) => fmtLimit(k.qps_limit), class: 'num' },
@@ -139,6 +143,10 @@ async function key_edit(k, reload) {
       const own = {};
       const pol = {};
       for (const [n, v] of Object.entries(ch)) (POLICY_FIELDS.includes(n) ? pol : own)[n] = v;
+      // "eu-only, pii-ok" -> "eu-only,pii-ok" (the API takes words only); empty clears (null).
+      if ('require_labels' in own) {
+        own.require_labels = (own.require_labels || '').split(',').map((x) => x.trim()).filter(Boolean).join(',') || null;
+      }
       if (Object.keys(own).length) await api_patch(`tenant/api-keys/${api_id(k.id)}`, own);
       if (Object.keys(pol).length) await api('PUT', `tenant/api-keys/${api_id(k.id)}/routing-policy`, pol);
       return true;

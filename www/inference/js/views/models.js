@@ -20,6 +20,11 @@ const POLICY_SPEC = [
   { name: 'max_context', label: 'Max context', type: 'int', min: 0, hint: 'tokens; empty = unknown' },
   { name: 'max_output', label: 'Max output', type: 'int', min: 0, hint: 'largest max_tokens; empty = the global cap' },
   { name: 'description', label: 'Description', type: 'textarea', nullable: true, maxlength: 1024 },
+  // R-SEM-1: who may be routed to it, and its compliance labels (a key may require them).
+  { name: 'tenants', label: 'Tenants', type: 'text', nullable: true, maxlength: 4096, placeholder: 'acme,beta',
+    hint: 'comma-separated tenant names; empty = every tenant' },
+  { name: 'labels', label: 'Labels', type: 'text', nullable: true, maxlength: 1024, placeholder: 'pii-ok,eu-only',
+    hint: 'comma-separated words (letters, digits, . _ -); empty = none' },
   { name: 'cache', label: 'Cache', type: 'enum', values: ['off', 'exact', 'semantic'] },
   { name: 'cache_ttl_s', label: 'Cache TTL (s)', type: 'int', min: 1, max: 31536000, required: true },
   { name: 'semantic_threshold', label: 'Semantic threshold', type: 'number', min: 0, max: 1, decimals: 3, hint: 'empty = the setting' },
@@ -72,6 +77,10 @@ function policy_fields(p = {}) {
     field('Max output', num('max_output', p.max_output, { step: 1, inputmode: 'numeric' }), 'largest max_tokens; empty = the global cap'),
     field('Cache', select('cache', CACHE_MODES, p.cache || 'off'), 'answers kept for identical greedy requests'),
     field('Cache TTL (s)', num('cache_ttl_s', p.cache_ttl_s ?? 3600, { step: 1, min: 1, max: TTL_MAX, required: true, inputmode: 'numeric' }), `1 to ${TTL_MAX}`),
+    field('Tenants', h('input', { name: 'tenants', maxlength: 4096, value: p.tenants || '', placeholder: 'acme,beta', autocomplete: 'off', spellcheck: 'false' }),
+      'comma-separated tenant names; empty = every tenant'),
+    field('Labels', h('input', { name: 'labels', maxlength: 1024, value: p.labels || '', placeholder: 'pii-ok,eu-only', autocomplete: 'off', spellcheck: 'false' }),
+      'comma-separated compliance labels'),
     check('supports_tools', 'Tools', p.supports_tools),
     check('supports_vision', 'Vision', p.supports_vision),
     check('shrink_max_tokens', 'Shrink max_tokens to the tokens left', p.shrink_max_tokens),
@@ -86,6 +95,11 @@ function policy_values(v, { clear = false } = {}) {
     supports_tools: !!v.supports_tools, supports_vision: !!v.supports_vision,
   };
   if (Number.isFinite(v.cache_ttl_s)) out.cache_ttl_s = Math.trunc(v.cache_ttl_s);
+  for (const name of ['tenants', 'labels']) {
+    const list = list_text(v[name]);
+    if (list) out[name] = list;
+    else if (clear) out[name] = null;
+  }
   if (v.purpose) out.purpose = v.purpose;
   else if (clear) out.purpose = null;
   for (const name of ['quality_score', 'price_input_per_1k', 'price_output_per_1k', 'max_context', 'max_output']) {
@@ -94,6 +108,20 @@ function policy_values(v, { clear = false } = {}) {
     else if (clear) out[name] = null;
   }
   return out;
+}
+
+// "acme, beta," -> "acme,beta": the API takes the names without spaces around them.
+function list_text(v) {
+  return (v || '').split(',').map((x) => x.trim()).filter(Boolean).join(',');
+}
+
+// R-SEM-1: the tenants it serves (none: every one) and its labels, as chips.
+function scope_cell(p) {
+  const chips = (cls, list) => list.split(',').map((x) => h('span', { class: ['chip', cls] }, x));
+  return h('div', { class: 'policy-scope' },
+    h('div', { class: 'policy-tenants', 'data-tenants': p.tenants || '' },
+      p.tenants ? chips('chip-tenant', p.tenants) : h('span', { class: 'muted' }, 'every tenant')),
+    p.labels ? h('div', { class: 'policy-labels', 'data-labels': p.labels }, chips('chip-label', p.labels)) : null);
 }
 
 function policy_form(reload) {
@@ -131,6 +159,7 @@ async function policies_load(list, ctx, reload) {
     { label: 'Tools', cell: (p) => yes(p.supports_tools) },
     { label: 'Vision', cell: (p) => yes(p.supports_vision) },
     { label: 'Description', cell: (p) => p.description || '–', class: 'wrap' },
+    { label: 'Tenants · labels', cell: scope_cell },
     { label: 'Shrink', cell: (p) => yes(p.shrink_max_tokens) },
     { label: 'Cache', cell: (p) => cache_badge(p.cache) },
     { label: 'Cache TTL', cell: (p) => h('span', { class: 'policy-ttl' }, `${fmtNum(p.cache_ttl_s)} s`), class: 'num' },
@@ -146,7 +175,10 @@ function policy_actions(p, reload) {
   edit.addEventListener('click', async () => {
     const done = await editDialog({
       title: `Policy of ${p.model}`, spec: POLICY_SPEC, values: p, submitLabel: 'Save policy', done: `Policy of ${p.model} saved`,
-      save: (ch) => api('PUT', policyPath(p.model), ch),
+      save: (ch) => {
+        for (const name of ['tenants', 'labels']) if (name in ch) ch[name] = list_text(ch[name]) || null;
+        return api('PUT', policyPath(p.model), ch);
+      },
     });
     if (done) await reload();
   });

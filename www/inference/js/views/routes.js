@@ -1,7 +1,8 @@
 // routes.js: the Routes section (R-ADM-3): per (tenant, model) the priority groups, each
 // drawn as a bar of the traffic split between its weighted routes (the canary split of
 // R-RT-2; weight 0 = standby, R-RT-4); create routes and edit weight, priority, status and
-// the route's answer cache (R-CACHE-2: its own mode and TTL, or the model policy's).
+// the route's answer cache (R-CACHE-2: its own mode and TTL, or the model policy's) and its
+// mirror (R-SHD-1: a share of its requests copied to another endpoint, answers unseen).
 
 import { api_delete, api_id, api_list_all, api_patch, api_post } from '../api.js';
 import { badge, field, fmtNum, h, notify, onSubmit, replace, select, table } from '../dom.js';
@@ -49,12 +50,22 @@ async function routes_form(ctx, reload) {
     field('Weight', h('input', { name: 'weight', type: 'number', min: 0, value: 100 }), 'share within its priority; 0 = standby'),
     field('Priority', h('input', { name: 'priority', type: 'number', min: ctx.isOperator ? -1000 : 0, value: 0 }), '0 first; higher numbers are fallbacks'),
     field('Upstream model', h('input', { name: 'target_model', maxlength: 256, placeholder: 'optional: the name the backend knows' })),
+    field('Mirror', select('mirror', [['', 'None'], ...eps.map((e) => [e.name, ctx.isOperator ? `${e.name} (${e.tenant})` : e.name])], ''),
+      'optional: an endpoint of the same tenant that gets a copy of a share of the requests (shadow traffic)'),
+    field('Mirror %', h('input', { name: 'mirror_percent', type: 'number', min: 0, max: 100, step: 1, value: 10, inputmode: 'numeric' }),
+      '0–100: the share of requests mirrored'),
     h('div', { class: 'form-actions' }, h('button', { type: 'submit', class: 'btn' }, 'Create route')));
   return onSubmit(form, async (v) => {
     if (!v.endpoint_id) throw new Error('Create an endpoint first.');
     const body = { model: v.model, endpoint_id: Number(v.endpoint_id), weight: v.weight ?? 100, priority: v.priority ?? 0 };
     if (v.tenant) body.tenant = v.tenant;
     if (v.target_model) body.target_model = v.target_model;
+    if (v.mirror) {
+      const p = v.mirror_percent;
+      if (!Number.isInteger(p) || p < 0 || p > 100) throw new Error('Mirror %: a whole number from 0 to 100.');
+      body.mirror = v.mirror;
+      body.mirror_percent = p;
+    }
     await api_post('model-routes', body);
     notify(`Route ${v.model} → ${eps.find((e) => String(e.id) === v.endpoint_id)?.name} created`);
     form.elements.model.value = '';
@@ -72,6 +83,9 @@ function route_shares(routes) {
 
 const pct = (p) => `${+p.toFixed(1)}%`;
 
+// R-SHD-1: "mirror → gpu-b 25 %" (its answers are compared, never served).
+const mirror_text = (r) => h('span', { class: 'mirror-text' }, `mirror \u2192 ${r.mirror} ${r.mirror_percent} %`);
+
 function split_bar(model, prio, routes) {
   const { weighted, share } = route_shares(routes);
   const standby = routes.filter((r) => r.status === 'active' && r.weight === 0);
@@ -85,7 +99,9 @@ function split_bar(model, prio, routes) {
   if (!weighted.length) bar.append(h('div', { class: 'split-none' }, 'no active weighted route'));
   const legend = h('ul', { class: 'legend' },
     weighted.map((r, i) => h('li', null, h('span', { class: `swatch s${i % 8}` }), `${r.endpoint} · ${pct(share.get(r.id))}`)),
-    standby.map((r) => h('li', { class: 'muted' }, h('span', { class: 'swatch swatch-standby' }), `${r.endpoint} · standby`)));
+    standby.map((r) => h('li', { class: 'muted' }, h('span', { class: 'swatch swatch-standby' }), `${r.endpoint} · standby`)),
+    routes.filter((r) => r.mirror).map((r) => h('li', { class: 'route-mirror', 'data-route': r.id, 'data-endpoint': r.endpoint },
+      h('span', { class: 'swatch swatch-mirror', 'aria-hidden': 'true' }), `${r.endpoint} · `, mirror_text(r))));
   return h('div', { class: 'split-row' },
     h('div', { class: 'split-label' }, `Priority ${prio}`, prio === routes.minPrio ? badge('primary', 'info') : badge('fallback', 'muted')),
     bar, legend);
@@ -118,6 +134,7 @@ function route_table(routes, shares, ctx, reload) {
     { label: 'Status', cell: (r) => badge(r.status, r.status === 'active' ? 'ok' : 'muted') },
     { label: 'Upstream model', cell: (r) => r.target_model || '–' },
     { label: 'Cache', cell: cache_cell },
+    { label: 'Mirror', cell: (r) => (r.mirror ? mirror_text(r) : h('span', { class: 'muted' }, 'none')) },
   ];
   if (ctx.canManage) cols.push({ label: '', class: 'actions', cell: (r) => route_actions(r, routes, ctx, reload) });
   const sorted = [...routes].sort((a, b) => a.priority - b.priority || b.weight - a.weight);
@@ -188,13 +205,24 @@ function route_spec(r, ctx) {
     { name: 'status', label: 'Status', type: 'enum', values: ['active', 'inactive'] },
     { name: 'endpoint_id', label: 'Endpoint', type: 'enum', numeric: true,
       values: eps.length ? eps.map((e) => [String(e.id), ctx.isOperator ? `${e.name} (${e.tenant})` : e.name]) : [[String(r.endpoint_id), r.endpoint]] },
+    // R-SHD-1: only the route's own tenant's endpoints, never its own endpoint (the API says so too).
+    { name: 'mirror', label: 'Mirror', type: 'enum', nullable: true, labels: { null: 'None' }, values: mirror_choices(r, ctx),
+      hint: 'an endpoint that gets a copy of a share of the requests; its answers are only compared' },
+    { name: 'mirror_percent', label: 'Mirror %', type: 'int', min: 0, max: 100, required: true, hint: '0–100: the share of requests mirrored' },
   ];
+}
+
+function mirror_choices(r, ctx) {
+  const names = (ctx.routeEndpoints || []).filter((e) => e.tenant_id === r.tenant_id && e.id !== r.endpoint_id).map((e) => e.name);
+  if (r.mirror && !names.includes(r.mirror)) names.push(r.mirror);
+  return names;
 }
 
 async function route_edit(r, group, ctx, reload) {
   const done = await editDialog({
     title: `Edit route ${r.model} → ${r.endpoint}`, spec: route_spec(r, ctx), values: r, done: `Route ${r.model} → ${r.endpoint} saved`,
-    save: (ch) => api_patch(`model-routes/${api_id(r.id)}`, ch),
+    // A mirror sent alone would mirror 100 %: send the share the dialog showed with it.
+    save: (ch) => api_patch(`model-routes/${api_id(r.id)}`, ch.mirror && !('mirror_percent' in ch) ? { ...ch, mirror_percent: r.mirror_percent } : ch),
     risky: (ch) => ((ch.weight === 0 || ch.status === 'inactive') && last_live(r, group)
       ? `This is the last route serving ${r.model}: after this change no endpoint takes its traffic.` : null),
   });

@@ -3,20 +3,23 @@
 // serves and marks it (X-Content-Flag). The operator manages every rule and picks the tenant
 // (or all tenants); a tenant admin adds and deletes its own tenant's and reads the global
 // ones. The API checks every pattern (it must compile and match in bounded time).
+// The second card holds the semantic routing rules (semrules.js, R-SEM-1), same rights.
 
 import { api_delete, api_id, api_list_all, api_post } from '../api.js';
 import { badge, field, fmtTime, h, notify, onSubmit, replace, select, table } from '../dom.js';
 import { confirmDiff } from '../edit.js';
 import { errorText, panel, refreshButton, viewHeader } from './parts.js';
+import { semrules_load } from './semrules.js';
 
 const ALL = '';   // the tenant picker's value for a global rule (every tenant)
 const SCOPES = [['input', 'Input (the request)'], ['output', 'Output (the answer; a stream ends at a block)']];
 
 export async function render(root, ctx) {
   const list = h('section', { class: 'card', id: 'rule-list' });
-  const reload = () => rules_load(list, ctx, reload);
-  replace(root, viewHeader('Rules', 'Content rules: keywords and regular expressions checked on what callers send (input) or on the answers (output).', refreshButton(reload)),
-    panel('New rule', await rules_form(ctx, reload), { id: 'new-rule' }), list);
+  const sem = h('section', { class: 'card', id: 'semrule-list' });
+  const reload = () => Promise.all([rules_load(list, ctx, reload), semrules_load(sem, ctx)]);
+  replace(root, viewHeader('Rules', 'Content rules: keywords and regular expressions checked on what callers send (input) or on the answers (output); semantic routing rules steer model auto.', refreshButton(reload)),
+    panel('New rule', await rules_form(ctx, reload), { id: 'new-rule' }), list, sem);
   await reload();
 }
 
