@@ -1362,6 +1362,21 @@ test('R-ADM-2: an admin sees its tenant\u2019s tabs, each loads, and manages key
   await p.locator('dialog.confirm-dialog[open] [data-action="confirm"]').click();
   await card.waitFor({ state: 'detached' });
   assert.ok(!(await apiGet('endpoints')).data.some((e) => e.name === 'adm-ep'));
+  // Issue 18: a semantic routing rule of its own tenant (the dialog offers no other), deleted.
+  await p.click('#tabs a[data-view="rules"]');
+  await p.waitForSelector('.view-body[data-view="rules"][data-ready]');
+  await p.click('#new-semrule');
+  assert.deepEqual(await p.$$eval('dialog.edit-dialog[open] [name="tenant"] option', (os) => os.map((o) => o.value)), ['acme']);
+  await editSubmit({ name: 'adm-sem', pattern: 'hello', action: 'forbid', model: 'adm-m' }, p);
+  await dialogGone(p);
+  const srow = p.locator('#semrule-list tr.semrule-row', { hasText: 'adm-sem' });
+  await srow.waitFor();
+  const sr = (await apiGet('semantic-rules')).data.find((x) => x.name === 'adm-sem');
+  assert.deepEqual([sr.tenant, sr.action, sr.model], ['acme', 'forbid', 'adm-m']);
+  await srow.locator('[data-action="delete"]').click();
+  await p.locator('dialog.confirm-dialog[open] [data-action="confirm"]').click();
+  await srow.waitFor({ state: 'detached' });
+  assert.ok(!(await apiGet('semantic-rules')).data.some((x) => x.name === 'adm-sem'));
   // Nodes and settings are read only for an admin.
   await p.click('#tabs a[data-view="nodes"]');
   await p.waitForSelector('.view-body[data-view="nodes"][data-ready]');

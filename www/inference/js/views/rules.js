@@ -19,7 +19,7 @@ export async function render(root, ctx) {
   const sem = h('section', { class: 'card', id: 'semrule-list' });
   const reload = () => Promise.all([rules_load(list, ctx, reload), semrules_load(sem, ctx)]);
   replace(root, viewHeader('Rules', 'Content rules: keywords and regular expressions checked on what callers send (input) or on the answers (output); semantic routing rules steer model auto.', refreshButton(reload)),
-    panel('New rule', await rules_form(ctx, reload), { id: 'new-rule' }), list, sem);
+    panel('New content rule', await rules_form(ctx, reload), { id: 'new-rule' }), list, sem);
   await reload();
 }
 
