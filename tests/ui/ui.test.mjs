@@ -918,6 +918,9 @@ test('issue 18: the Rules tab: a semantic routing rule added in the shared dialo
   const rowOf = (name) => card.locator('tr.semrule-row').filter({ has: page.locator('.semrule-name', { hasText: new RegExp(`^${name}$`) }) });
   // A pattern that does not compile: the API's refusal is shown in the dialog, nothing stored.
   await page.click('#new-semrule');
+  await page.locator('dialog.edit-dialog[open]').waitFor();
+  await axeCheck('the new semantic rule dialog');
+  await page.screenshot({ path: path.join(OUT, 'semrule-dialog-1440.png') });
   refusals++;
   await editSubmit({ name: 'ui-sem-bad', pattern: '(unclosed', action: 'force', model: 'ui-pol' });
   await page.locator('dialog.edit-dialog[open] .form-error:not([hidden])', { hasText: 'pattern' }).waitFor();

@@ -18,13 +18,13 @@ async function semrule_spec(ctx) {
     : { name: 'tenant', label: 'Tenant', type: 'enum', values: [ctx.user.tenant], hint: 'rules for all tenants are the operator\u2019s' };
   return [
     { name: 'name', label: 'Name', type: 'text', required: true, maxlength: 64, placeholder: 'code-to-coder' },
-    { name: 'pattern', label: 'Pattern (PCRE2)', type: 'text', required: true, maxlength: 4096, placeholder: '(?i)\\b(python|rust|sql)\\b',
+    { name: 'pattern', label: 'Pattern (PCRE2)', type: 'textarea', required: true, maxlength: 4096, placeholder: '(?i)\\b(python|rust|sql)\\b',
       hint: 'matched against the last user message; one that does not compile or backtracks without bound is refused' },
     tenant,
-    { name: 'action', label: 'Action', type: 'enum', values: [['force', 'Force (goes first)'], ['forbid', 'Forbid (never a candidate)']] },
+    { name: 'action', label: 'Action', type: 'enum', values: [['force', 'Force'], ['forbid', 'Forbid']], hint: 'force: first; forbid: never' },
     { name: 'model', label: 'Model', type: 'text', required: true, maxlength: 256, placeholder: 'the public model name' },
     { name: 'label', label: 'Label', type: 'text', maxlength: 64, placeholder: 'e.g. eu-only',
-      hint: 'optional: on a match only models whose policy carries this label are candidates' },
+      hint: 'optional: on a match, only models with it' },
   ];
 }
 
