@@ -118,11 +118,19 @@ void api_nodes_temperature(struct api_ctx *c)
     json_object_put(n);
 }
 
-/* Issue 16: every signed-in role reads the schema and values (members see the page's
- * settings read-only); writes stay operator-only above. */
+/* Issue 16: every signed-in role reads the schema (names, types, ranges, defaults: what
+ * the README says too); the current values only a role that may read the settings
+ * (R-ADM-2: the guard's rules and CORS origins are not a member's to see). */
 void api_settings_schema(struct api_ctx *c)
 {
     struct ops_error err;
+    char why[256];
+    struct authz_target t = {0, 0, AUTHZ_NOBODY};
     ops_error_clear(&err);
-    api_list_result(c, ops_settings_schema(c->db, &err), "settings", &err);
+    struct json_object *res = ops_settings_schema(c->db, &err), *rows = NULL;
+    if (res && authz_check(&c->actor, AUTHZ_SETTINGS, AUTHZ_READ, &t, why, sizeof why) != 0 &&
+        json_object_object_get_ex(res, "settings", &rows))
+        for (size_t i = 0; i < json_object_array_length(rows); i++)
+            json_object_object_del(json_object_array_get_idx(rows, i), "value");
+    api_list_result(c, res, "settings", &err);
 }

@@ -63,7 +63,8 @@ static struct json_object *req_row(sqlite3_stmt *st)
 struct json_object *ops_request_get(sqlite3 *db, int64_t id, struct ops_error *err)
 {
     return ops_query_one(db, err, req_row, "request",
-                         "SELECT " REQ_COLS " FROM usage_events e" REQ_JOINS " WHERE e.id = ?1", "i", id);
+                         "SELECT " REQ_COLS " FROM usage_events e" REQ_JOINS " WHERE e.id = ?1 AND e.shadow = 0",
+                         "i", id);
 }
 
 /* ---- a page ------------------------------------------------------------------------
@@ -185,8 +186,11 @@ struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filte
     }
     struct ops_i64 cursor_ts = {0, 0};
     if (f->before.set) {
-        int rc = ops_query_i64(db, err, &cursor_ts.v, "SELECT ts_ms FROM usage_events WHERE id = ?1", "i",
-                               f->before.v);
+        /* Only an event the caller could have been shown: otherwise the 400 / 200 difference
+         * would tell anyone which ids exist in other tenants (a GET of them is a 404). */
+        int rc = ops_query_i64(db, err, &cursor_ts.v, "SELECT ts_ms FROM usage_events WHERE id = ?1 AND shadow = 0"
+                               " AND (?2 IS NULL OR tenant_id = ?2) AND (?3 IS NULL OR user_id = ?3)", "ioo",
+                               f->before.v, f->tenant_id, f->user_id);
         if (rc < 0)
             return NULL;
         if (rc == 0) {

@@ -9,6 +9,8 @@
 
 #include <string.h>
 
+#define SEMRULE_MAX_PER_TENANT 256
+
 #define SEMRULE_PATTERN_MAX 4096
 #define SEMRULE_MODEL_MAX 256
 #define SEMRULE_LABEL_MAX 64
@@ -140,6 +142,17 @@ struct json_object *ops_semrule_add(sqlite3 *db, const char *name, const struct 
             goto out;
     }
     struct ops_i64 tenant = {.set = o->tenant != NULL || o->tenant_id.set, .v = tid};
+    /* Every responder compiles all rules at each configuration change (semindex.c), with
+     * semantic requests waiting: a bounded number per tenant (and of global ones). */
+    int64_t have = 0;
+    if (ops_query_i64(db, err, &have, "SELECT COUNT(*) FROM semantic_rules WHERE tenant_id IS ?1", "o",
+                      tenant) < 0)
+        goto out;
+    if (have >= SEMRULE_MAX_PER_TENANT) {
+        ops_fail(err, OPS_ERR_INVALID, "name", "at most %d semantic rules per tenant (and %d global ones)",
+                 SEMRULE_MAX_PER_TENANT, SEMRULE_MAX_PER_TENANT);
+        goto out;
+    }
     if (ops_run(db, err,
                 "INSERT INTO semantic_rules (name, tenant_id, pattern, action, model, label)"
                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

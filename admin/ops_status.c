@@ -46,7 +46,7 @@ int ops_endpoint_status(sqlite3 *db, struct json_object *ep, struct ops_error *e
     int in_streak = 1;
     sqlite3_stmt *st = ops_prepare(db, err,
                                    "SELECT status, error_code, ts_ms FROM usage_events WHERE endpoint_id = ?1"
-                                   " ORDER BY ts_ms DESC, id DESC LIMIT ?2", "ii", id, (int64_t)STREAK_WINDOW);
+                                   " AND shadow = 0 ORDER BY ts_ms DESC, id DESC LIMIT ?2", "ii", id, (int64_t)STREAK_WINDOW);
     if (!st)
         return -1;
     int rc;
@@ -96,9 +96,35 @@ int ops_endpoint_status(sqlite3 *db, struct json_object *ep, struct ops_error *e
     return 0;
 }
 
-/* R-KEY-4: the counters the gateway enforces the key's limits with, as the usage writer
- * last stored them: calls and tokens of today and this month in the billing time zone
- * (the CGI runs with TZ set to it, as the data plane does). */
+/* The key's calls and tokens of one period from the daily aggregates (mirrors are never in
+ * them): the numbers of a key whose limits keep no counter for that period. */
+static int key_daily(sqlite3 *db, int64_t id, const char *from_day, const char *to_day, int64_t *calls,
+                     int64_t *tokens, struct ops_error *err)
+{
+    sqlite3_stmt *st = ops_prepare(db, err, "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(prompt_tokens +"
+                                   " completion_tokens), 0) FROM usage_daily WHERE day >= ?1 AND day <= ?2"
+                                   " AND key_id = ?3", "tti", from_day, to_day, id);
+    if (!st)
+        return -1;
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        *calls = sqlite3_column_int64(st, 0);
+        *tokens = sqlite3_column_int64(st, 1);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW) {
+        ops_fail_db(err, db);
+        return -1;
+    }
+    return 0;
+}
+
+/* R-KEY-4: calls are the counters the gateway enforces the key's call limits with, as the
+ * usage writer last stored them (today's and this month's, in the billing time zone: the
+ * CGI runs with TZ set to it, as the data plane does); a key without a limit for the period
+ * keeps no counter, so its calls come from the daily aggregates. Tokens are the month's
+ * enforced counter when the key has a monthly token quota, else the billed tokens of the
+ * daily aggregates (the day counter keeps no tokens). */
 int ops_key_counters(sqlite3 *db, struct json_object *key, struct ops_error *err)
 {
     struct json_object *idv = NULL;
@@ -107,26 +133,36 @@ int ops_key_counters(sqlite3 *db, struct json_object *key, struct ops_error *err
     int64_t id = json_object_get_int64(idv);
     time_t now = time(NULL);
     struct tm tm;
-    char day[16], month[16];
+    char day[16], month[16], first[16], last[16];
     localtime_r(&now, &tm);
     strftime(day, sizeof day, "d:%Y-%m-%d", &tm);
     strftime(month, sizeof month, "m:%Y-%m", &tm);
+    strftime(first, sizeof first, "%Y-%m-01", &tm);
+    strftime(last, sizeof last, "%Y-%m-31", &tm);
     const char *periods[2] = {day, month}, *names[2] = {"today", "month"};
+    const char *from[2] = {day + 2, first}, *to[2] = {day + 2, last};
     for (int i = 0; i < 2; i++) {
+        int64_t calls = 0, tokens = 0, kept_calls = 0, kept_tokens = 0;
+        if (key_daily(db, id, from[i], to[i], &calls, &tokens, err) != 0)
+            return -1;
         sqlite3_stmt *st = ops_prepare(db, err, "SELECT calls, tokens FROM quota_counters WHERE key_id = ?1"
                                        " AND period = ?2", "it", id, periods[i]);
         if (!st)
             return -1;
         int rc = sqlite3_step(st);
-        struct json_object *o = json_object_new_object();
-        json_object_object_add(o, "requests", json_object_new_int64(rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0));
-        json_object_object_add(o, "tokens", json_object_new_int64(rc == SQLITE_ROW ? sqlite3_column_int64(st, 1) : 0));
+        if (rc == SQLITE_ROW) {
+            kept_calls = sqlite3_column_int64(st, 0);
+            kept_tokens = sqlite3_column_int64(st, 1);
+        }
         sqlite3_finalize(st);
         if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-            json_object_put(o);
             ops_fail_db(err, db);
             return -1;
         }
+        int kept = rc == SQLITE_ROW;
+        struct json_object *o = json_object_new_object();
+        json_object_object_add(o, "requests", json_object_new_int64(kept ? kept_calls : calls));
+        json_object_object_add(o, "tokens", json_object_new_int64(kept && kept_tokens ? kept_tokens : tokens));
         json_object_object_add(key, names[i], o);
     }
     return 0;

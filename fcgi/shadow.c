@@ -158,7 +158,10 @@ static void record_usage(const struct shadow_job *j)
     if (strcmp(j->outcome, "ok") != 0)
         str_copy(u->error_code, sizeof u->error_code,
                  strcmp(j->outcome, "timeout") == 0 ? "shadow_timeout" : "shadow_error");
-    usage_writer_enqueue(u);
+    if (usage_writer_offer(u) != 0) {       /* a backlog: the clients' records go first */
+        log_warn("request %s: shadow usage record dropped (usage queue backlog)", j->request_id);
+        free(u);
+    }
 }
 
 /* ---- the job ---- */

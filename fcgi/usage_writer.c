@@ -508,6 +508,27 @@ void usage_writer_enqueue(struct usage_record *rec)
     pthread_mutex_unlock(&q_lock);
 }
 
+int usage_writer_offer(struct usage_record *rec)
+{
+    rec->next = NULL;
+    pthread_mutex_lock(&q_lock);
+    /* Half the queue stays for the records that hold a client (R-SHD-1: a mirror never waits). */
+    int full = q_len >= q_conf->usage_queue_max / 2 || q_stop;
+    if (!full) {
+        if (q_tail)
+            q_tail->next = rec;
+        else
+            q_head = rec;
+        q_tail = rec;
+        q_len++;
+        publish_backlog();
+        if (q_len >= q_conf->usage_batch_max)
+            pthread_cond_signal(&q_cond);
+    }
+    pthread_mutex_unlock(&q_lock);
+    return full ? -1 : 0;
+}
+
 void usage_writer_stop(void)
 {
     pthread_mutex_lock(&q_lock);

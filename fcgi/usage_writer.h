@@ -49,6 +49,9 @@ int usage_writer_start(const struct conf *c);
 void usage_writer_set_shm(struct shm *s);
 /* Takes ownership of rec (heap-allocated). Never blocks on SQLite. */
 void usage_writer_enqueue(struct usage_record *rec);
+/* The same without waiting: -1 (the record is the caller's still) while the queue is
+ * half full or the writer stops; for records no client waits on (mirrors). */
+int usage_writer_offer(struct usage_record *rec);
 /* Writes everything queued and stops the thread (SIGTERM path, R-DEP-6). */
 void usage_writer_stop(void);
 

@@ -187,6 +187,15 @@ def test_scoping_by_role(c):
     expect(c.adm_a.get("/api/v1/requests/%d" % tb_one), 404, "not_found")
     expect(c.adm_b.get("/api/v1/requests/%d" % tb_one), 200)
     expect(c.adm_a.get("/api/v1/requests?tenant_id=%d" % c.tid["tb"]), 403)
+    # the cursor tells nothing of others' events: one of another tenant or user is
+    # refused like an id that does not exist (no 200 / 400 difference to probe with)
+    nothing = max(e["id"] for e in events(c)) + 1000
+    none = expect(c.adm_a.get("/api/v1/requests?before=%d" % nothing), 400)
+    assert expect(c.adm_a.get("/api/v1/requests?before=%d" % tb_one), 400) == none
+    assert expect(c.mem_a.get("/api/v1/requests?before=%d" % other), 400) == \
+        expect(c.mem_a.get("/api/v1/requests?before=%d" % nothing), 400)
+    assert ids(c.adm_b.get("/api/v1/requests?before=%d" % tb_one)) == [
+        e["id"] for e in events(c, "tenant_id = ?", c.tid["tb"])[1:]]
     r = c.gw.request("GET", "/api/v1/requests")
     expect(r, 401)
     # a member key calling the API sees its own user's requests too
@@ -207,11 +216,14 @@ def test_settings_schema_has_every_row(c):
             s = got[name]
             assert s["type"] == kind.lower(), s
             assert s["meaning"] == meaning, s
-            assert {"name", "type", "min", "max", "decimals", "default", "meaning", "value"} <= set(s), s
+            assert {"name", "type", "min", "max", "decimals", "default", "meaning"} <= set(s), s
+            # R-ADM-2: the values are for the roles that may read the settings
+            assert ("value" in s) == (who is not c.mem_a), (who, s)
             assert ("values" in s) == (kind == "ENUM"), s
             shown = {True: "true", False: "false"}.get(s["default"], str(s["default"]))
             assert shown == default, (s, default)
-    s = {x["name"]: x for x in expect(c.mem_a.get("/api/v1/system/settings-schema"), 200)["data"]}
+    expect(c.mem_a.get("/api/v1/system/inference-config"), 403)
+    s = {x["name"]: x for x in expect(c.adm_a.get("/api/v1/system/settings-schema"), 200)["data"]}
     assert s["usage_retention_days"]["value"] == 30 and s["usage_retention_days"]["default"] == 90, s
     assert s["usage_retention_days"]["min"] == 1 and s["usage_retention_days"]["max"] == 36500, s
     assert s["auto_routing_strategy"]["values"] == ["balanced", "cost", "latency", "semantic"], s
@@ -287,14 +299,26 @@ def test_key_counters_are_the_quota_counters(c):
     wait_for(lambda: counters(day)["requests"] >= 3 and counters(month)["tokens"] > 0, 10, what="counters written")
     time.sleep(0.5)
     got = expect(c.root.get("/api/v1/tenant/api-keys/%d" % kid), 200)
-    assert got["today"] == counters(day) and got["month"] == counters(month), (got, counters(day), counters(month))
-    assert got["today"]["requests"] == 3, got
     tokens = sum(e["prompt_tokens"] + e["completion_tokens"] for e in events(c, "key_id = ? AND status = 200", kid))
-    assert got["month"]["tokens"] == tokens, (got, tokens)
+    # calls: the enforced counters (refusals not counted); tokens: the month's enforced
+    # token counter, today's billed tokens (the day counter keeps none)
+    assert got["today"]["requests"] == counters(day)["requests"] == 3, (got, counters(day))
+    assert got["month"] == counters(month), (got, counters(month))
+    assert got["month"]["tokens"] == tokens and got["today"]["tokens"] == tokens, (got, tokens)
     listed = {x["id"]: x for x in expect(c.adm_a.get("/api/v1/tenant/api-keys"), 200)["data"]}
-    assert listed[kid]["today"] == counters(day), listed[kid]
-    never = [x for x in listed.values() if x["id"] != kid and x["user_id"] == c.ids["mem_a2"]]
-    assert never and never[0]["month"]["requests"] >= 0 and never[0]["today"] == counters_of(c, never[0]["id"], day)
+    assert listed[kid]["today"] == got["today"], listed[kid]
+    # a key without limits keeps no counters: its calls and tokens are the billed ones
+    free = gw.ctl("key", "add", "--user", "mem_d", "--name", "free")
+    wait_for(lambda: chat(c, free["key"], "free 0").status == 200, 5, what="free key live")
+    assert chat(c, free["key"], "free 1").status == 200
+    assert not gw.sql("SELECT 1 FROM quota_counters WHERE key_id = ?", free["id"])
+    billed = lambda: sum(e["prompt_tokens"] + e["completion_tokens"]
+                         for e in events(c, "key_id = ? AND status = 200", free["id"]))
+    wait_for(lambda: expect(c.root.get("/api/v1/tenant/api-keys/%d" % free["id"]), 200)["today"]["requests"] >= 2,
+             10, what="usage of the free key written")
+    fg = expect(c.root.get("/api/v1/tenant/api-keys/%d" % free["id"]), 200)
+    n = len(events(c, "key_id = ?", free["id"]))
+    assert fg["today"] == fg["month"] == {"requests": n, "tokens": billed()} and billed() > 0, (fg, n, billed())
 
 
 def counters_of(c, kid, period):

@@ -291,6 +291,13 @@ def test_no_usage_or_quota_for_the_caller(c):
     rep = expect(alice.get("/api/v1/tenant/usage?group_by=model"), 200)
     assert rep["totals"]["requests"] == len(client), (rep, len(client))
     assert rep["totals"]["prompt_tokens"] + rep["totals"]["completion_tokens"] == billed, rep
+    # the Requests view, its single rows and the key's counters: the client's only
+    listed = [x["id"] for x in expect(alice.get("/api/v1/requests?limit=500"), 200)["data"]]
+    assert not set(listed) & {e["id"] for e in shadow} and set(listed) >= {e["id"] for e in client}, listed
+    expect(alice.get("/api/v1/requests/%d" % shadow[0]["id"]), 404, "not_found")
+    expect(alice.get("/api/v1/requests/%d" % client[0]["id"]), 200)
+    key = expect(alice.get("/api/v1/tenant/api-keys/%d" % c.key_id), 200)
+    assert key["today"]["requests"] == len(client) and key["month"]["tokens"] == billed, (key, len(client), billed)
     # the billed-tokens metric counts the client's tokens only
     billed_metric = metric(c, "sluice_tokens_total", model="m", direction="completion")
     assert billed_metric == sum(e["completion_tokens"] for e in client), (billed_metric, client)

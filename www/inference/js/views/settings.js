@@ -54,7 +54,7 @@ async function settings_load(list, ctx, reload) {
   }
   const cols = [
     { label: 'Setting', cell: (s) => h('code', { class: 'setting-name' }, s.name) },
-    { label: 'Value', cell: (s) => h('span', { class: 'setting-value' }, show(s.value)) },
+    { label: 'Value', cell: (s) => h('span', { class: 'setting-value' }, 'value' in s ? show(s.value) : h('span', { class: 'muted' }, '(not shown to your role)')) },
     { label: 'Type', cell: (s) => badge(s.type, 'muted') },
     { label: 'Range', cell: (s) => range_text(s) },
     { label: 'Default', cell: (s) => h('span', { class: 'setting-default' }, show(s.default)) },
