@@ -83,6 +83,21 @@ wrong_type:
     return -1;
 }
 
+void ops_setting(sqlite3 *db, const char *name, struct settings_value *v, char *text, size_t n)
+{
+    sqlite3_stmt *st = NULL;
+    const char *stored = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM settings WHERE key = ?1", -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            stored = (const char *)sqlite3_column_text(st, 0);
+    }
+    settings_read(settings_find(name), stored, v);
+    snprintf(text, n, "%s", v->text ? v->text : "");
+    v->text = text;             /* the column's text ends with the statement */
+    sqlite3_finalize(st);
+}
+
 struct json_object *ops_config_get(sqlite3 *db, struct ops_error *err)
 {
     struct json_object *res = json_object_new_object();

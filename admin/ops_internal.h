@@ -4,6 +4,7 @@
 #define SLUICE_OPS_INTERNAL_H
 
 #include "ops.h"
+#include "settings.h"
 
 #include <json-c/json.h>
 #include <sqlite3.h>
@@ -111,5 +112,10 @@ void ops_json_bool(struct json_object *o, const char *key, sqlite3_stmt *st, int
 void ops_json_str(struct json_object *o, const char *key, const char *s); /* NULL -> null */
 /* A REAL column rounded to decimals places and written that way (71.3, not 71.299999...). */
 void ops_json_real(struct json_object *o, const char *key, sqlite3_stmt *st, int col, int decimals);
+
+/* ---- settings ---------------------------------------------------------------- */
+/* The setting's value as the data plane reads it (stored, or its default); a text or enum
+ * word is copied into text[n], which v->text then points at. name must be a setting. */
+void ops_setting(sqlite3 *db, const char *name, struct settings_value *v, char *text, size_t n);
 
 #endif

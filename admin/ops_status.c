@@ -14,22 +14,6 @@
  * setting's range ends there too), so the cost is bounded however long it is down. */
 #define STREAK_WINDOW 1000
 
-static int64_t setting_int(sqlite3 *db, const char *name)
-{
-    const struct settings_def *d = settings_find(name);
-    struct settings_value v;
-    sqlite3_stmt *st = NULL;
-    const char *text = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT value FROM settings WHERE key = ?1", -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW)
-            text = (const char *)sqlite3_column_text(st, 0);
-    }
-    settings_read(d, text, &v);
-    sqlite3_finalize(st);
-    return v.i;
-}
-
 /* A failure of the endpoint: what its callers got as a server-side error (5xx: the
  * upstream failed or timed out, no replica could take it). A refusal of the caller
  * (4xx) says nothing about the endpoint. Counted from usage_events, where the data
@@ -41,7 +25,10 @@ int ops_endpoint_status(sqlite3 *db, struct json_object *ep, struct ops_error *e
     if (!json_object_object_get_ex(ep, "id", &idv))
         return 0;
     int64_t id = json_object_get_int64(idv), streak = 0, last_ms = 0;
-    int64_t threshold = setting_int(db, "recovery_hint_failures");
+    struct settings_value failures;
+    char unused[8];
+    ops_setting(db, "recovery_hint_failures", &failures, unused, sizeof unused);
+    int64_t threshold = failures.i;
     char last_error[128] = "";
     int in_streak = 1;
     sqlite3_stmt *st = ops_prepare(db, err,

@@ -400,22 +400,6 @@ static int usage_latencies(sqlite3 *db, enum usage_group g, struct usage_samples
     return 0;
 }
 
-static void usage_setting_text(sqlite3 *db, const char *name, char *out, size_t n)
-{
-    const struct settings_def *d = settings_find(name);
-    struct settings_value v;
-    sqlite3_stmt *st = NULL;
-    const char *text = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT value FROM settings WHERE key = ?1", -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW)
-            text = (const char *)sqlite3_column_text(st, 0);
-    }
-    settings_read(d, text, &v);
-    snprintf(out, n, "%s", v.text ? v.text : "");
-    sqlite3_finalize(st);
-}
-
 struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char *group_by,
                               const char *from, const char *to, struct ops_error *err)
 {
@@ -445,7 +429,8 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
     if (ops_list_ids(db, l, &tid, &uid, NULL, err) != 0)
         return NULL;
     char currency[64];
-    usage_setting_text(db, "usage_currency", currency, sizeof currency);
+    struct settings_value cur;
+    ops_setting(db, "usage_currency", &cur, currency, sizeof currency);
     /* Groups are few (models, users, keys, days, endpoints, replicas): one pass sums every
      * group for the totals and keeps only the page, so the report costs one indexed scan. */
     char sql[1536];

@@ -489,13 +489,9 @@ int usage_writer_start(const struct conf *c)
     return pthread_create(&q_thread, NULL, writer_main, NULL) == 0 ? 0 : -1;
 }
 
-void usage_writer_enqueue(struct usage_record *rec)
+/* With q_lock held. */
+static void queue_append(struct usage_record *rec)
 {
-    rec->next = NULL;
-    pthread_mutex_lock(&q_lock);
-    /* Past queue_max the request thread waits: back-pressure, never loss. */
-    while (q_len >= q_conf->usage_queue_max && !q_stop)
-        pthread_cond_wait(&q_cond, &q_lock);
     if (q_tail)
         q_tail->next = rec;
     else
@@ -505,6 +501,16 @@ void usage_writer_enqueue(struct usage_record *rec)
     publish_backlog();
     if (q_len >= q_conf->usage_batch_max)
         pthread_cond_signal(&q_cond);
+}
+
+void usage_writer_enqueue(struct usage_record *rec)
+{
+    rec->next = NULL;
+    pthread_mutex_lock(&q_lock);
+    /* Past queue_max the request thread waits: back-pressure, never loss. */
+    while (q_len >= q_conf->usage_queue_max && !q_stop)
+        pthread_cond_wait(&q_cond, &q_lock);
+    queue_append(rec);
     pthread_mutex_unlock(&q_lock);
 }
 
@@ -514,17 +520,8 @@ int usage_writer_offer(struct usage_record *rec)
     pthread_mutex_lock(&q_lock);
     /* Half the queue stays for the records that hold a client (R-SHD-1: a mirror never waits). */
     int full = q_len >= q_conf->usage_queue_max / 2 || q_stop;
-    if (!full) {
-        if (q_tail)
-            q_tail->next = rec;
-        else
-            q_head = rec;
-        q_tail = rec;
-        q_len++;
-        publish_backlog();
-        if (q_len >= q_conf->usage_batch_max)
-            pthread_cond_signal(&q_cond);
-    }
+    if (!full)
+        queue_append(rec);
     pthread_mutex_unlock(&q_lock);
     return full ? -1 : 0;
 }
