@@ -23,6 +23,7 @@
  * access log get it either way), which costs a header parse or three PRNG draws. */
 #include "spans.h"
 
+#include "arena.h"
 #include "buf.h"
 #include "linelog.h"
 #include "log.h"
@@ -64,8 +65,10 @@ struct span {
 
 static struct linelog T;          /* trace_log, written by its own thread (linelog.c) */
 
-/* Per worker thread: the spans and text of the request it is ending. */
-static __thread struct span spans[SPAN_MAX];
+/* Per worker thread: the spans and text of the request it is ending. The spans are the
+ * request's (its arena, at its end): as a thread-local array their ~15 KB were cleared, so
+ * made resident, in every thread glibc starts, a grown thread holding a stream too. */
+static __thread struct span *spans;
 static __thread struct buf lines, otlp_text;
 static __thread int64_t wall_offset_ns;    /* CLOCK_REALTIME ns - mono_us() * 1000, at spans_begin */
 
@@ -432,6 +435,7 @@ void spans_end(const struct request *r)
 {
     if (!spans_on())
         return;
+    spans = arena_alloc(r->arena, SPAN_MAX * sizeof *spans);
     int n = collect(r, mono_us());
     if (linelog_on(&T)) {
         buf_reset(&lines);
@@ -453,4 +457,5 @@ void spans_end(const struct request *r)
         buf_free(&lines);
     if (otlp_text.cap > (1u << 20))
         buf_free(&otlp_text);
+    spans = NULL;                                /* the arena's, gone with the request */
 }
