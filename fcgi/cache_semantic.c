@@ -168,7 +168,7 @@ int cache_semantic_match(struct request *r, const struct snap_policy *policy, co
     if (cache_key_scope_hash(in, turn, s->scope) != 0)
         goto out;
     s->embed_model = r->snap->semantic_embed_model;
-    if (embed_text(r, s->embed_model, text.data, text.len, &s->emb) != 0)
+    if (embed_text(r, s->embed_model, text.data, text.len, &s->emb, EMBED_CALLER) != 0)
         goto out;                   /* logged there: a plain miss */
     cut_text(s->prompt, text.data, text.len, SEM_PROMPT_MAX);
     memcpy(s->exact_key, r->cache_key, sizeof s->exact_key);

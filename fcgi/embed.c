@@ -134,17 +134,21 @@ out:
     return rc;
 }
 
-/* The embedding's usage event: the caller's tenant, user and key, the
- * embedding model and the endpoint that answered, its prompt tokens as the
+/* The embedding's usage event: the caller's tenant, user and key (none: the gateway's
+ * own, for an embedding no caller asked for), the embedding model and the endpoint that
+ * answered, its prompt tokens as the
  * upstream counted them (else estimated from the text: ~4 bytes a token). */
-static void embed_account(const struct request *r, const struct request *s, int64_t tokens, size_t text_len)
+static void embed_account(const struct request *r, const struct request *s, int64_t tokens, size_t text_len,
+                          enum embed_payer payer)
 {
     struct usage_record *u = xcalloc(1, sizeof *u);
     u->ts_ms = s->start_ms;
     str_copy(u->request_id, sizeof u->request_id, r->request_id);
-    u->tenant_id = r->caller.tenant_id;
-    u->user_id = r->caller.user_id;
-    u->key_id = r->caller.key_id;
+    if (payer == EMBED_CALLER) {
+        u->tenant_id = r->caller.tenant_id;
+        u->user_id = r->caller.user_id;
+        u->key_id = r->caller.key_id;
+    }
     u->endpoint_id = s->ep->id;
     u->replica_id = s->replica->id;
     u->route_id = s->route ? s->route->id : 0;
@@ -168,7 +172,8 @@ static void warn_once(const struct request *r, const char *model, const char *wh
                  "(logged once a minute)", r->request_id, model, why);
 }
 
-int embed_text(struct request *r, const char *model, const char *text, size_t len, struct embedding *out)
+int embed_text(struct request *r, const char *model, const char *text, size_t len, struct embedding *out,
+               enum embed_payer payer)
 {
     struct request *s = side_new(r, model);
     const char *why = "no route of it can take a request now";
@@ -223,7 +228,7 @@ int embed_text(struct request *r, const char *model, const char *text, size_t le
             serving_unused(s, rep);     /* nothing was asked of it, or not for its own time */
         /* Any 200 was paid for upstream: metered, an embedding in it or not. */
         if (status == 200)
-            embed_account(r, s, tokens, len);
+            embed_account(r, s, tokens, len, payer);
         /* Past the deadline, or an answer (a 200, a refusal: the input is too
          * long for the embedder, the model is unknown) that another replica of
          * the same model would give again: final. No answer, a 5xx or a 429

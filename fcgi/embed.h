@@ -19,11 +19,17 @@ struct embedding {
  * reads data[0].embedding. No answer, a 5xx or a 429 fails over to the next
  * replica; any other answer is final (a 4xx: the input is too long for the
  * embedder, the model unknown; a 200 without an embedding), and every 200 is
- * metered. cache.semantic_embed_timeout_ms bounds the whole call, failovers
+ * metered (to the caller, or with no tenant, user or key for EMBED_GATEWAY).
+ * cache.semantic_embed_timeout_ms bounds the whole call, failovers
  * included. 0, or -1 for any failure (no route, every replica down or failing,
  * the deadline passed, a refusal, an answer that is no embedding): logged at
  * most once a minute; the caller's request goes on as a plain miss. Nothing is
  * ever replied to the client. */
-int embed_text(struct request *r, const char *model, const char *text, size_t len, struct embedding *out);
+enum embed_payer {
+    EMBED_CALLER,       /* the caller's text (the semantic cache, the routed request's turn) */
+    EMBED_GATEWAY,      /* sluice's own (a model description): metered, billed to no caller */
+};
+int embed_text(struct request *r, const char *model, const char *text, size_t len, struct embedding *out,
+               enum embed_payer payer);
 
 #endif

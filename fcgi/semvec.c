@@ -48,10 +48,11 @@ void semvec_prepare(struct request *r)
     struct semindex *ix = semindex_acquire(r);
     r->semindex = ix;
     struct embedding q;
-    int ok = *ix->embed_model && embed_text(r, ix->embed_model, text.data, text.len, &q) == 0;
+    int ok = *ix->embed_model && embed_text(r, ix->embed_model, text.data, text.len, &q, EMBED_CALLER) == 0;
     buf_free(&text);
     /* The descriptions of the models the caller's tenant routes, each once per
-     * description (and embedding model): a later request finds them cached. */
+     * description (and embedding model): a later request finds them cached. They are
+     * the gateway's cost, metered without a tenant, user or key, never this caller's. */
     for (int i = 0; ok && i < s->n_policies; i++) {
         const float *v;
         size_t dims;
@@ -61,7 +62,7 @@ void semvec_prepare(struct request *r)
             continue;
         const char *d = s->policies[i].description;
         struct embedding e;
-        ok = embed_text(r, ix->embed_model, d, strlen(d), &e) == 0;
+        ok = embed_text(r, ix->embed_model, d, strlen(d), &e, EMBED_GATEWAY) == 0;  /* no caller's */
         if (ok)
             semindex_vec_put(ix, i, e.vec, e.dims);
     }

@@ -271,7 +271,11 @@ def test_hybrid_with_embeddings_R_SEM_2(c):
     # metered: a usage event of the caller for the embedding model
     rows = wait_for(lambda: c.gw.usage_events("request_id = 'sem-hybrid-1' AND model = 'emb'"), 5,
                     what="embedding usage")
-    assert rows and rows[0]["status"] == 200, rows
+    assert rows and rows[0]["status"] == 200 and str(rows[0]["key_id"]) == str(c.kid), rows
+    # the descriptions' embeddings are the gateway's: metered, but billed to no caller
+    mine = wait_for(lambda: c.gw.usage_events("model = 'emb' AND key_id = 0 AND tenant_id = 0 AND user_id = 0"), 5,
+                    what="the descriptions' embedding usage")
+    assert len(mine) >= 2 and all(r["status"] == 200 for r in mine), mine
     # a changed description is embedded again (its score moves), once
     old = route_of(c, POEM)[1]
     n = emb.stats()["requests"]
