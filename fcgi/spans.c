@@ -23,7 +23,7 @@
  * access log get it either way), which costs a header parse or three PRNG draws. */
 #include "spans.h"
 
-#include "arena.h"
+#include "arena.h"         /* xmalloc */
 #include "buf.h"
 #include "linelog.h"
 #include "log.h"
@@ -65,9 +65,10 @@ struct span {
 
 static struct linelog T;          /* trace_log, written by its own thread (linelog.c) */
 
-/* Per worker thread: the spans and text of the request it is ending. The spans are the
- * request's (its arena, at its end): as a thread-local array their ~15 KB were cleared, so
- * made resident, in every thread glibc starts, a grown thread holding a stream too. */
+/* Per worker thread: the spans and text of the request it is ending. The spans are taken
+ * from the heap at the thread's first traced request end (span_add sets every field it
+ * reads): as a thread-local array their ~15 KB were cleared, so made resident, in every
+ * thread glibc starts, a grown thread holding a stream too. */
 static __thread struct span *spans;
 static __thread struct buf lines, otlp_text;
 static __thread int64_t wall_offset_ns;    /* CLOCK_REALTIME ns - mono_us() * 1000, at spans_begin */
@@ -87,6 +88,8 @@ void spans_reopen(void) { linelog_reopen(&T); }
 
 void spans_thread_end(void)
 {
+    free(spans);
+    spans = NULL;
     buf_free(&lines);
     buf_free(&otlp_text);
 }
@@ -435,7 +438,8 @@ void spans_end(const struct request *r)
 {
     if (!spans_on())
         return;
-    spans = arena_alloc(r->arena, SPAN_MAX * sizeof *spans);
+    if (!spans)
+        spans = xmalloc(SPAN_MAX * sizeof *spans);
     int n = collect(r, mono_us());
     if (linelog_on(&T)) {
         buf_reset(&lines);
@@ -457,5 +461,4 @@ void spans_end(const struct request *r)
         buf_free(&lines);
     if (otlp_text.cap > (1u << 20))
         buf_free(&otlp_text);
-    spans = NULL;                                /* the arena's, gone with the request */
 }
