@@ -177,12 +177,18 @@ void api_keys_update(struct api_ctx *c)
         return;
     api_limits_from_json(k, &old);
     if (key_limits_ok(c, &t, &old, &lim) == 0 && key_priority_ok(c, &t, k, &prio) == 0) {
-        struct json_object *done = labels ? ops_key_labels_set(c->db, c->ids[0], labels, &err) : NULL;
-        if (labels && !done)
+        /* The labels are checked first and written after the rest succeeded: a refused
+         * limit never leaves them changed. */
+        if (labels && *labels && ops_check_labels("require_labels", labels, &err) != 0) {
             api_ops_error(c, &err);
-        else
-            api_result(c, ops_key_set(c->db, c->ids[0], name, &lim, &prio, &err), &err);
-        json_object_put(done);
+        } else {
+            struct json_object *res = ops_key_set(c->db, c->ids[0], name, &lim, &prio, &err);
+            if (res && labels) {
+                json_object_put(res);
+                res = ops_key_labels_set(c->db, c->ids[0], labels, &err);
+            }
+            api_result(c, res, &err);
+        }
     }
     json_object_put(k);
 }
