@@ -100,7 +100,8 @@ static int usage_prices_load(sqlite3 *db, struct usage_prices *t, struct ops_err
         ops_fail_db(err, db);
         return -1;
     }
-    qsort(t->p, t->n, sizeof *t->p, cmp_price);
+    if (t->n)                       /* no policies: no array (qsort wants one) */
+        qsort(t->p, t->n, sizeof *t->p, cmp_price);
     return 0;
 }
 
@@ -319,8 +320,10 @@ static struct json_object *percentile(int64_t *v, size_t n, int p)
 
 static void samples_finish(struct usage_samples *s)
 {
-    qsort(s->lat, s->nlat, sizeof *s->lat, cmp_i64);
-    qsort(s->ttft, s->nttft, sizeof *s->ttft, cmp_i64);
+    if (s->nlat)                    /* a group without samples has no arrays */
+        qsort(s->lat, s->nlat, sizeof *s->lat, cmp_i64);
+    if (s->nttft)
+        qsort(s->ttft, s->nttft, sizeof *s->ttft, cmp_i64);
     json_object_object_add(s->row, "latency_p50_ms", percentile(s->lat, s->nlat, 50));
     json_object_object_add(s->row, "latency_p95_ms", percentile(s->lat, s->nlat, 95));
     json_object_object_add(s->row, "ttft_p50_ms", percentile(s->ttft, s->nttft, 50));
