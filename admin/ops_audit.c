@@ -275,3 +275,19 @@ struct json_object *ops_audited(sqlite3 *db, struct ops_error *err, const char *
     }
     return res;
 }
+
+struct json_object *ops_deleted(sqlite3 *db, struct ops_error *err, const char *table, const char *object_type,
+                                struct json_object *res)
+{
+    struct json_object *id;
+    char sql[96];
+    if (!res || !json_object_object_get_ex(res, "id", &id))
+        return res;
+    snprintf(sql, sizeof sql, "DELETE FROM %s WHERE id = ?1", table);    /* a constant of the caller */
+    if (ops_run(db, err, sql, "i", (int64_t)json_object_get_int64(id)) != 0 ||
+        ops_audit(db, err, "delete", object_type, res, NULL) != 0) {
+        json_object_put(res);
+        return NULL;
+    }
+    return res;
+}

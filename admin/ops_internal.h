@@ -76,6 +76,10 @@ struct json_object *ops_audited(sqlite3 *db, struct ops_error *err, const char *
                                 struct json_object *before, struct json_object *res);
 int ops_audit(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
               struct json_object *before, struct json_object *after);
+/* Deletes the row of table whose id is res's "id" (in the caller's transaction) and audits
+ * it as object_type; res, or NULL (res freed) when either fails. table is a constant. */
+struct json_object *ops_deleted(sqlite3 *db, struct ops_error *err, const char *table, const char *object_type,
+                                struct json_object *res);
 
 /* ---- transactions ---------------------------------------------------------- */
 int ops_begin(sqlite3 *db, struct ops_error *err);   /* BEGIN IMMEDIATE */

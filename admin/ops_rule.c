@@ -121,14 +121,7 @@ out:
 /* Deletes the rule res (in the caller's transaction) and audits it; res or NULL. */
 static struct json_object *rule_delete(sqlite3 *db, struct json_object *res, struct ops_error *err)
 {
-    struct json_object *id;
-    if (res && json_object_object_get_ex(res, "id", &id) &&
-        (ops_run(db, err, "DELETE FROM content_rules WHERE id = ?1", "i", (int64_t)json_object_get_int64(id)) != 0 ||
-         ops_audit(db, err, "delete", "content_rule", res, NULL) != 0)) {
-        json_object_put(res);
-        res = NULL;
-    }
-    return ops_finish(db, res, err);
+    return ops_finish(db, ops_deleted(db, err, "content_rules", "content_rule", res), err);
 }
 
 struct json_object *ops_rule_rm(sqlite3 *db, const char *name, struct ops_error *err)

@@ -166,13 +166,7 @@ out:
 
 static struct json_object *semrule_delete(sqlite3 *db, struct json_object *res, struct ops_error *err)
 {
-    struct json_object *id;
-    if (res && json_object_object_get_ex(res, "id", &id) &&
-        (ops_run(db, err, "DELETE FROM semantic_rules WHERE id = ?1", "i", (int64_t)json_object_get_int64(id)) != 0 ||
-         ops_audit(db, err, "delete", "semantic_rule", res, NULL) != 0)) {
-        json_object_put(res);
-        res = NULL;
-    }
+    res = ops_deleted(db, err, "semantic_rules", "semantic_rule", res);
     if (res)
         json_object_object_add(res, "deleted", json_object_new_boolean(1));
     return ops_finish(db, res, err);
