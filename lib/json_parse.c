@@ -14,12 +14,18 @@ struct json_object *json_parse(const char *s, size_t n, int flags, size_t *end)
     json_tokener_reset(tl_tok);
     json_tokener_set_flags(tl_tok, flags);
     struct json_object *o = json_tokener_parse_ex(tl_tok, s, (int)n);
-    if (json_tokener_get_error(tl_tok) != json_tokener_success) {
+    int ok = json_tokener_get_error(tl_tok) == json_tokener_success;
+    if (!ok) {
         json_object_put(o);
         o = NULL;
     }
     if (end)
         *end = json_tokener_get_parse_end(tl_tok);
+    /* json_tokener_reset leaves a half-read \u escape (a high surrogate) of a
+     * parse that stopped inside one: the next caller's text would pair with
+     * it. A fresh tokener after a failure then (failures are rare). */
+    if (!ok)
+        json_parse_thread_end();
     return o;
 }
 

@@ -3,10 +3,12 @@
 are valid UTF-8 JSON, and everything sluice writes into JSON is valid UTF-8 (R-SEC-4, R-API-3)."""
 import json
 import os
+import socket
+import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import SingleSetup, fcgi_request, fcgi_sockets, run_tests, stop_setup
+from harness import SingleSetup, _fcgi_len, _fcgi_record, fcgi_request, fcgi_sockets, run_tests, stop_setup
 
 
 def setup():
@@ -60,6 +62,63 @@ def test_error_bodies_are_valid_utf8_for_any_path_R_API_3(c):
     text = r.body.decode("utf-8")                # strict: raises on invalid UTF-8
     e = json.loads(text)["error"]
     assert e["code"] == "not_found" and "/v1/\ufffd\ufffd/x" in e["message"], e
+
+
+def kept_requests(sock_path, key, bodies):
+    """POSTs to /v1/chat/completions on one kept FastCGI connection (FCGI_KEEP_CONN), so one
+    responder thread parses them all in order; the HTTP status of each."""
+    statuses = []
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(20)
+    s.connect(sock_path)
+    try:
+        for i, body in enumerate(bodies):
+            rid = i + 1
+            params = {"REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/chat/completions", "SCRIPT_NAME": "",
+                      "CONTENT_LENGTH": str(len(body)), "CONTENT_TYPE": "application/json",
+                      "HTTP_AUTHORIZATION": "Bearer " + key, "REMOTE_ADDR": "127.0.0.1"}
+            pairs = b"".join(_fcgi_len(len(k)) + _fcgi_len(len(v)) + k.encode() + v.encode() for k, v in params.items())
+            s.sendall(_fcgi_record(1, struct.pack("!HB5x", 1, 1), rid) + _fcgi_record(4, pairs, rid) +
+                      _fcgi_record(4, b"", rid) + _fcgi_record(5, body, rid) + _fcgi_record(5, b"", rid))
+            data, out = b"", b""
+            while True:
+                while len(data) >= 8:
+                    _, rtype, _, clen, pad, _ = struct.unpack("!BBHHBB", data[:8])
+                    if len(data) < 8 + clen + pad:
+                        break
+                    content, data = data[8:8 + clen], data[8 + clen + pad:]
+                    if rtype == 6:
+                        out += content
+                    elif rtype == 3:
+                        data = None
+                        break
+                if data is None:
+                    break
+                b = s.recv(65536)
+                assert b, "the kept connection closed"
+                data += b
+            status = 200
+            for line in out.split(b"\r\n\r\n")[0].split(b"\r\n"):
+                if line.lower().startswith(b"status:"):
+                    status = int(line.split()[1])
+            statuses.append(status)
+    finally:
+        s.close()
+    return statuses
+
+
+def test_a_broken_body_leaves_nothing_for_the_next_R_SEC_4(c):
+    """A body cut inside a \\u escape pair left its high surrogate in the thread's JSON tokener:
+    the next request's "\\u00e9" reached the upstream as U+FFFD + e-acute, and a lone low
+    surrogate paired with the other caller's half into an emoji."""
+    sock = fcgi_sockets(c.gw)[0]
+    cut = b'{"model":"demo","messages":[{"role":"user","content":"\\ud83d'
+    for text, want in (("\\u00e9", "\u00e9"), ("\\ude00", "\ufffd")):
+        good = b'{"model":"demo","stream":true,"messages":[{"role":"user","content":"%s"}]}' % text.encode()
+        assert kept_requests(sock, c.key, [cut, good]) == [400, 200]
+        sent = json.loads(c.fake.stats()["last"]["body"])
+        got = sent["messages"][0]["content"]
+        assert got == want, "the upstream got %r for %s" % (got, text)
 
 
 if __name__ == "__main__":
