@@ -3,6 +3,8 @@
 
 #include <limits.h>
 
+enum { KEEP_MAX = 1 << 20 };    /* a larger input may have grown the tokener's buffer as large */
+
 static _Thread_local struct json_tokener *tl_tok;
 
 struct json_object *json_parse(const char *s, size_t n, int flags, size_t *end)
@@ -22,9 +24,10 @@ struct json_object *json_parse(const char *s, size_t n, int flags, size_t *end)
     if (end)
         *end = json_tokener_get_parse_end(tl_tok);
     /* json_tokener_reset leaves a half-read \u escape (a high surrogate) of a
-     * parse that stopped inside one: the next caller's text would pair with
-     * it. A fresh tokener after a failure then (failures are rare). */
-    if (!ok)
+     * parse that stopped inside one: the next caller's text would pair with it.
+     * And its string buffer keeps the size of the largest string it read
+     * (handle() frees any worker buffer over 1 MiB). A fresh one then. */
+    if (!ok || n > KEEP_MAX)
         json_parse_thread_end();
     return o;
 }

@@ -1,9 +1,11 @@
 /* test_json_parse.c: the per-thread tokener (lib/json_parse.h) carries nothing
- * from one parse into the next: not a failed parse's half-read escape. */
+ * from one parse into the next: not a failed parse's half-read escape, not the
+ * memory a large value grew it to. */
 #include "check.h"
 
 #include "json_parse.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,8 +42,39 @@ static void test_failed_parse_leaves_nothing(void)
     json_object_put(o);
 }
 
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+
+/* handle() frees a worker's buffers over 1 MiB; the tokener's string buffer
+ * grew to the largest string the thread ever parsed and stayed. */
+static void test_large_value_not_kept(void)
+{
+    size_t n = 4u << 20;
+    json_object_put(json_parse("1", 1, 0, NULL));
+    size_t before = heap_in_use();
+    char *s = malloc(n + 3);
+    s[0] = '"';
+    memset(s + 1, 'a', n);
+    s[n + 1] = '"';
+    s[n + 2] = 0;
+    struct json_object *o = json_parse(s, n + 2, 0, NULL);
+    CHECK(o && json_object_get_string_len(o) == (int)n, "the large string parses");
+    json_object_put(o);
+    free(s);
+    size_t after = heap_in_use();
+    CHECK(after < before + (1u << 20), "no large buffer kept: %zu bytes more in use", after - before);
+    o = json_parse("{\"a\":1}", 7, 0, NULL);
+    CHECK(o != NULL, "and the next parse works");
+    json_object_put(o);
+    json_parse_thread_end();
+}
+
 int main(void)
 {
     test_failed_parse_leaves_nothing();
+    test_large_value_not_kept();
     return check_done();
 }
