@@ -293,6 +293,10 @@ static int pump(struct fcgi_conn *c, int block, enum until until)
     for (;;) {
         if (until == UNTIL_PARAMS && c->params_done)
             return 0;
+        /* The front server sends nothing more for an aborted request and
+         * waits for its END_REQUEST: reading on would wait for good. */
+        if (until != UNTIL_NOTHING && c->aborted)
+            return 0;
         if (until == UNTIL_STDIN &&
             (c->stdin_done || (c->rstarted && c->rtype == FCGI_STDIN && c->id && c->rid == c->id && c->rleft > 0)))
             return 0;
@@ -403,6 +407,8 @@ long fcgi_read(struct fcgi_conn *c, char *buf, size_t n)
         return c->stdin_done ? 0 : -1;
     if (c->stdin_done)
         return 0;
+    if (c->aborted)
+        return -1;
     size_t avail = c->in_len - c->in_off, k;
     if (avail > 0) {
         k = avail < c->rleft ? avail : c->rleft;
@@ -515,8 +521,13 @@ int fcgi_accept(struct fcgi_conn *c, int listen_fd)
         buf_reset(&c->params);
         buf_reset(&c->out);
         c->rec_at = -1;
-        if (pump(c, 1, UNTIL_PARAMS) == 0)
-            return 0;
+        if (pump(c, 1, UNTIL_PARAMS) == 0) {
+            if (c->params_done)
+                return 0;
+            /* aborted before its params ended: answered, the connection kept if asked */
+            if (send_end(c, c->id, FCGI_REQUEST_COMPLETE) == 0 && c->keep)
+                continue;
+        }
         drop(c);
     }
 }

@@ -313,6 +313,69 @@ static void test_gone(void)
     }
 }
 
+/* FCGI_ABORT_REQUEST while the body or the params are still coming: the
+ * front server waits for END_REQUEST and sends nothing more for the request,
+ * so reading on blocked the thread for good (a hang fails by SIGALRM). */
+static void test_abort_while_reading(void)
+{
+    alarm(10);
+    int f = front_connect();
+    unsigned char p[64];
+    size_t n = fcgi_pair_put(p, sizeof p, "CONTENT_LENGTH", 14, "10", 2);
+    begin(f, 1, FCGI_RESPONDER, 1);
+    rec(f, FCGI_PARAMS, 1, p, n, 0);
+    rec(f, FCGI_PARAMS, 1, NULL, 0, 0);
+    rec(f, FCGI_STDIN, 1, "abc", 3, 5);
+    rec(f, FCGI_ABORT_REQUEST, 1, NULL, 0, 0);
+    struct fcgi_conn c;
+    fcgi_conn_init(&c);
+    CHECK_INT(fcgi_accept(&c, listen_fd), 0, "accepted");
+    char b[16];
+    CHECK_INT(fcgi_read(&c, b, sizeof b), 3, "the body so far");
+    CHECK_INT(fcgi_read(&c, b, sizeof b), -1, "aborted: the body will not end");
+    CHECK_INT(fcgi_gone(&c), 1, "the client left");
+    fcgi_finish(&c);
+    fcgi_conn_free(&c);
+
+    static unsigned char content[70000];
+    struct fcgi_header h;
+    int end1 = 0;
+    while (front_record(f, &h, content) == 0)
+        if (h.type == FCGI_END_REQUEST && h.id == 1)
+            end1 = content[4] == FCGI_REQUEST_COMPLETE;
+    CHECK(end1, "request 1 ended");
+    close(f);
+
+    /* aborted before its params ended, on a kept connection: answered, and the
+     * connection serves the next request */
+    f = front_connect();
+    begin(f, 3, FCGI_RESPONDER, 1);
+    rec(f, FCGI_PARAMS, 3, p, 3, 0);
+    rec(f, FCGI_ABORT_REQUEST, 3, NULL, 0, 0);
+    begin(f, 4, FCGI_RESPONDER, 0);
+    rec(f, FCGI_PARAMS, 4, p, n, 0);
+    rec(f, FCGI_PARAMS, 4, NULL, 0, 0);
+    rec(f, FCGI_STDIN, 4, "0123456789", 10, 0);
+    rec(f, FCGI_STDIN, 4, NULL, 0, 0);
+    fcgi_conn_init(&c);
+    CHECK_INT(fcgi_accept(&c, listen_fd), 0, "accepted");
+    CHECK_INT(c.id, 4, "the request after the aborted one");
+    CHECK_INT(fcgi_read(&c, b, sizeof b), 10, "its body");
+    fcgi_finish(&c);
+    fcgi_conn_free(&c);
+    int end3 = 0, end4 = 0;
+    while (front_record(f, &h, content) == 0) {
+        if (h.type == FCGI_END_REQUEST && h.id == 3)
+            end3 = !end4;
+        if (h.type == FCGI_END_REQUEST && h.id == 4)
+            end4 = 1;
+    }
+    CHECK(end3, "the aborted request 3 got its END_REQUEST first");
+    CHECK(end4, "request 4 ended");
+    close(f);
+    alarm(0);
+}
+
 /* A broken connection is dropped and the next one served; a body larger
  * than the read buffer arrives whole. */
 struct feeder {
@@ -381,6 +444,7 @@ int main(void)
     test_request();
     test_management_and_keep();
     test_gone();
+    test_abort_while_reading();
     test_broken_then_large();
     close(listen_fd);
     return check_done();
