@@ -52,6 +52,7 @@ static int request_read_body(struct request *r)
     size_t cap = want >= 0 ? (size_t)want : (65536 < max + 1 ? 65536 : (size_t)max + 1);
     char *body = arena_alloc(r->arena, cap + 1);
     size_t len = 0;
+    int cut = 0;    /* the connection broke or the request was aborted before the body's end */
     for (;;) {
         if (want >= 0 && len == (size_t)want)
             break;
@@ -67,6 +68,7 @@ static int request_read_body(struct request *r)
             cap = ncap;
         }
         long n = fcgi_read(&r->w->fcgi, body + len, cap - len);
+        cut = n < 0;
         if (n <= 0)
             break;
         len += (size_t)n;
@@ -78,6 +80,11 @@ static int request_read_body(struct request *r)
     if (want >= 0 && len < (size_t)want) {
         /* The body ended before its Content-Length: never forward half of it. */
         reply_error(r, ERR_INVALID_BODY, "the request body ended before its Content-Length", NULL);
+        return -1;
+    }
+    if (cut) {
+        /* Without Content-Length only the empty stdin record ends a body. */
+        reply_error(r, ERR_INVALID_BODY, "the request body was cut off", NULL);
         return -1;
     }
     if (want >= 0) {

@@ -121,5 +121,36 @@ def test_a_broken_body_leaves_nothing_for_the_next_R_SEC_4(c):
         assert got == want, "the upstream got %r for %s" % (got, text)
 
 
+def test_a_body_that_never_ended_is_not_forwarded(c):
+    """Without CONTENT_LENGTH (Apache's chunked bodies) the body ends with the empty stdin
+    record; a connection half-closed or a request aborted before it used to send what had come
+    to the upstream as the whole body."""
+    sock = fcgi_sockets(c.gw)[0]
+    body = b'{"model":"demo","messages":[{"role":"user","content":"x"}]}'
+    params = {"REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/chat/completions", "SCRIPT_NAME": "",
+              "CONTENT_TYPE": "application/json", "HTTP_AUTHORIZATION": "Bearer " + c.key}
+    pairs = b"".join(_fcgi_len(len(k)) + _fcgi_len(len(v)) + k.encode() + v.encode() for k, v in params.items())
+    for how in ("half-close", "abort"):
+        n = upstream_requests(c)
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(10)
+        s.connect(sock)
+        s.sendall(_fcgi_record(1, struct.pack("!HB5x", 1, 0)) + _fcgi_record(4, pairs) + _fcgi_record(4, b"") +
+                  _fcgi_record(5, body))
+        if how == "abort":
+            s.sendall(_fcgi_record(2, b""))
+        else:
+            s.shutdown(socket.SHUT_WR)
+        data = b""
+        while True:
+            b = s.recv(65536)          # a hang is a socket.timeout
+            if not b:
+                break
+            data += b
+        s.close()
+        assert b"Status: 400" in data and b"invalid_body" in data, (how, data[:300])
+        assert upstream_requests(c) == n, "%s: a body that never ended reached the upstream" % how
+
+
 if __name__ == "__main__":
     run_tests(globals(), setup, stop_setup)
