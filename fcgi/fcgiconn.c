@@ -569,7 +569,9 @@ void fcgi_finish(struct fcgi_conn *c)
         if (buf_append(&c->out, t, sizeof t) == 0)
             fcgi_flush(c);
     }
-    if (c->keep && !c->dead && !c->eof && !c->aborted) {
+    /* An aborted request is over too: the front server sends nothing more for
+     * it once it has the END_REQUEST (what is still on the way is skipped). */
+    if (c->keep && !c->dead && !c->eof) {
         c->id = 0;          /* the next BEGIN_REQUEST comes on this connection */
         return;
     }

@@ -335,15 +335,29 @@ static void test_abort_while_reading(void)
     CHECK_INT(fcgi_read(&c, b, sizeof b), -1, "aborted: the body will not end");
     CHECK_INT(fcgi_gone(&c), 1, "the client left");
     fcgi_finish(&c);
+    /* answered, nothing more comes for it: the kept connection serves on
+     * (closing instead lingered 2 s for the front server's close) */
+    CHECK(c.fd >= 0, "kept after the abort, as the front server asked");
+    begin(f, 2, FCGI_RESPONDER, 0);
+    rec(f, FCGI_PARAMS, 2, NULL, 0, 0);
+    rec(f, FCGI_STDIN, 2, NULL, 0, 0);
+    CHECK_INT(fcgi_accept(&c, listen_fd), 0, "the next request");
+    CHECK_INT(c.id, 2, "on the same connection");
+    CHECK_INT(fcgi_read(&c, b, sizeof b), 0, "its empty body");
+    fcgi_finish(&c);
     fcgi_conn_free(&c);
 
     static unsigned char content[70000];
     struct fcgi_header h;
-    int end1 = 0;
-    while (front_record(f, &h, content) == 0)
+    int end1 = 0, end2 = 0;
+    while (front_record(f, &h, content) == 0) {
         if (h.type == FCGI_END_REQUEST && h.id == 1)
             end1 = content[4] == FCGI_REQUEST_COMPLETE;
+        if (h.type == FCGI_END_REQUEST && h.id == 2)
+            end2 = 1;
+    }
     CHECK(end1, "request 1 ended");
+    CHECK(end2, "request 2 ended");
     close(f);
 
     /* aborted before its params ended, on a kept connection: answered, and the
