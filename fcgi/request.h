@@ -123,10 +123,16 @@ struct worker {
     uint64_t rng;                 /* xorshift state for weighted choices */
     const atomic_int *cut;        /* set by main when the shutdown grace ran out (R-DEP-6) */
     int index;
+    struct request *req;          /* the request it serves: with the worker, it may move to the stream loop */
+    struct worker *next_free;     /* on main's list of spare workers */
 };
+
+struct attempt;
 
 struct request {
     struct worker *w;
+    int may_park;                 /* a stream under way may leave this thread (the stream loop runs) */
+    struct attempt *parked_attempt;  /* it did: the loop goes on with it, then drive_resume */
     struct arena *arena;
     const struct conf *conf;
     struct shm *shm;

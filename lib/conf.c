@@ -21,6 +21,7 @@ void conf_defaults(struct conf *c)
     c->pool_processes = 2;
     c->pool_threads = 32;
     c->pool_max_threads = 1024;
+    c->pool_park_streams = 1;
     c->max_body_bytes = 8 << 20;
     c->max_response_bytes = 64 << 20;
     c->max_sse_event_bytes = 4 << 20;
@@ -135,6 +136,7 @@ static const struct conf_opt conf_opts[] = {
     OPT_INT("pool.processes", 1, 64, pool_processes, RESTART),
     OPT_INT("pool.threads", 1, 4096, pool_threads, RESTART),
     OPT_INT("pool.max_threads", 1, 16384, pool_max_threads, RESTART),
+    OPT_BOOL("pool.park_streams", pool_park_streams, RESTART),
     OPT_INT("limits.max_body_bytes", 1024, 1LL << 32, max_body_bytes, LIVE),
     OPT_INT("limits.max_response_bytes", 1024, 1LL << 34, max_response_bytes, LIVE),
     OPT_INT("limits.max_sse_event_bytes", 1024, 1LL << 30, max_sse_event_bytes, LIVE),
