@@ -537,6 +537,10 @@ static void raise_fd_limit(int threads)
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return;
     rlim_t want = (rlim_t)threads * 4 + 256;
+    /* Parked streams hold no thread but four descriptors each (client, upstream,
+     * curl's wake-up pair): as many as the front server sends, not the threads. */
+    if (conf.pool_park_streams && want < 65536)
+        want = 65536;
     if (rl.rlim_cur < want) {
         rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
         setrlimit(RLIMIT_NOFILE, &rl);
