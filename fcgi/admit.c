@@ -5,8 +5,10 @@
 #include "dbpool.h"
 #include "idem.h"
 #include "keylimits.h"
+#include "kstate.h"
 #include "layers.h"
 #include "log.h"
+#include "metrics.h"
 #include "quota.h"
 #include "usage_writer.h"
 #include "reply.h"
@@ -24,6 +26,8 @@ static _Atomic int over_budget;
 int admit_init(const struct conf *c)
 {
     admit_conf = c;
+    if (kstate_start(c->state) != 0)
+        return -1;
     return dbpool_init(c->database, c->db_connections, c->quota_db_wait_ms, c->db_mmap_bytes);
 }
 
@@ -373,8 +377,147 @@ db_failed:
     return 0;
 }
 
+/* ---- key limits in a Redis `state` (issue 19) ------------------------------ */
+
+/* The durable record of a counted (calls = 1) or given back (-1) admission:
+ * SQLite stays the system of record of the quotas, whichever state runs. */
+static void quota_record(const struct snap_key *k, int calls, int64_t tokens, const char *day, const char *month)
+{
+    struct usage_record *u = xcalloc(1, sizeof *u);
+    u->no_event = 1;
+    u->quota_key_id = k->id;
+    u->quota_calls = calls;
+    u->quota_tokens = tokens;
+    str_copy(u->quota_day, sizeof u->quota_day, day);
+    str_copy(u->quota_month, sizeof u->quota_month, month);
+    usage_writer_enqueue(u);
+}
+
+/* All of R-KEY-2..5 in one atomic call to the store; a period it does not hold
+ * yet is read from SQLite first and handed over as its seed. */
+static int admit_limits_remote(struct request *r)
+{
+    const struct snap_key *k = r->key;
+    const struct snapshot *snap = r->snap;
+    int tokens = req_kind_spends_tokens(r->kind);
+    int64_t n = r->choices > 1 ? r->choices : 1;
+    int64_t want = limits_estimate_tokens(r->prompt_estimate ? r->prompt_estimate : (int64_t)r->body_len / 4 + 1,
+                                          r->max_tokens * n, admit_conf->default_max_output * n);
+    int tpm = tokens && k->tpm_limit;
+    if (tpm && r->max_tokens * n > k->tpm_limit) {
+        refuse_never_fits(r, r->max_tokens * n);
+        return -1;
+    }
+    int64_t mtq = tokens ? k->monthly_token_quota : 0;
+    struct kstate_ask a = {0};
+    a.key_id = k->id;
+    a.qps_limit = k->qps_limit;
+    a.concurrency_limit = k->concurrency_limit;
+    a.daily_limit = k->daily_limit;
+    a.monthly_quota = k->monthly_quota;
+    a.monthly_token_quota = mtq;
+    a.month_want = mtq && want > mtq ? mtq : want;
+    a.tpm_limit = tpm ? k->tpm_limit : 0;
+    a.tpm_want = want;
+    int64_t now = now_ms();
+    quota_day_period(now, a.day);
+    quota_month_period(now, a.month);
+    a.lease_ms = snap->state_lease_ms > 0 ? snap->state_lease_ms : 10000;
+    a.timeout_ms = snap->state_timeout_ms > 0 ? snap->state_timeout_ms : 200;
+    struct kstate_hold *h = arena_alloc(r->arena, sizeof *h);
+    struct kstate_refusal why = {0};
+    enum kstate_result res = kstate_admit(&a, h, &why);
+    if (res == KSTATE_NEED_SEED) {
+        struct quota_ask qa = {0};
+        struct quota_loaded pre;
+        str_copy(qa.day, sizeof qa.day, a.day);
+        str_copy(qa.month, sizeof qa.month, a.month);
+        struct dbconn *c = dbpool_get();
+        int loaded = quota_preload(c, k->id, &qa, &pre) == 0;
+        dbpool_put(c);
+        if (loaded) {
+            a.seeded = 1;
+            a.seed_day_calls = pre.day_calls;
+            a.seed_month_calls = pre.month_calls;
+            a.seed_month_tokens = pre.month_tokens;
+        } else {
+            /* R-KEY-4: the database must never take the inference path down. */
+            static _Atomic int64_t warned_ms;
+            int64_t t = now_ms(), last = atomic_load(&warned_ms);
+            if (t - last > 60000 && atomic_compare_exchange_strong(&warned_ms, &last, t))
+                log_warn("request %s: quota counters could not be loaded; admitting without call quotas until the "
+                         "database answers (logged once a minute)", r->request_id);
+            a.daily_limit = a.monthly_quota = a.monthly_token_quota = 0;
+        }
+        res = kstate_admit(&a, h, &why);
+    }
+    if (res == KSTATE_UNAVAILABLE || res == KSTATE_NEED_SEED) {
+        int closed = snap->state_fail_closed;
+        char labels[64];
+        snprintf(labels, sizeof labels, "policy=\"%s\"", kstate_policy_name(closed));
+        metrics_add(r->shm, MET_STATE_UNAVAILABLE, labels, 1);
+        if (kstate_fail_admits(closed))
+            return 0;               /* fail_open: admitted without the key's limits */
+        reply_error(r, ERR_STATE_UNAVAILABLE,
+                    "The limits of this API key cannot be checked right now (the gateway's state store does not "
+                    "answer); retry later.", NULL);
+        return -1;
+    }
+    if (res == KSTATE_REFUSED) {
+        int64_t s = now / 1000;
+        switch (why.which) {
+        case KSL_QPS:
+            refuse(r, ERR_QPS_EXCEEDED, k->qps_limit, why.current, why.retry_ms, 0);
+            break;
+        case KSL_CONCURRENCY:
+            refuse(r, ERR_CONCURRENCY_EXCEEDED, k->concurrency_limit, why.current, why.retry_ms, 0);
+            break;
+        case KSL_DAILY:
+            refuse(r, ERR_DAILY_LIMIT_EXCEEDED, k->daily_limit, why.current, 0, limits_next_day(s));
+            break;
+        case KSL_MONTHLY:
+            refuse(r, ERR_MONTHLY_QUOTA_EXCEEDED, k->monthly_quota, why.current, 0, limits_next_month(s));
+            break;
+        case KSL_MONTHLY_TOKENS:
+            refuse(r, ERR_MONTHLY_TOKEN_QUOTA_EXCEEDED, k->monthly_token_quota, why.current, 0, limits_next_month(s));
+            break;
+        default:
+            refuse(r, ERR_TPM_EXCEEDED, k->tpm_limit, why.current, why.retry_ms, 0);
+            break;
+        }
+        return -1;
+    }
+    r->kstate_hold = h;
+    r->admitted_ms = h->admitted_ms ? h->admitted_ms : now;
+    if (h->calls) {
+        /* What account.c and the usage writer read, as for the state file. */
+        r->quota_shared = 1;
+        str_copy(r->quota_day, sizeof r->quota_day, h->day);
+        str_copy(r->month_period, sizeof r->month_period, h->month);
+        r->month_tokens_reserved = h->month_tokens;
+        quota_record(k, 1, h->month_tokens, h->day, h->month);
+    }
+    return 0;
+}
+
+/* Undoes a Redis admission (a quota layer refused after it). */
+static void give_back_remote(struct request *r)
+{
+    struct kstate_hold *h = r->kstate_hold;
+    int calls = h->calls;
+    int64_t tokens = h->month_tokens;
+    kstate_release(h, 1, -1, -1, r->snap->state_timeout_ms);
+    if (calls)
+        quota_record(r->key, -1, -tokens, r->quota_day, r->month_period);
+    r->kstate_hold = NULL;
+    r->quota_shared = 0;
+    r->month_tokens_reserved = 0;
+}
+
 static int admit_limits(struct request *r)
 {
+    if (kstate_remote())
+        return admit_limits_remote(r);
     const struct snap_key *k = r->key;
     int64_t now = now_ms(), retry_ms = 0, cur = 0;
     int qps_taken = 0;
@@ -429,7 +572,7 @@ static int admit_limits(struct request *r)
 static int admit_key(struct request *r, const struct snap_key *k)
 {
     r->key = k;
-    if (k->slot < 0 || r->shm->row < 0) {
+    if (!kstate_remote() && (k->slot < 0 || r->shm->row < 0)) {
         /* The shared state has no room for this key: its call quotas (SQLite)
          * still hold; QPS, concurrency and TPM cannot be counted. */
         static _Atomic int64_t warned_ms;
@@ -450,6 +593,10 @@ static int admit_key(struct request *r, const struct snap_key *k)
 static void give_back_quotas(struct request *r)
 {
     const struct snap_key *k = r->key;
+    if (r->kstate_hold) {
+        give_back_remote(r);
+        return;
+    }
     if (r->quota_shared) {
         struct shm_key *sk = key_lock(r);
         if (sk) {
@@ -499,44 +646,61 @@ int admit_request(struct request *r)
     return 0;
 }
 
+/* The end of a request admitted in the state file: slot, TPM and monthly tokens. */
+static void finish_in_state_file(struct request *r, int64_t actual)
+{
+    if (r->key_slot_held) {
+        atomic_fetch_sub(&r->shm->r->procs[r->shm->row].key_active[r->key->slot], 1);
+        r->key_slot_held = 0;
+    }
+    if (r->tpm_reserved && actual >= 0) {
+        struct shm_key *sk = key_lock(r);
+        if (sk) {
+            struct token_bucket b = {sk->tpm_tokens_milli, sk->tpm_refill_ms, sk->tpm_limit};
+            limits_bucket_settle(&b, r->tpm_reserved - actual);
+            sk->tpm_tokens_milli = b.level_milli;
+            pthread_mutex_unlock(&sk->lock);
+        }
+    }
+    /* R-KEY-5: the monthly token pre-deduction is settled now, before the
+     * client has the end of the answer and can send its next request; only
+     * when the database refuses does the usage writer carry it later. */
+    int64_t delta = r->month_tokens_reserved && actual >= 0 ? actual - r->month_tokens_reserved : 0;
+    if (r->quota_shared) {
+        /* The shared counters now; SQLite gets the net through the usage writer. */
+        struct shm_key *sk = delta ? key_lock(r) : NULL;
+        if (sk) {
+            quota_adjust_shared(sk, NULL, r->month_period, 0, delta);
+            pthread_mutex_unlock(&sk->lock);
+        }
+        r->quota_month_tokens = r->month_tokens_reserved + delta;
+    } else if (delta) {
+        struct dbconn *c = dbpool_get();
+        if (quota_settle_tokens(c, r->key->id, r->month_period, delta) != 0) {
+            log_warn("request %s: monthly token settlement deferred to the usage writer", r->request_id);
+            r->month_tokens_delta = delta;
+        }
+        dbpool_put(c);
+    }
+}
+
 void admit_finish(struct request *r)
 {
     layers_finish(r);
     if (r->key) {
         int64_t prompt, completion;
         int64_t actual = account_billable_tokens(r, &prompt, &completion);   /* -1: keep the estimate */
-        if (r->key_slot_held) {
-            atomic_fetch_sub(&r->shm->r->procs[r->shm->row].key_active[r->key->slot], 1);
-            r->key_slot_held = 0;
-        }
-        if (r->tpm_reserved && actual >= 0) {
-            struct shm_key *sk = key_lock(r);
-            if (sk) {
-                struct token_bucket b = {sk->tpm_tokens_milli, sk->tpm_refill_ms, sk->tpm_limit};
-                limits_bucket_settle(&b, r->tpm_reserved - actual);
-                sk->tpm_tokens_milli = b.level_milli;
-                pthread_mutex_unlock(&sk->lock);
-            }
-        }
-        /* R-KEY-5: the monthly token pre-deduction is settled now, before the
-         * client has the end of the answer and can send its next request; only
-         * when the database refuses does the usage writer carry it later. */
-        int64_t delta = r->month_tokens_reserved && actual >= 0 ? actual - r->month_tokens_reserved : 0;
-        if (r->quota_shared) {
-            /* The shared counters now; SQLite gets the net through the usage writer. */
-            struct shm_key *sk = delta ? key_lock(r) : NULL;
-            if (sk) {
-                quota_adjust_shared(sk, NULL, r->month_period, 0, delta);
-                pthread_mutex_unlock(&sk->lock);
-            }
-            r->quota_month_tokens = r->month_tokens_reserved + delta;
-        } else if (delta) {
-            struct dbconn *c = dbpool_get();
-            if (quota_settle_tokens(c, r->key->id, r->month_period, delta) != 0) {
-                log_warn("request %s: monthly token settlement deferred to the usage writer", r->request_id);
-                r->month_tokens_delta = delta;
-            }
-            dbpool_put(c);
+        if (r->kstate_hold) {
+            /* One call settles the TPM and monthly token reservations and frees the lease. */
+            struct kstate_hold *h = r->kstate_hold;
+            int64_t delta = h->month_tokens && actual >= 0 ? actual - h->month_tokens : 0;
+            /* Unanswered, the lease expires by itself (the outage is logged once, in kstate). */
+            kstate_release(h, 0, actual, actual, r->snap->state_timeout_ms);
+            if (r->quota_shared)
+                r->quota_month_tokens = r->month_tokens_reserved + delta;
+            r->kstate_hold = NULL;
+        } else {
+            finish_in_state_file(r, actual);
         }
     }
     if (r->idem_owned) {
