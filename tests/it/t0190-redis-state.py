@@ -222,6 +222,7 @@ def metric(g, name, labels):
 
 def test_redis_down_fail_open_then_fail_closed_then_recovery(c):
     key, kid, probes = new_key(c, "--daily", 40, "--concurrency", 20)
+    load_key, _, _ = new_key(c, "--concurrency", 50, "--qps", 1000)
     # 10 calls counted while Redis is up (and written to SQLite by the usage writers).
     for i in range(10 - probes):
         assert on_host(c, i).chat(key, content="up%d" % i).status == 200
@@ -234,7 +235,7 @@ def test_redis_down_fail_open_then_fail_closed_then_recovery(c):
     def load(i):
         g = on_host(c, i)
         while not stop_load.is_set():
-            r = g.chat(key, content="load")
+            r = g.chat(load_key, content="load")
             statuses.append(r.status)
     threads = [threading.Thread(target=load, args=(i,)) for i in range(6)]
     for t in threads:
@@ -245,8 +246,8 @@ def test_redis_down_fail_open_then_fail_closed_then_recovery(c):
     stop_load.set()
     for t in threads:
         t.join(30)
-    # fail_open (the default): nothing but 200 and the daily limit's own 429s; never a 5xx.
-    assert statuses and all(s in (200, 429) for s in statuses), sorted(set(statuses))
+    # fail_open (the default): every request served, before, while and after Redis went.
+    assert statuses and all(s == 200 for s in statuses), sorted(set(statuses))
     after = [on_host(c, i).chat(key, content="open%d" % i) for i in range(6)]
     assert all(r.status == 200 for r in after), after
     open_count = max(metric(g, "sluice_state_unavailable_total", 'policy="fail_open"') for g in c.gws)
@@ -277,7 +278,7 @@ def test_redis_down_fail_open_then_fail_closed_then_recovery(c):
              8, interval=0.3, what="every host answered by Redis again")
     time.sleep(0.8)     # the usage writers' flush
     used = total()
-    assert used >= in_sqlite, (used, in_sqlite)
+    assert used >= in_sqlite and used < 40, (used, in_sqlite)
     res = burst(lambda i: on_host(c, i).chat(key, content="rest%d" % i), 60)
     ok = sum(1 for r in res if getattr(r, "status", 0) == 200)
     assert ok == 40 - used, "after Redis came back %d admitted; SQLite had %d of 40" % (ok, used)
