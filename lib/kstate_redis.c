@@ -356,7 +356,9 @@ static redisReply *eval(int s, int nkeys, const char **keys, int nargs, const ch
     free(lens);
     if (!r || r->type == REDIS_REPLY_ERROR) {
         if (r) {
-            log_warn("state %s: %s", url_text, r->str);   /* a script error: a bug, or a full server */
+            /* A script error (a bug, a full or loading server): once per outage. */
+            if (!atomic_load(&outage_flag))
+                log_warn("state %s: %s", url_text, r->str);
             freeReplyObject(r);
         }
         redisFree(k->c);
