@@ -20,6 +20,7 @@
 #include "state_url.h"
 #include "util.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -319,6 +320,15 @@ static struct conn *conn_get(int timeout_ms)
 /* EVALSHA of script s: the reply, or NULL (the store did not answer; the
  * connection is dropped and the outage noted). A flushed script cache
  * (NOSCRIPT) loads the scripts again and retries once. */
+/* The server closed this connection (a restart, a client timeout) rather than
+ * being slow: the command never ran, and a new connection may well work. */
+static int conn_was_closed(const redisContext *c)
+{
+    return c->err == REDIS_ERR_EOF ||
+           (c->err == REDIS_ERR_IO && errno != EAGAIN && errno != EWOULDBLOCK && errno != ETIMEDOUT &&
+            errno != EINPROGRESS);
+}
+
 static redisReply *eval(int s, int nkeys, const char **keys, int nargs, const char **args, int timeout_ms)
 {
     struct conn *k = conn_get(timeout_ms);
@@ -326,6 +336,7 @@ static redisReply *eval(int s, int nkeys, const char **keys, int nargs, const ch
         note(0);
         return NULL;
     }
+    int fresh = 0;                  /* a stale connection gets one more try on a new one */
     int argc = 3 + nkeys + nargs;
     const char **argv = xcalloc((size_t)argc, sizeof *argv);
     size_t *lens = xcalloc((size_t)argc, sizeof *lens);
@@ -344,6 +355,15 @@ static redisReply *eval(int s, int nkeys, const char **keys, int nargs, const ch
         for (int i = 0; i < argc; i++)
             lens[i] = strlen(argv[i]);
         r = redisCommandArgv(k->c, argc, argv, lens);
+        if (!r && !fresh && conn_was_closed(k->c)) {
+            redisFree(k->c);
+            k->c = NULL;
+            fresh = 1;
+            if (!(k = conn_get(timeout_ms)))
+                break;
+            attempt--;
+            continue;
+        }
         if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 && attempt == 0) {
             freeReplyObject(r);
             r = NULL;
@@ -354,6 +374,10 @@ static redisReply *eval(int s, int nkeys, const char **keys, int nargs, const ch
     }
     free(argv);
     free(lens);
+    if (!k) {                       /* the new connection failed too */
+        note(0);
+        return NULL;
+    }
     if (!r || r->type == REDIS_REPLY_ERROR) {
         if (r) {
             /* A script error (a bug, a full or loading server): once per outage. */
