@@ -112,7 +112,7 @@ static enum attempt_outcome forward_transfer(struct request *r, struct relay *x,
             }
             wait = min64(wait, left);
         }
-        struct curl_waitfd wfd = {.fd = r->w->fcgi.ipcFd, .events = CURL_WAIT_POLLIN, .revents = 0};
+        struct curl_waitfd wfd = {.fd = r->w->fcgi.fd, .events = CURL_WAIT_POLLIN, .revents = 0};
         curl_multi_poll(m, watch_fcgi ? &wfd : NULL, watch_fcgi ? 1 : 0, (int)(wait > 0 ? wait : 1), NULL);
         if (watch_fcgi && wfd.revents) {
             if (reply_client_closed(r)) {

@@ -12,6 +12,7 @@
 #include "count.h"
 #include "db.h"
 #include "drive.h"
+#include "fcgiwire.h"
 #include "fit.h"
 #include "gate.h"
 #include "forward.h"
@@ -35,7 +36,6 @@
 #include "util.h"
 
 #include <errno.h>
-#include <fastcgi.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -223,8 +223,7 @@ static void dispatch(struct request *r)
     row->serve(r);
 }
 
-/* Returns 1 when the request's input was read to its end. */
-static int handle(struct worker *w)
+static void handle(struct worker *w)
 {
     struct request r;
     memset(&r, 0, sizeof r);
@@ -269,7 +268,6 @@ static int handle(struct worker *w)
         buf_free(&w->resp);    /* do not keep a huge buffer per idle thread */
     if (w->out.cap > (1u << 20))
         buf_free(&w->out);
-    return r.body_complete;
 }
 
 /* ---- the worker pool ----
@@ -294,6 +292,7 @@ static struct worker *worker_new(int index)
     w->index = index;
     w->cut = &cut;
     arena_init(&w->arena);
+    fcgi_conn_init(&w->fcgi);
     buf_init(&w->resp, 0);
     buf_init(&w->out, 0);
     w->curl = curl_easy_init();
@@ -321,6 +320,7 @@ static void worker_free(struct worker *w)
         curl_easy_cleanup(w->side);
     buf_free(&w->resp);
     buf_free(&w->out);
+    fcgi_conn_free(&w->fcgi);
     arena_free(&w->arena);
     free(w);
 }
@@ -354,15 +354,14 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     int extra = w->index >= conf.pool_threads;
-    FCGX_InitRequest(&w->fcgi, FCGI_LISTENSOCK_FILENO, 0);
     while (!atomic_load(&stopping)) {
         atomic_fetch_add(&threads_idle, 1);
-        int rc = FCGX_Accept_r(&w->fcgi);
+        int rc = fcgi_accept(&w->fcgi, FCGI_LISTENSOCK_FILENO);
         int idle = atomic_fetch_sub(&threads_idle, 1) - 1;
         if (rc < 0) {
-            /* -24 is EMFILE: back off and keep the thread (DESIGN.md pool sizing). */
+            /* EMFILE: back off and keep the thread (DESIGN.md pool sizing). */
             if (!atomic_load(&stopping))
-                log_warn("FCGX_Accept_r: %d", rc);
+                log_warn("accept: %s", strerror(errno));
             struct timespec pause = {0, 100 * 1000000};
             nanosleep(&pause, NULL);
             continue;
@@ -370,13 +369,8 @@ static void *worker_main(void *arg)
         if (idle < POOL_SPARE)
             pool_grow();
         atomic_fetch_add(&inflight, 1);
-        int drained = handle(w);
-        /* libfcgi's lingering close (shutdown, then wait for the front server to
-         * close) only matters when request bytes are left unread; after a fully
-         * read body it costs a wake-up per request for nothing. */
-        if (drained)
-            w->fcgi.detached = 1;
-        FCGX_Finish_r(&w->fcgi);
+        handle(w);
+        fcgi_finish(&w->fcgi);
         atomic_fetch_sub(&inflight, 1);
         if (extra && atomic_load(&threads_idle) >= conf.pool_threads)
             break;
@@ -570,11 +564,13 @@ int main(int argc, char **argv)
         spans_start(&conf) != 0)
         return 1;
     shadow_start(&conf, &shm);      /* R-SHD-1: without it, routes are not mirrored (logged) */
-    if (FCGX_Init() != 0) {
-        log_error("FCGX_Init failed");
+    int type;
+    socklen_t tlen = sizeof type;
+    if (getsockopt(FCGI_LISTENSOCK_FILENO, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0) {
+        log_error("standard input is not a listening socket: sluice-fcgi is started by the front server "
+                  "(lighttpd's bin-path, spawn-fcgi) or with --listen");
         return 1;
     }
-    /* libfcgi's own handlers are overridden: signals go to sigwait below. */
     signal(SIGPIPE, SIG_IGN);
 
     start_pool();
@@ -591,7 +587,6 @@ int main(int argc, char **argv)
     }
     /* R-DEP-6: stop accepting, let in-flight requests finish (bounded), flush usage. */
     atomic_store(&stopping, 1);
-    FCGX_ShutdownPending();
     log_info("signal %d: draining %d in-flight requests", sig, atomic_load(&inflight));
     int64_t deadline = mono_ms() + conf.shutdown_grace_ms;
     while (atomic_load(&inflight) > 0 && mono_ms() < deadline) {

@@ -1,4 +1,4 @@
-/* reply.c: response head and body through libfcgi (R-API-2, R-API-4, R-SSE-1). */
+/* reply.c: response head and body to the front server (fcgiconn.c) (R-API-2, R-API-4, R-SSE-1). */
 #include "reply.h"
 
 #include "cors.h"
@@ -6,7 +6,6 @@
 #include "util.h"
 
 #include <stdio.h>
-#include <sys/socket.h>
 #include <string.h>
 #include <time.h>
 
@@ -14,6 +13,11 @@ static int reply_failed(struct request *r)
 {
     r->client_gone = 1;
     return -1;
+}
+
+static int put_str(struct request *r, const char *s)
+{
+    return fcgi_write(&r->w->fcgi, s, strlen(s));
 }
 
 /* R-OBS-5: "gw" is sluice's own time so far, "upstream" the time spent waiting
@@ -64,22 +68,22 @@ int reply_head(struct request *r, int status, const char *content_type, const ch
     memcpy(head + n, "\r\nX-Request-Id: ", 16), n += 16;
     memcpy(head + n, r->request_id, rid), n += (int)rid;
     memcpy(head + n, "\r\n", 2), n += 2;
-    if (FCGX_PutStr(head, n, r->w->fcgi.out) < 0)
+    if (fcgi_write(&r->w->fcgi, head, (size_t)n) < 0)
         return reply_failed(r);
     n = server_timing(r, head, sizeof head);
-    if (n > 0 && (size_t)n < sizeof head && FCGX_PutStr(head, n, r->w->fcgi.out) < 0)
+    if (n > 0 && (size_t)n < sizeof head && fcgi_write(&r->w->fcgi, head, (size_t)n) < 0)
         return reply_failed(r);
     if (content_type) {
         r->response_content_type = arena_strdup(r->arena, content_type);
-        if (FCGX_PutStr("Content-Type: ", 14, r->w->fcgi.out) < 0 || FCGX_PutS(content_type, r->w->fcgi.out) < 0 ||
-            FCGX_PutStr("\r\n", 2, r->w->fcgi.out) < 0)
+        if (fcgi_write(&r->w->fcgi, "Content-Type: ", 14) < 0 ||
+            put_str(r, content_type) < 0 || fcgi_write(&r->w->fcgi, "\r\n", 2) < 0)
             return reply_failed(r);
     }
-    if (extra && FCGX_PutS(extra, r->w->fcgi.out) < 0)
+    if (extra && put_str(r, extra) < 0)
         return reply_failed(r);
-    if (r->cors_origin && FCGX_PutS(cors_response_headers(r->arena, r->cors_origin), r->w->fcgi.out) < 0)
+    if (r->cors_origin && put_str(r, cors_response_headers(r->arena, r->cors_origin)) < 0)
         return reply_failed(r);
-    if (FCGX_PutStr("\r\n", 2, r->w->fcgi.out) < 0)
+    if (fcgi_write(&r->w->fcgi, "\r\n", 2) < 0)
         return reply_failed(r);
     return 0;
 }
@@ -98,14 +102,9 @@ int reply_body(struct request *r, const char *data, size_t len, int flush)
         if (len > 0xffffffffu || buf_append(r->cache_body, data, len) != 0 || buf_append(r->cache_chunks, le, 4) != 0)
             r->cache_overflow = 1;   /* too large to cache */
     }
-    while (len > 0) {
-        int chunk = len > (1 << 30) ? (1 << 30) : (int)len;
-        if (FCGX_PutStr(data, chunk, r->w->fcgi.out) < 0)
-            return reply_failed(r);
-        data += chunk;
-        len -= (size_t)chunk;
-    }
-    if (flush && FCGX_FFlush(r->w->fcgi.out) < 0)
+    if (fcgi_write(&r->w->fcgi, data, len) < 0)
+        return reply_failed(r);
+    if (flush && fcgi_flush(&r->w->fcgi) < 0)
         return reply_failed(r);
     return 0;
 }
@@ -268,7 +267,5 @@ void reply_limit_refusal(struct request *r, enum error_code code, const char *sc
 
 int reply_client_closed(struct request *r)
 {
-    char c;
-    ssize_t n = recv(r->w->fcgi.ipcFd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0;
+    return fcgi_gone(&r->w->fcgi);
 }

@@ -10,7 +10,7 @@
 
 const char *request_param(const struct request *r, const char *name)
 {
-    return FCGX_GetParam(name, r->w->fcgi.envp);
+    return fcgi_param(&r->w->fcgi, name);
 }
 
 const char *request_header(const struct request *r, const char *name)
@@ -20,7 +20,7 @@ const char *request_header(const struct request *r, const char *name)
     for (const char *p = name; *p && i < sizeof env - 1; p++)
         env[i++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
     env[i] = '\0';
-    return FCGX_GetParam(env, r->w->fcgi.envp);
+    return fcgi_param(&r->w->fcgi, env);
 }
 
 uint64_t request_random(struct request *r)
@@ -66,7 +66,7 @@ static int request_read_body(struct request *r)
             body = nb;
             cap = ncap;
         }
-        int n = FCGX_GetStr(body + len, (int)(cap - len), r->w->fcgi.in);
+        long n = fcgi_read(&r->w->fcgi, body + len, cap - len);
         if (n <= 0)
             break;
         len += (size_t)n;
@@ -84,7 +84,7 @@ static int request_read_body(struct request *r)
         /* Consume the empty stdin record that ends the body, so the FastCGI
          * socket is quiet afterwards and a close can be seen (R-SSE-6). */
         char extra;
-        while (FCGX_GetStr(&extra, 1, r->w->fcgi.in) > 0)
+        while (fcgi_read(&r->w->fcgi, &extra, 1) > 0)
             ;
     }
     body[len] = '\0';

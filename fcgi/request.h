@@ -12,7 +12,7 @@
 #include "usage.h"
 
 #include <curl/curl.h>
-#include <fcgiapp.h>
+#include "fcgiconn.h"
 #include <json-c/json.h>
 #include <stdint.h>
 
@@ -113,7 +113,7 @@ struct caller {
 
 /* Per worker thread, reused request after request; owned by its thread. */
 struct worker {
-    FCGX_Request fcgi;
+    struct fcgi_conn fcgi;        /* the front server's connection and its request */
     struct arena arena;
     CURL *curl;                   /* reused so upstream connections stay alive */
     CURL *side;                   /* sluice's own calls before the attempt (embed.c), made on first use */
