@@ -488,7 +488,13 @@ int conf_load_string(struct conf *c, const char *text, const char *name)
 static void conf_value_text(const struct conf_opt *o, const struct conf *c, char *out, size_t cap)
 {
     const char *p = (const char *)c + o->off;
-    if (o->type == T_STR || o->type == T_PATH || o->type == T_ENUM)
+    struct state_url u;
+    char safe[300];
+    if (o->off == offsetof(struct conf, state) && *p && state_url_parse(p, &u, NULL, 0) == 0) {
+        /* The SIGHUP line is logged: never with the password of the Redis URL. */
+        state_url_describe(&u, safe, sizeof safe);
+        snprintf(out, cap, "\"%s\"", safe);
+    } else if (o->type == T_STR || o->type == T_PATH || o->type == T_ENUM)
         snprintf(out, cap, "\"%s\"", p);
     else if (o->type == T_BOOL)
         snprintf(out, cap, "%s", *(const int *)(const void *)p ? "true" : "false");
