@@ -1,19 +1,15 @@
 /* dialect.c: stream events of each caller protocol, one classifier per row. */
 #include "dialect.h"
 
+#include "json_parse.h"
+
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
 
 static struct json_object *parse(const char *data, size_t len)
 {
-    struct json_tokener *tok = json_tokener_new();
-    struct json_object *o = tok ? json_tokener_parse_ex(tok, data, (int)len) : NULL;
-    if (tok && json_tokener_get_error(tok) != json_tokener_success) {
-        json_object_put(o);
-        o = NULL;
-    }
-    json_tokener_free(tok);
+    struct json_object *o = json_parse(data, len, 0, NULL);
     if (o && !json_object_is_type(o, json_type_object)) {
         json_object_put(o);
         o = NULL;

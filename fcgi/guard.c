@@ -1,6 +1,7 @@
 /* guard.c: request validation and rewriting before routing (DESIGN.md stage 4). */
 #include "guard.h"
 
+#include "json_parse.h"
 #include "pathcheck.h"
 #include "reply.h"
 
@@ -306,15 +307,11 @@ static struct json_object *guard_parse(const struct request *r)
             k = 1;
         else if (!(k = utf8_sequence(p + i, r->body_len - i)))
             return NULL;
-    struct json_tokener *tok = json_tokener_new();
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);     /* UTF-8 was checked above, more strictly */
-    struct json_object *body = json_tokener_parse_ex(tok, r->body, (int)r->body_len);
-    enum json_tokener_error jerr = json_tokener_get_error(tok);
-    size_t used = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
+    size_t used = 0;     /* STRICT: UTF-8 was checked above, more strictly */
+    struct json_object *body = json_parse(r->body, r->body_len, JSON_TOKENER_STRICT, &used);
     while (used < r->body_len && r->body[used] && strchr(" \t\r\n", r->body[used]))
         used++;
-    if (!body || jerr != json_tokener_success || used != r->body_len) {
+    if (!body || used != r->body_len) {
         json_object_put(body);
         return NULL;
     }

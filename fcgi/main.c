@@ -17,6 +17,7 @@
 #include "gate.h"
 #include "forward.h"
 #include "guard.h"
+#include "json_parse.h"
 #include "log.h"
 #include "metrics_render.h"
 #include "models.h"
@@ -379,6 +380,7 @@ static void *worker_main(void *arg)
         return NULL;       /* the process is ending: its memory goes with it */
     spans_thread_end();
     content_rules_thread_end();
+    json_parse_thread_end();
     worker_free(w);
     atomic_fetch_sub(&threads_total, 1);
     return NULL;

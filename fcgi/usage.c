@@ -1,6 +1,8 @@
 /* usage.c: token usage from upstream JSON (OpenAI chat, Responses, Anthropic) and OpenAI chunk kinds. */
 #include "usage.h"
 
+#include "json_parse.h"
+
 #include <json-c/json.h>
 #include <string.h>
 
@@ -35,15 +37,8 @@ static void usage_detail(struct json_object *usage, const char *obj, const char 
  * counts, which are added). Top level, or under "message" (message_start) or
  * "response" (response.completed). Found only when a known counter is there:
  * an empty or foreign usage object is no usage. */
-static int usage_read(struct json_object *obj, struct usage *u)
+static int usage_read_object(struct json_object *usage, struct usage *u)
 {
-    struct json_object *usage, *msg;
-    if (!json_object_object_get_ex(obj, "usage", &usage) &&
-        !(json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_object) &&
-          json_object_object_get_ex(msg, "usage", &usage)) &&
-        !(json_object_object_get_ex(obj, "response", &msg) && json_object_is_type(msg, json_type_object) &&
-          json_object_object_get_ex(msg, "usage", &usage)))
-        return 0;
     if (!json_object_is_type(usage, json_type_object))
         return 0;
     int64_t p = 0, c = 0, in = 0, cw = 0, cr = 0, out = 0, reasoning = 0;
@@ -76,16 +71,21 @@ static int usage_read(struct json_object *obj, struct usage *u)
     return 1;
 }
 
+static int usage_read(struct json_object *obj, struct usage *u)
+{
+    struct json_object *usage, *msg;
+    if (!json_object_object_get_ex(obj, "usage", &usage) &&
+        !(json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_object) &&
+          json_object_object_get_ex(msg, "usage", &usage)) &&
+        !(json_object_object_get_ex(obj, "response", &msg) && json_object_is_type(msg, json_type_object) &&
+          json_object_object_get_ex(msg, "usage", &usage)))
+        return 0;
+    return usage_read_object(usage, u);
+}
+
 static struct json_object *parse(const char *json, size_t len)
 {
-    struct json_tokener *tok = json_tokener_new();
-    struct json_object *obj = json_tokener_parse_ex(tok, json, (int)len);
-    if (json_tokener_get_error(tok) != json_tokener_success) {
-        json_object_put(obj);
-        obj = NULL;
-    }
-    json_tokener_free(tok);
-    return obj;
+    return json_parse(json, len, 0, NULL);
 }
 
 /* The last `"usage":{` of a body: a key, since quotes inside JSON strings are
@@ -116,20 +116,10 @@ int usage_from_body(const char *json, size_t len, struct usage *u)
     if (!obj_start)
         return 0;
     /* Parse only the usage object: a long body (embeddings) costs nothing more. */
-    struct json_tokener *tok = json_tokener_new();
-    struct json_object *usage = json_tokener_parse_ex(tok, obj_start, (int)(json + len - obj_start));
-    int ok = usage && json_object_get_type(usage) == json_type_object &&
-             json_tokener_get_error(tok) == json_tokener_success;
-    json_tokener_free(tok);
-    if (ok) {
-        struct json_object *wrap = json_object_new_object();
-        json_object_object_add(wrap, "usage", usage);
-        ok = usage_read(wrap, u);
-        json_object_put(wrap);
-        return ok;
-    }
+    struct json_object *usage = json_parse(obj_start, (size_t)(json + len - obj_start), 0, NULL);
+    int ok = usage && usage_read_object(usage, u);
     json_object_put(usage);
-    return 0;
+    return ok;
 }
 
 /* A delta counts as content when it has anything beyond role and empty content. */
