@@ -196,6 +196,7 @@ struct request {
     int clamped_max_tokens;       /* R-GUARD-1: max_tokens was above max_output and the policy clamps it */
     int key_qps_taken;            /* admit.c: the key's QPS window counted this request */
     int key_quota_sql;            /* admit.c: the key's calls were counted in SQLite (no shared slot) */
+    struct kstate_hold *kstate_hold; /* admit.c: what a Redis `state` admission took (NULL: none) */
 
     /* guard */
     struct json_object *json;     /* parsed body, owned until request_end */

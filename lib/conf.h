@@ -8,6 +8,7 @@
 struct conf {
     char database[512];          /* database: SQLite file */
     char state_file[512];        /* state_file: pool-wide shared state (mmap) */
+    char state[512];             /* state: "" = key limits in state_file; redis://... or redis+unix://... (lib/state_url.h) */
     char log_file[512];          /* log_file: diagnostics ("-" = stderr) */
     char log_level[8];           /* log_level: error, warn, info or debug (info); lib/log.h log_level_of */
     char access_log[512];        /* access_log: JSON lines, one per request ("" = off) */
