@@ -22,7 +22,7 @@ static const char *outcome_name(enum attempt_outcome o, long status)
 {
     static const char *names[] = {"answered", "connection failed", "response broken", "first-byte timeout",
                                   "idle timeout", "client gone", "response too large", "refused",
-                                  "shutting down"};
+                                  "shutting down", "parked"};
     if (o == ATTEMPT_DONE && status >= 500)
         return "server error";
     return (unsigned)o < sizeof names / sizeof names[0] ? names[o] : "failed";
@@ -97,6 +97,96 @@ static int drive_wait(struct request *r)
     return -1;
 }
 
+/* After an attempt: report it, and say whether another one follows (1) or
+ * the request's answer is settled (0). */
+static int attempt_done(struct request *r, struct attempt *a, const struct snap_replica *rep,
+                        const struct snap_endpoint *ep)
+{
+    struct retry_facts f = {
+        .outcome = a->outcome, .status = a->status, .sse = a->sse, .data_sent = r->data_sent,
+        .headers_sent = r->headers_sent, .replica_retries = r->candidate_retries, .is_auto = r->auto_plan != NULL,
+        .early_error = a->relay.abort == ABORT_FAILED_EARLY,
+    };
+    struct retry_decision d;
+    retry_decide(&f, &d);
+    const char *why = d.failed ? failure_reason(r, ep, a) : outcome_name(a->outcome, a->status);
+    if (d.report)
+        serving_report(r, rep, !d.failed, why);
+    if (a->obs) {
+        a->obs->outcome = outcome_name(a->outcome, a->status);
+        a->obs->next = d.failed ? "failed" : a->outcome == ATTEMPT_CLIENT_GONE ? "client_gone" : "success";
+    }
+    if (d.other_endpoint && route_skip_endpoint(r) == 0) {
+        log_info("request %s: endpoint %s (%s) cannot express it (%s); trying endpoint %s", r->request_id,
+                 ep->name, a->proto->name, errors_get(a->refusal.code)->code, r->ep->name);
+        forward_attempt_free(a);
+        return 1;
+    }
+    if (d.other_replica && route_next_replica(r) == 0) {
+        if (a->obs)
+            a->obs->next = "retry";
+        r->retries++;
+        r->candidate_retries++;
+        if (r->replica)
+            log_info("request %s: endpoint %s: retrying on replica %lld (%s) after a failure of replica %lld "
+                     "(%s): %s", r->request_id, ep->name, (long long)r->replica->id, r->replica->url,
+                     (long long)rep->id, rep->url, why);
+        else            /* every other replica is full: the retry waits in the queue */
+            log_info("request %s: endpoint %s: retrying after a failure of replica %lld (%s): %s; waiting for "
+                     "a free place on endpoint %s", r->request_id, ep->name, (long long)rep->id, rep->url, why,
+                     r->ep->name);
+        forward_attempt_free(a);
+        return 1;
+    }
+    if (d.next_model && route_next_model(r) == 0) {
+        if (a->obs)
+            a->obs->next = "failover";
+        r->retries++;
+        r->candidate_retries = 0;
+        log_info("request %s: model auto degrades to %s (level %d)", r->request_id, r->model, r->plan.pos);
+        forward_attempt_free(a);
+        return 1;
+    }
+    drive_finish(r, a, &d);
+    cache_answer_end(r, a->outcome == ATTEMPT_DONE && d.final == FINAL_DELIVER);
+    forward_attempt_free(a);
+    return 0;
+}
+
+/* The attempt loop. A parked attempt returns with r->parked_attempt set. */
+static void drive_attempts(struct request *r)
+{
+    for (;;) {
+        if (!r->replica && drive_wait(r) != 0)
+            return;
+        shadow_begin(r);                    /* R-SHD-1: once, when the first attempt is admitted */
+        const struct snap_replica *rep = r->replica;
+        const struct snap_endpoint *ep = r->ep;
+        struct attempt *a = arena_alloc(r->arena, sizeof *a);
+        forward_attempt(r, a);
+        if (a->outcome == ATTEMPT_PARKED) {
+            a->rep = rep;                   /* its place stays taken while the transfer runs */
+            a->ep = ep;
+            r->parked_attempt = a;
+            return;
+        }
+        gate_release(r->shm, &r->hold);     /* the place goes to the next waiter before any retry */
+        if (!attempt_done(r, a, rep, ep))
+            return;
+    }
+}
+
+int drive_resume(struct request *r)
+{
+    struct attempt *a = r->parked_attempt;
+    r->parked_attempt = NULL;
+    forward_resume(r, a);
+    gate_release(r->shm, &r->hold);
+    return !attempt_done(r, a, a->rep, a->ep);
+}
+
+void drive_continue(struct request *r) { drive_attempts(r); }
+
 void drive_run(struct request *r)
 {
     /* R-CACHE-1: before the first attempt, the route having chosen what
@@ -109,63 +199,5 @@ void drive_run(struct request *r)
         cache_replay(r);
         return;
     }
-    for (;;) {
-        struct attempt a;
-        if (!r->replica && drive_wait(r) != 0)
-            return;
-        shadow_begin(r);                    /* R-SHD-1: once, when the first attempt is admitted */
-        const struct snap_replica *rep = r->replica;
-        const struct snap_endpoint *ep = r->ep;
-        forward_attempt(r, &a);
-        gate_release(r->shm, &r->hold);     /* the place goes to the next waiter before any retry */
-        struct retry_facts f = {
-            .outcome = a.outcome, .status = a.status, .sse = a.sse, .data_sent = r->data_sent,
-            .headers_sent = r->headers_sent, .replica_retries = r->candidate_retries, .is_auto = r->auto_plan != NULL,
-            .early_error = a.relay.abort == ABORT_FAILED_EARLY,
-        };
-        struct retry_decision d;
-        retry_decide(&f, &d);
-        const char *why = d.failed ? failure_reason(r, ep, &a) : outcome_name(a.outcome, a.status);
-        if (d.report)
-            serving_report(r, rep, !d.failed, why);
-        if (a.obs) {
-            a.obs->outcome = outcome_name(a.outcome, a.status);
-            a.obs->next = d.failed ? "failed" : a.outcome == ATTEMPT_CLIENT_GONE ? "client_gone" : "success";
-        }
-        if (d.other_endpoint && route_skip_endpoint(r) == 0) {
-            log_info("request %s: endpoint %s (%s) cannot express it (%s); trying endpoint %s", r->request_id,
-                     ep->name, a.proto->name, errors_get(a.refusal.code)->code, r->ep->name);
-            forward_attempt_free(&a);
-            continue;
-        }
-        if (d.other_replica && route_next_replica(r) == 0) {
-            if (a.obs)
-                a.obs->next = "retry";
-            r->retries++;
-            r->candidate_retries++;
-            if (r->replica)
-                log_info("request %s: endpoint %s: retrying on replica %lld (%s) after a failure of replica %lld "
-                         "(%s): %s", r->request_id, ep->name, (long long)r->replica->id, r->replica->url,
-                         (long long)rep->id, rep->url, why);
-            else            /* every other replica is full: the retry waits in the queue */
-                log_info("request %s: endpoint %s: retrying after a failure of replica %lld (%s): %s; waiting for "
-                         "a free place on endpoint %s", r->request_id, ep->name, (long long)rep->id, rep->url, why,
-                         r->ep->name);
-            forward_attempt_free(&a);
-            continue;
-        }
-        if (d.next_model && route_next_model(r) == 0) {
-            if (a.obs)
-                a.obs->next = "failover";
-            r->retries++;
-            r->candidate_retries = 0;
-            log_info("request %s: model auto degrades to %s (level %d)", r->request_id, r->model, r->plan.pos);
-            forward_attempt_free(&a);
-            continue;
-        }
-        drive_finish(r, &a, &d);
-        cache_answer_end(r, a.outcome == ATTEMPT_DONE && d.final == FINAL_DELIVER);
-        forward_attempt_free(&a);
-        return;
-    }
+    drive_attempts(r);
 }

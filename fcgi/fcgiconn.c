@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <stdint.h>
@@ -31,6 +32,7 @@ void fcgi_conn_init(struct fcgi_conn *c)
     memset(c, 0, sizeof *c);
     c->fd = -1;
     c->rec_at = -1;
+    c->send_timeout_ms = -1;
     buf_init(&c->params, PARAMS_MAX);
     buf_init(&c->env, 0);
     buf_init(&c->mgmt, FCGI_MAX_CONTENT);
@@ -53,7 +55,7 @@ void fcgi_conn_free(struct fcgi_conn *c)
 
 /* ---- writing ---------------------------------------------------------- */
 
-static int send_iov(int fd, struct iovec *iov, int cnt)
+static int send_iov(int fd, struct iovec *iov, int cnt, int timeout_ms)
 {
     while (cnt > 0) {
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
@@ -63,7 +65,8 @@ static int send_iov(int fd, struct iovec *iov, int cnt)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 struct pollfd p = {.fd = fd, .events = POLLOUT};
-                poll(&p, 1, -1);
+                if (poll(&p, 1, timeout_ms) == 0)
+                    return -1;      /* the front server stopped reading */
                 continue;
             }
             return -1;
@@ -102,8 +105,20 @@ int fcgi_flush(struct fcgi_conn *c)
     rec_close(c);
     if (c->out.len == 0)
         return 0;
+    if (c->nonblock) {
+        ssize_t n = send(c->fd, c->out.data, c->out.len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            n = 0;
+        if (n < 0) {
+            c->dead = 1;
+            return -1;
+        }
+        memmove(c->out.data, c->out.data + n, c->out.len - (size_t)n);
+        c->out.len -= (size_t)n;
+        return 0;
+    }
     struct iovec iov = {.iov_base = c->out.data, .iov_len = c->out.len};
-    int rc = send_iov(c->fd, &iov, 1);
+    int rc = send_iov(c->fd, &iov, 1, c->send_timeout_ms);
     buf_reset(&c->out);     /* after: it writes the first byte */
     if (rc != 0) {
         c->dead = 1;
@@ -133,7 +148,7 @@ int fcgi_write(struct fcgi_conn *c, const char *data, size_t n)
 {
     if (c->dead || c->fd < 0)
         return -1;
-    if (n >= DIRECT_AT) {
+    if (n >= DIRECT_AT && !c->nonblock) {
         /* Large: what gathered, then the data from where it lies, one syscall
          * per 64 KiB record. */
         rec_close(c);
@@ -142,7 +157,7 @@ int fcgi_write(struct fcgi_conn *c, const char *data, size_t n)
             unsigned char h[FCGI_HEADER_LEN];
             fcgi_header_put(h, FCGI_STDOUT, c->id, k);
             struct iovec iov[3] = {{c->out.data, c->out.len}, {h, sizeof h}, {(char *)data, k}};
-            int rc = send_iov(c->fd, iov, 3);
+            int rc = send_iov(c->fd, iov, 3, c->send_timeout_ms);
             buf_reset(&c->out);
             if (rc != 0) {
                 c->dead = 1;
@@ -171,6 +186,18 @@ int fcgi_write(struct fcgi_conn *c, const char *data, size_t n)
     }
     return c->out.len >= FLUSH_AT ? fcgi_flush(c) : 0;
 }
+
+void fcgi_set_nonblocking(struct fcgi_conn *c, int on)
+{
+    int fl = fcntl(c->fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(c->fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+    c->nonblock = on;
+}
+
+void fcgi_set_send_timeout(struct fcgi_conn *c, int ms) { c->send_timeout_ms = ms; }
+
+size_t fcgi_pending(const struct fcgi_conn *c) { return c->out.len; }
 
 /* ---- reading ---------------------------------------------------------- */
 
@@ -518,6 +545,8 @@ int fcgi_accept(struct fcgi_conn *c, int listen_fd)
         c->id = 0;
         c->params_done = c->stdin_done = c->aborted = c->eof = c->dead = 0;
         c->nparams = 0;
+        c->nonblock = 0;
+        c->send_timeout_ms = -1;
         buf_reset(&c->params);
         buf_reset(&c->out);
         c->rec_at = -1;

@@ -30,6 +30,8 @@ struct fcgi_conn {
     int rstarted;
     struct buf out;             /* STDOUT records not yet written */
     long rec_at;                /* offset of the open STDOUT record's header in out, -1: none */
+    int nonblock;               /* writes never wait: what the socket takes now goes, the rest stays in out */
+    int send_timeout_ms;        /* a blocking write gives up after this (-1: never) */
 };
 
 void fcgi_conn_init(struct fcgi_conn *c);
@@ -51,6 +53,12 @@ long fcgi_read(struct fcgi_conn *c, char *buf, size_t n);
  * connection is lost. */
 int fcgi_write(struct fcgi_conn *c, const char *data, size_t n);
 int fcgi_flush(struct fcgi_conn *c);
+
+/* Non-blocking writes (a loop serving many connections: fcgi_pending says
+ * what waits for the socket), or blocking again with a bound on each wait. */
+void fcgi_set_nonblocking(struct fcgi_conn *c, int on);
+void fcgi_set_send_timeout(struct fcgi_conn *c, int ms);
+size_t fcgi_pending(const struct fcgi_conn *c);
 
 /* Without blocking: 1 when the front server closed the connection or aborted
  * the request (the client left), else 0. */

@@ -71,66 +71,84 @@ static void forward_setup(struct request *r, struct relay *x, const struct proto
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* Drives one transfer to its end from this thread's loop (curl multi), with
- * the phase timeouts of R-RT-7, keep-alives of R-SSE-2 and the client watch. */
-static enum attempt_outcome forward_transfer(struct request *r, struct relay *x, const struct proto_request *pr)
+static void transfer_begin(struct request *r, struct attempt *a)
 {
-    CURLM *m = r->w->multi;
-    forward_setup(r, x, pr);
-    curl_multi_add_handle(m, r->w->curl);
-    int64_t start = mono_ms();
-    int watch_fcgi = 1;
-    enum attempt_outcome out = ATTEMPT_DONE;
-    CURLcode result = CURLE_OK;
-    for (;;) {
-        int running = 0;
-        curl_multi_perform(m, &running);
-        if (x->abort != ABORT_NONE || !running)
-            break;
-        if (atomic_load(r->w->cut)) {
-            out = ATTEMPT_SHUTDOWN;
-            break;
-        }
-        int64_t now = mono_ms();
-        int64_t wait = 1000;
-        if (!x->upstream_bytes) {
-            int64_t left = start + r->ep->first_byte_timeout_ms - now;
-            if (left <= 0) { out = ATTEMPT_FIRST_BYTE; break; }
-            wait = min64(wait, left);
-        } else {
-            int64_t left = x->last_upstream_ms + r->ep->idle_timeout_ms - now;
-            if (left <= 0) { out = ATTEMPT_IDLE; break; }
-            wait = min64(wait, left);
-        }
-        /* R-SSE-2: comments only on a stream (or before the upstream said what
-         * it sends); a buffered answer (an upstream error) must keep its head. */
-        if (r->stream && x->mode != RELAY_BUFFER) {
-            int64_t left = x->last_client_ms + r->conf->keepalive_ms - now;
-            if (left <= 0) {
-                if (relay_keepalive(x) != 0) { out = ATTEMPT_CLIENT_GONE; break; }
-                left = r->conf->keepalive_ms;
-            }
-            wait = min64(wait, left);
-        }
-        struct curl_waitfd wfd = {.fd = r->w->fcgi.fd, .events = CURL_WAIT_POLLIN, .revents = 0};
-        curl_multi_poll(m, watch_fcgi ? &wfd : NULL, watch_fcgi ? 1 : 0, (int)(wait > 0 ? wait : 1), NULL);
-        if (watch_fcgi && wfd.revents) {
-            if (reply_client_closed(r)) {
-                r->client_gone = 1;
-                out = ATTEMPT_CLIENT_GONE;
-                break;
-            }
-            watch_fcgi = 0;     /* a record we do not expect; stop watching rather than spin */
-        }
+    forward_setup(r, &a->relay, &a->pr);
+    curl_multi_add_handle(r->w->multi, r->w->curl);
+    a->tr.start = mono_ms();
+    a->tr.watch_fcgi = 1;
+    a->tr.out = ATTEMPT_DONE;
+}
+
+int forward_transfer_step(struct request *r, struct attempt *a, int *wait_ms)
+{
+    struct relay *x = &a->relay;
+    int running = 0;
+    curl_multi_perform(r->w->multi, &running);
+    if (x->abort != ABORT_NONE || !running || a->tr.out != ATTEMPT_DONE)
+        return 0;
+    if (atomic_load(r->w->cut)) {
+        a->tr.out = ATTEMPT_SHUTDOWN;
+        return 0;
     }
+    int64_t now = mono_ms();
+    int64_t wait = 1000;
+    if (!x->upstream_bytes) {
+        int64_t left = a->tr.start + r->ep->first_byte_timeout_ms - now;
+        if (left <= 0) {
+            a->tr.out = ATTEMPT_FIRST_BYTE;
+            return 0;
+        }
+        wait = min64(wait, left);
+    } else {
+        int64_t left = x->last_upstream_ms + r->ep->idle_timeout_ms - now;
+        if (left <= 0) {
+            a->tr.out = ATTEMPT_IDLE;
+            return 0;
+        }
+        wait = min64(wait, left);
+    }
+    /* R-SSE-2: comments only on a stream (or before the upstream said what
+     * it sends); a buffered answer (an upstream error) must keep its head. */
+    if (r->stream && x->mode != RELAY_BUFFER) {
+        int64_t left = x->last_client_ms + r->conf->keepalive_ms - now;
+        if (left <= 0) {
+            if (relay_keepalive(x) != 0) {
+                a->tr.out = ATTEMPT_CLIENT_GONE;
+                return 0;
+            }
+            left = r->conf->keepalive_ms;
+        }
+        wait = min64(wait, left);
+    }
+    *wait_ms = (int)(wait > 0 ? wait : 1);
+    return 1;
+}
+
+int forward_client_check(struct request *r, struct attempt *a)
+{
+    if (reply_client_closed(r)) {
+        r->client_gone = 1;
+        a->tr.out = ATTEMPT_CLIENT_GONE;
+        return 1;
+    }
+    a->tr.watch_fcgi = 0;     /* a record we do not expect; stop watching rather than spin */
+    return 0;
+}
+
+static enum attempt_outcome transfer_end(struct request *r, struct attempt *a)
+{
+    struct relay *x = &a->relay;
+    CURLM *m = r->w->multi;
+    CURLcode result = CURLE_OK;
     int msgs;
     CURLMsg *msg;
     while ((msg = curl_multi_info_read(m, &msgs)))
         if (msg->msg == CURLMSG_DONE)
             result = msg->data.result;
     curl_multi_remove_handle(m, r->w->curl);   /* aborts the transfer if still running */
-    if (out != ATTEMPT_DONE)
-        return out;
+    if (a->tr.out != ATTEMPT_DONE)
+        return a->tr.out;
     if (x->abort == ABORT_CLIENT_GONE || r->client_gone)
         return ATTEMPT_CLIENT_GONE;
     if (x->abort == ABORT_TOO_LARGE)
@@ -144,6 +162,29 @@ static enum attempt_outcome forward_transfer(struct request *r, struct relay *x,
     if (result == CURLE_OPERATION_TIMEDOUT && !x->upstream_bytes)
         return ATTEMPT_CONNECT;
     return x->upstream_bytes && x->status ? ATTEMPT_BROKEN : ATTEMPT_CONNECT;
+}
+
+/* Drives one transfer from this thread's loop (curl multi), with the phase
+ * timeouts of R-RT-7, keep-alives of R-SSE-2 and the client watch; to its end,
+ * or until it may go on without this thread (ATTEMPT_PARKED). */
+static enum attempt_outcome forward_transfer(struct request *r, struct attempt *a)
+{
+    transfer_begin(r, a);
+    int wait;
+    while (forward_transfer_step(r, a, &wait)) {
+        /* A stream, once asked of the upstream, needs nothing of this thread
+         * while it runs (minutes, mostly waiting): its turns go to the stream
+         * loop, the thread to the next request. A retry it needs later gets
+         * a thread again (drive_continue). */
+        if (r->may_park && r->stream && r->w->fcgi.stdin_done)
+            return ATTEMPT_PARKED;
+        int watch = a->tr.watch_fcgi;
+        struct curl_waitfd wfd = {.fd = r->w->fcgi.fd, .events = CURL_WAIT_POLLIN, .revents = 0};
+        curl_multi_poll(r->w->multi, watch ? &wfd : NULL, watch ? 1 : 0, wait, NULL);
+        if (watch && wfd.revents && forward_client_check(r, a))
+            break;
+    }
+    return transfer_end(r, a);
 }
 
 /* R-OBS-3: the upstream continues the request's trace under a span of this
@@ -160,19 +201,50 @@ static struct curl_slist *trace_headers(struct request *r, struct curl_slist *h,
     return h;
 }
 
+/* What follows the transfer: its timings, the status as the caller sees it. */
+static void attempt_end(struct request *r, struct attempt *a)
+{
+    shm_active_add(r->shm, r->replica->slot, -1);
+    int64_t t1 = mono_us();
+    r->obs.upstream_us += t1 - a->tr.t0;
+    r->obs.attempt_start_us = 0;
+    struct obs_attempt *oa = a->tr.oa;
+    if (oa) {
+        curl_off_t connect = 0, first = 0;
+        curl_easy_getinfo(r->w->curl, CURLINFO_CONNECT_TIME_T, &connect);
+        curl_easy_getinfo(r->w->curl, CURLINFO_STARTTRANSFER_TIME_T, &first);
+        oa->end_us = t1;
+        oa->connect_us = (int64_t)connect;
+        oa->first_byte_us = a->relay.upstream_bytes ? (int64_t)first : 0;
+        oa->status = a->relay.status;
+        a->obs = oa;
+    }
+    curl_slist_free_all(a->pr.headers);
+    a->pr.headers = NULL;
+    a->status = a->proto->status ? a->proto->status(a->relay.status) : a->relay.status;
+    a->sse = a->relay.mode == RELAY_SSE;
+}
+
+void forward_resume(struct request *r, struct attempt *a)
+{
+    a->outcome = transfer_end(r, a);
+    attempt_end(r, a);
+}
+
 void forward_attempt(struct request *r, struct attempt *a)
 {
     memset(a, 0, sizeof *a);
     a->proto = forward_adapter(r);
     relay_init(&a->relay, r);
-    struct proto_request pr = {0};
-    if (a->proto->build(r, &pr, &a->refusal) != 0) {
-        curl_slist_free_all(pr.headers);
+    struct proto_request *pr = &a->pr;
+    if (a->proto->build(r, pr, &a->refusal) != 0) {
+        curl_slist_free_all(pr->headers);
+        pr->headers = NULL;
         a->outcome = ATTEMPT_REFUSED;
         return;
     }
     char span_id[17];
-    pr.headers = trace_headers(r, pr.headers, span_id);
+    pr->headers = trace_headers(r, pr->headers, span_id);
     a->relay.proto = a->proto;
     a->relay.proto_state = a->proto->stream_new ? a->proto->stream_new(r) : NULL;
     struct obs_attempt *oa = r->obs.n_attempts < OBS_MAX_ATTEMPTS ? &r->obs.attempts[r->obs.n_attempts++] : NULL;
@@ -185,25 +257,12 @@ void forward_attempt(struct request *r, struct attempt *a)
         memcpy(oa->span_id, span_id, sizeof oa->span_id);
     }
     r->obs.attempt_start_us = t0;
+    a->tr.t0 = t0;
+    a->tr.oa = oa;
     shm_active_add(r->shm, r->replica->slot, 1);
-    a->outcome = forward_transfer(r, &a->relay, &pr);
-    shm_active_add(r->shm, r->replica->slot, -1);
-    int64_t t1 = mono_us();
-    r->obs.upstream_us += t1 - t0;
-    r->obs.attempt_start_us = 0;
-    if (oa) {
-        curl_off_t connect = 0, first = 0;
-        curl_easy_getinfo(r->w->curl, CURLINFO_CONNECT_TIME_T, &connect);
-        curl_easy_getinfo(r->w->curl, CURLINFO_STARTTRANSFER_TIME_T, &first);
-        oa->end_us = t1;
-        oa->connect_us = (int64_t)connect;
-        oa->first_byte_us = a->relay.upstream_bytes ? (int64_t)first : 0;
-        oa->status = a->relay.status;
-        a->obs = oa;
-    }
-    curl_slist_free_all(pr.headers);
-    a->status = a->proto->status ? a->proto->status(a->relay.status) : a->relay.status;
-    a->sse = a->relay.mode == RELAY_SSE;
+    a->outcome = forward_transfer(r, a);
+    if (a->outcome != ATTEMPT_PARKED)
+        attempt_end(r, a);
 }
 
 void forward_deliver(struct request *r, struct attempt *a)

@@ -22,6 +22,7 @@
 #include "metrics_render.h"
 #include "models.h"
 #include "observe.h"
+#include "park.h"
 #include "reply.h"
 #include "request.h"
 #include "route.h"
@@ -224,51 +225,64 @@ static void dispatch(struct request *r)
     row->serve(r);
 }
 
-static void handle(struct worker *w)
+/* The request's end: limits given back, usage, logs, memory. On its thread,
+ * or on the stream loop after a park. */
+static void handle_end(struct worker *w)
 {
-    struct request r;
-    memset(&r, 0, sizeof r);
-    r.w = w;
-    r.arena = &w->arena;
-    r.conf = &conf;
-    r.shm = &shm;
-    r.start_ms = now_ms();
-    r.start_mono = mono_ms();
-    r.caller.endpoint = -1;
-    r.plan.pinned = -1;
-    r.wait_ep = -1;
-    r.wait_only_rep = -1;
-    r.obs.start_us = mono_us();
-    r.obs.guard_us = -1;
-    r.snap = snapshot_acquire();
-    int read_ok = request_read(&r) == 0;
-    r.route_pattern = route_pattern_of(r.path);
-    observe_begin(&r);
-    if (read_ok) {
-        if (atomic_load(&stopping))
-            reply_error(&r, ERR_SHUTTING_DOWN, NULL, NULL);
-        else
-            dispatch(&r);
-    } else {
-        auth_identify(&r);      /* a 413 is recorded for its key (R-USE-4) */
-    }
-    gate_release(&shm, &r.hold);    /* a place taken for a request that never forwarded (a local count) */
-    admit_finish(&r);
-    auto_finish(&r);
-    semvec_end(&r);
-    if (r.kind != REQ_MODELS && !r.replayed)
-        account_record(&r);
-    shadow_end(&r);                 /* R-SHD-1: the client's answer, for its mirror's comparison */
-    cache_end(&r);
-    if (r.kind != REQ_METRICS)
-        observe_end(&r);
-    json_object_put(r.json);
-    snapshot_release(r.snap);
+    struct request *r = w->req;
+    gate_release(&shm, &r->hold);   /* a place taken for a request that never forwarded (a local count) */
+    admit_finish(r);
+    auto_finish(r);
+    semvec_end(r);
+    if (r->kind != REQ_MODELS && !r->replayed)
+        account_record(r);
+    shadow_end(r);                  /* R-SHD-1: the client's answer, for its mirror's comparison */
+    cache_end(r);
+    if (r->kind != REQ_METRICS)
+        observe_end(r);
+    json_object_put(r->json);
+    snapshot_release(r->snap);
     arena_clear(&w->arena);
     if (w->resp.cap > (1u << 20))
         buf_free(&w->resp);    /* do not keep a huge buffer per idle thread */
     if (w->out.cap > (1u << 20))
         buf_free(&w->out);
+}
+
+/* 1 when the request parked: its worker went to the stream loop. */
+static int handle(struct worker *w)
+{
+    struct request *r = w->req;
+    memset(r, 0, sizeof *r);
+    r->w = w;
+    r->arena = &w->arena;
+    r->conf = &conf;
+    r->shm = &shm;
+    r->start_ms = now_ms();
+    r->start_mono = mono_ms();
+    r->caller.endpoint = -1;
+    r->plan.pinned = -1;
+    r->wait_ep = -1;
+    r->wait_only_rep = -1;
+    r->obs.start_us = mono_us();
+    r->obs.guard_us = -1;
+    r->may_park = park_running();
+    r->snap = snapshot_acquire();
+    int read_ok = request_read(r) == 0;
+    r->route_pattern = route_pattern_of(r->path);
+    observe_begin(r);
+    if (read_ok) {
+        if (atomic_load(&stopping))
+            reply_error(r, ERR_SHUTTING_DOWN, NULL, NULL);
+        else
+            dispatch(r);
+    } else {
+        auth_identify(r);       /* a 413 is recorded for its key (R-USE-4) */
+    }
+    if (r->parked_attempt)
+        return 1;
+    handle_end(w);
+    return 0;
 }
 
 /* ---- the worker pool ----
@@ -287,6 +301,12 @@ static pthread_attr_t worker_attr;
 
 static void *worker_main(void *arg);
 
+/* Workers a parked stream gave back, for the next thread that parks one. */
+enum { SPARE_WORKERS_MAX = 64 };
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct worker *spare_workers;
+static int spare_count;
+
 static struct worker *worker_new(int index)
 {
     struct worker *w = xcalloc(1, sizeof *w);
@@ -294,6 +314,7 @@ static struct worker *worker_new(int index)
     w->cut = &cut;
     arena_init(&w->arena);
     fcgi_conn_init(&w->fcgi);
+    w->req = xcalloc(1, sizeof *w->req);
     buf_init(&w->resp, 0);
     buf_init(&w->out, 0);
     w->curl = curl_easy_init();
@@ -323,7 +344,80 @@ static void worker_free(struct worker *w)
     buf_free(&w->out);
     fcgi_conn_free(&w->fcgi);
     arena_free(&w->arena);
+    free(w->req);
     free(w);
+}
+
+/* A worker for a thread whose own went to the stream loop. */
+static struct worker *worker_spare(int index)
+{
+    pthread_mutex_lock(&spare_lock);
+    struct worker *w = spare_workers;
+    if (w) {
+        spare_workers = w->next_free;
+        spare_count--;
+    }
+    pthread_mutex_unlock(&spare_lock);
+    if (w) {
+        w->index = index;
+        return w;
+    }
+    return worker_new(index);
+}
+
+/* A parked request's end, as its thread would have ended it. */
+static void finish_parked(struct worker *w)
+{
+    handle_end(w);
+    fcgi_finish(&w->fcgi);
+    atomic_fetch_sub(&inflight, 1);
+    pthread_mutex_lock(&spare_lock);
+    int keep = spare_count < SPARE_WORKERS_MAX;
+    if (keep) {
+        w->next_free = spare_workers;
+        spare_workers = w;
+        spare_count++;
+    }
+    pthread_mutex_unlock(&spare_lock);
+    if (!keep)
+        worker_free(w);
+}
+
+static void resume_parked(struct worker *w);
+
+/* A retry after a parked attempt failed before any data went out: the next
+ * attempt waits and connects on a thread, never on the stream loop. */
+static void *continue_parked(void *arg)
+{
+    struct worker *w = arg;
+    drive_continue(w->req);
+    if (w->req->parked_attempt)
+        park_hand(w, resume_parked);
+    else
+        finish_parked(w);
+    spans_thread_end();
+    content_rules_thread_end();
+    json_parse_thread_end();
+    return NULL;
+}
+
+/* Called by the stream loop when a parked transfer ended. */
+static void resume_parked(struct worker *w)
+{
+    if (drive_resume(w->req)) {
+        finish_parked(w);
+        return;
+    }
+    pthread_t t;
+    if (pthread_create(&t, &worker_attr, continue_parked, w) == 0) {
+        pthread_detach(t);
+        return;
+    }
+    log_warn("request %s: no thread for its retry (%s): it runs on the stream loop", w->req->request_id,
+             strerror(errno));
+    w->req->may_park = 0;
+    drive_continue(w->req);
+    finish_parked(w);
 }
 
 /* Starts one more worker unless the pool is at its ceiling. 0 started. */
@@ -354,8 +448,12 @@ static int pool_grow(void)
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    int extra = w->index >= conf.pool_threads;
+    int index = w->index, extra = index >= conf.pool_threads;
     while (!atomic_load(&stopping)) {
+        if (!w && !(w = worker_spare(index))) {
+            log_error("no memory for a worker: this thread ends");
+            break;
+        }
         atomic_fetch_add(&threads_idle, 1);
         int rc = fcgi_accept(&w->fcgi, FCGI_LISTENSOCK_FILENO);
         int idle = atomic_fetch_sub(&threads_idle, 1) - 1;
@@ -370,18 +468,25 @@ static void *worker_main(void *arg)
         if (idle < POOL_SPARE)
             pool_grow();
         atomic_fetch_add(&inflight, 1);
-        handle(w);
-        fcgi_finish(&w->fcgi);
-        atomic_fetch_sub(&inflight, 1);
+        if (handle(w)) {
+            /* The stream loop has the worker now, and ends the request; this
+             * thread takes another worker for its next one, if it stays. */
+            park_hand(w, resume_parked);
+            w = NULL;
+        } else {
+            fcgi_finish(&w->fcgi);
+            atomic_fetch_sub(&inflight, 1);
+        }
         if (extra && atomic_load(&threads_idle) >= conf.pool_threads)
             break;
     }
-    if (!extra || atomic_load(&stopping))
+    if (atomic_load(&stopping))
         return NULL;       /* the process is ending: its memory goes with it */
     spans_thread_end();
     content_rules_thread_end();
     json_parse_thread_end();
-    worker_free(w);
+    if (w)
+        worker_free(w);
     atomic_fetch_sub(&threads_total, 1);
     return NULL;
 }
@@ -432,6 +537,10 @@ static void raise_fd_limit(int threads)
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
         return;
     rlim_t want = (rlim_t)threads * 4 + 256;
+    /* Parked streams hold no thread but four descriptors each (client, upstream,
+     * curl's wake-up pair): as many as the front server sends, not the threads. */
+    if (conf.pool_park_streams && want < 65536)
+        want = 65536;
     if (rl.rlim_cur < want) {
         rl.rlim_cur = rl.rlim_max < want ? rl.rlim_max : want;
         setrlimit(RLIMIT_NOFILE, &rl);
@@ -444,9 +553,11 @@ static void start_pool(void)
     pthread_attr_init(&worker_attr);
     pthread_attr_setstacksize(&worker_attr, 256 * 1024);
     pthread_attr_setdetachstate(&worker_attr, PTHREAD_CREATE_DETACHED);
-    for (int i = 0; i < conf.pool_threads; i++)
-        if (pool_grow() != 0) {
-            log_error("cannot start worker thread %d: %s", i, strerror(errno));
+    /* Counted, not looped: the first threads may grow the pool themselves
+     * (a request at once) up to a pool.max_threads equal to pool.threads. */
+    while (atomic_load(&threads_total) < conf.pool_threads)
+        if (pool_grow() != 0 && atomic_load(&threads_total) < conf.pool_threads) {
+            log_error("cannot start worker thread %d: %s", atomic_load(&threads_total), strerror(errno));
             exit(1);
         }
 }
@@ -575,6 +686,7 @@ int main(int argc, char **argv)
     }
     signal(SIGPIPE, SIG_IGN);
 
+    park_start(&conf);             /* streams under way leave their threads (pool.park_streams) */
     start_pool();
     pthread_t cfg_thread;
     pthread_create(&cfg_thread, NULL, config_main, cfg_db);

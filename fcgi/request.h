@@ -123,10 +123,16 @@ struct worker {
     uint64_t rng;                 /* xorshift state for weighted choices */
     const atomic_int *cut;        /* set by main when the shutdown grace ran out (R-DEP-6) */
     int index;
+    struct request *req;          /* the request it serves: with the worker, it may move to the stream loop */
+    struct worker *next_free;     /* on main's list of spare workers */
 };
+
+struct attempt;
 
 struct request {
     struct worker *w;
+    int may_park;                 /* a stream under way may leave this thread (the stream loop runs) */
+    struct attempt *parked_attempt;  /* it did: the loop goes on with it, then drive_resume */
     struct arena *arena;
     const struct conf *conf;
     struct shm *shm;
@@ -190,6 +196,7 @@ struct request {
     int clamped_max_tokens;       /* R-GUARD-1: max_tokens was above max_output and the policy clamps it */
     int key_qps_taken;            /* admit.c: the key's QPS window counted this request */
     int key_quota_sql;            /* admit.c: the key's calls were counted in SQLite (no shared slot) */
+    struct kstate_hold *kstate_hold; /* admit.c: what a Redis `state` admission took (NULL: none) */
 
     /* guard */
     struct json_object *json;     /* parsed body, owned until request_end */

@@ -73,6 +73,7 @@ void retry_decide(const struct retry_facts *f, struct retry_decision *d)
         d->code = ERR_SHUTTING_DOWN;
         d->message = "the gateway is shutting down";
         break;
+    case ATTEMPT_PARKED:                     /* not an end: forward_resume gives the real one */
     case ATTEMPT_CLIENT_GONE:
     case ATTEMPT_CONNECT:
         d->final = FINAL_CLIENT_GONE;

@@ -16,6 +16,7 @@ enum attempt_outcome {
     ATTEMPT_TOO_LARGE,
     ATTEMPT_REFUSED,        /* the adapter cannot express the request (R-ANT-2/3) */
     ATTEMPT_SHUTDOWN,       /* the responder's shutdown grace ran out (R-DEP-6) */
+    ATTEMPT_PARKED,         /* a stream under way left its thread; forward_resume ends it */
 };
 
 /* What one attempt left behind (from forward's outcome and the request). */

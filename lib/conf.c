@@ -1,6 +1,8 @@
 /* conf.c: load sluice.conf with libconfig over built-in defaults. */
 #include "conf.h"
 
+#include "state_url.h"
+
 #include <libconfig.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +23,7 @@ void conf_defaults(struct conf *c)
     c->pool_processes = 2;
     c->pool_threads = 32;
     c->pool_max_threads = 1024;
+    c->pool_park_streams = 1;
     c->max_body_bytes = 8 << 20;
     c->max_response_bytes = 64 << 20;
     c->max_sse_event_bytes = 4 << 20;
@@ -121,6 +124,7 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 static const struct conf_opt conf_opts[] = {
     OPT_PATH("database", database, RESTART),
     OPT_PATH("state_file", state_file, RESTART),
+    OPT_STR("state", state, RESTART),
     OPT_PATH("log_file", log_file, LOG),
     OPT_ENUM("log_level", log_levels, log_level, LIVE),
     OPT_PATH("access_log", access_log, LOG),
@@ -135,6 +139,7 @@ static const struct conf_opt conf_opts[] = {
     OPT_INT("pool.processes", 1, 64, pool_processes, RESTART),
     OPT_INT("pool.threads", 1, 4096, pool_threads, RESTART),
     OPT_INT("pool.max_threads", 1, 16384, pool_max_threads, RESTART),
+    OPT_BOOL("pool.park_streams", pool_park_streams, RESTART),
     OPT_INT("limits.max_body_bytes", 1024, 1LL << 32, max_body_bytes, LIVE),
     OPT_INT("limits.max_response_bytes", 1024, 1LL << 34, max_response_bytes, LIVE),
     OPT_INT("limits.max_sse_event_bytes", 1024, 1LL << 30, max_sse_event_bytes, LIVE),
@@ -444,6 +449,13 @@ static int conf_read(struct conf *c, const char *path, const char *text)
     struct conf work = *c;
     rd.c = &work;
     conf_walk(&rd, config_root_setting(&cf), "");
+    if (work.state[0]) {
+        /* Refused here, with the file's name, rather than at the first request. */
+        struct state_url u;
+        char why[160];
+        if (state_url_parse(work.state, &u, why, sizeof why) != 0)
+            conf_error(&rd, config_lookup(&cf, "state"), "%s", why);
+    }
     /* A default path too (the database, the state file) lies beside the file, so
      * every program given the same file finds the same ones. */
     for (size_t i = 0; !text && rd.errors == 0 && i < CONF_NOPTS; i++) {
@@ -478,7 +490,13 @@ int conf_load_string(struct conf *c, const char *text, const char *name)
 static void conf_value_text(const struct conf_opt *o, const struct conf *c, char *out, size_t cap)
 {
     const char *p = (const char *)c + o->off;
-    if (o->type == T_STR || o->type == T_PATH || o->type == T_ENUM)
+    struct state_url u;
+    char safe[300];
+    if (o->off == offsetof(struct conf, state) && *p && state_url_parse(p, &u, NULL, 0) == 0) {
+        /* The SIGHUP line is logged: never with the password of the Redis URL. */
+        state_url_describe(&u, safe, sizeof safe);
+        snprintf(out, cap, "\"%s\"", safe);
+    } else if (o->type == T_STR || o->type == T_PATH || o->type == T_ENUM)
         snprintf(out, cap, "\"%s\"", p);
     else if (o->type == T_BOOL)
         snprintf(out, cap, "%s", *(const int *)(const void *)p ? "true" : "false");

@@ -8,6 +8,7 @@
 struct conf {
     char database[512];          /* database: SQLite file */
     char state_file[512];        /* state_file: pool-wide shared state (mmap) */
+    char state[512];             /* state: "" = key limits in state_file; redis://... or redis+unix://... (lib/state_url.h) */
     char log_file[512];          /* log_file: diagnostics ("-" = stderr) */
     char log_level[8];           /* log_level: error, warn, info or debug (info); lib/log.h log_level_of */
     char access_log[512];        /* access_log: JSON lines, one per request ("" = off) */
@@ -22,6 +23,7 @@ struct conf {
     char billing_tz[64];         /* billing_tz: time zone of usage days (SLUICE_BILLING_TZ wins) */
     int pool_processes;          /* pool.processes: responder processes the front server starts */
     int pool_threads;            /* pool.threads: worker threads a responder starts with and keeps (32) */
+    int pool_park_streams;       /* pool.park_streams: a stream under way leaves its thread for the responder's stream loop (true) */
     int pool_max_threads;        /* pool.max_threads: the most it grows to while all are busy (1024) */
     int64_t max_body_bytes;      /* limits.max_body_bytes: request body limit -> 413 (8 MiB) */
     int64_t max_response_bytes;  /* limits.max_response_bytes: buffered upstream body cap (64 MiB) */

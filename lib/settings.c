@@ -12,6 +12,7 @@
 
 static const char *const auto_strategies[] = {"balanced", "cost", "latency", "semantic", NULL};
 static const char *const response_models[] = {"client", "upstream", NULL};
+static const char *const fail_policies[] = {"fail_open", "fail_closed", NULL};
 
 #define SETTING_BOOL(name, def, meaning) {name, SETTINGS_BOOL, NULL, 0, 1, 0, def, meaning}
 #define SETTING_ENUM(name, values, def, meaning) {name, SETTINGS_ENUM, values, 0, 0, 0, def, meaning}
@@ -69,6 +70,12 @@ const struct settings_def settings_defs[] = {
                  "R-SEM-2: weight of the BM25 score in the semantic strategy's hybrid score"),
     SETTING_NUMBER("semantic_weight_embedding", 0, 1, 3, "0.6",
                  "R-SEM-2: weight of the embeddings' cosine similarity in the hybrid score"),
+    SETTING_ENUM("state_fail_policy", fail_policies, "fail_open",
+                 "R-KEY-2 (issue 19): with a Redis `state`, a request of a key with limits while Redis does not answer is admitted without them (`fail_open`) or refused with 503 `state_unavailable` (`fail_closed`)"),
+    SETTING_INT("state_lease_seconds", 1, 3600, "10",
+                "R-KEY-3 (issue 19): with a Redis `state`, a concurrency slot of a host that stops renewing it (died) frees after this long"),
+    SETTING_INT("state_timeout_ms", 10, 10000, "200",
+                "R-KEY-2 (issue 19): the longest one call to a Redis `state` may take before the fail policy applies"),
     SETTING_TEXT("usage_currency", 16, "USD",
                  "R-ADM-3: the currency name usage reports give next to their cost (prices are per model policy)"),
     SETTING_INT("usage_retention_days", 1, 36500, "90",

@@ -502,6 +502,12 @@ static void setting_apply(struct snapshot *s, const struct settings_def *d,
         s->sem_w_bm25 = v->num;
     } else if (strcmp(k, "semantic_weight_embedding") == 0) {
         s->sem_w_embedding = v->num;
+    } else if (strcmp(k, "state_fail_policy") == 0) {
+        s->state_fail_closed = strcmp(v->text, "fail_closed") == 0;
+    } else if (strcmp(k, "state_lease_seconds") == 0) {
+        s->state_lease_ms = (int)v->i * 1000;
+    } else if (strcmp(k, "state_timeout_ms") == 0) {
+        s->state_timeout_ms = (int)v->i;
     } else if (strcmp(k, "gpu_temperature_threshold") == 0) {
         /* R-LB-6: degrees Celsius with one decimal, kept in tenths. */
         s->gpu_temp_threshold_deci = (int)(v->num * 10 + (v->num < 0 ? -0.5 : 0.5));

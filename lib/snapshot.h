@@ -186,6 +186,9 @@ struct snapshot {
     const char *sem_embed_model;                       /* settings.semantic_embedding_model ("" = BM25 only) */
     double sem_threshold;                              /* settings.semantic_threshold (0.1) */
     double sem_w_bm25, sem_w_embedding;                /* settings.semantic_weight_* (0.4 / 0.6) */
+    int state_fail_closed;                             /* settings.state_fail_policy == fail_closed */
+    int state_lease_ms;                                /* settings.state_lease_seconds x 1000 (10000) */
+    int state_timeout_ms;                              /* settings.state_timeout_ms (200) */
     struct arena mem;                                   /* every string above */
 };
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """t0148-pool-grow: a responder grows its thread pool while every thread is busy, up to
 pool.max_threads, and gives the grown threads back once pool.threads others are free
-(issue: no stream waits in the listen backlog for a free thread)."""
+(issue: no stream waits in the listen backlog for a free thread). With pool.park_streams off:
+a stream then holds its thread to its end, as any long request does (t0149: the stream loop)."""
 import os
 import sys
 import threading
@@ -22,7 +23,7 @@ def setup():
     c = Ctx()
     c.fake = Fake("grow")
     c.gw = Gateway("t0148", procs=1, threads=BASE, peak_threads=CEILING + 16,
-                   conf={"pool": "processes = 1; threads = %d; max_threads = %d;" % (BASE, CEILING)})
+                   conf={"pool": "processes = 1; threads = %d; max_threads = %d; park_streams = false;" % (BASE, CEILING)})
     c.key = setup_tenant(c.gw, "acme", "alice")
     add_endpoint(c.gw, "ep", "acme", [c.fake])
     c.gw.ctl("route", "add", "m", "ep", "--tenant", "acme")

@@ -80,6 +80,39 @@ static void test_sample(const char *srcdir)
     CHECK_STR(c.database, "/var/lib/sluice/sluice.db", "sample database");
 }
 
+/* conf_reload's report of a changed `state`: what main() logs on SIGHUP. */
+static char state_was[600], state_now[600];
+static int on_change(void *arg, const char *name, const char *was, const char *now, enum conf_change how,
+                     const void *value)
+{
+    if (strcmp(name, "state") == 0) {
+        snprintf(state_was, sizeof state_was, "%s", was);
+        snprintf(state_now, sizeof state_now, "%s", now);
+    }
+    return 0;
+}
+
+static void test_state_reload_hides_password(void)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/hup.conf", dir);
+    FILE *f = fopen(path, "w");
+    fputs("state = \"redis://:first-secret@r1:6379/0\";\n", f);
+    fclose(f);
+    struct conf live, file;
+    conf_defaults(&live);
+    CHECK_INT(conf_load(&live, path), 0, "hup.conf loads");
+    file = live;
+    f = fopen(path, "w");
+    fputs("state = \"redis://:second-secret@r2:6380/1\";\n", f);
+    fclose(f);
+    CHECK_INT(conf_reload(&live, &file, path, on_change, NULL), 0, "reload");
+    CHECK(strcmp(state_was, "\"redis://r1:6379/0\"") == 0, "old state described as %s", state_was);
+    CHECK(strcmp(state_now, "\"redis://r2:6380/1\"") == 0, "new state described as %s", state_now);
+    CHECK(!strstr(state_was, "secret") && !strstr(state_now, "secret"), "a password in %s / %s", state_was, state_now);
+    CHECK(strstr(live.state, "first-secret") != NULL, "state needs a restart: the old value holds");
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -88,6 +121,7 @@ int main(void)
     }
     const char *src = getenv("SLUICE_SRCDIR");
     test_sample(src && *src ? src : ".");
+    test_state_reload_hides_password();
 
     struct conf c, def;
     conf_defaults(&def);
@@ -109,6 +143,12 @@ int main(void)
     CHECK_INT(c.metrics_tenant_labels, 0, "metrics.tenant_labels");
     CHECK_INT((int)c.max_body_bytes, 4096, "limits.max_body_bytes (int64)");
     CHECK(errors[0] == '\0', "a good file said: %s", errors);
+
+    /* issue 19: state names a Redis (kept as written: a URL, not a path), or is empty */
+    CHECK_INT(load(&c, "redis.conf", "state = \"redis+unix:///run/redis.sock?db=2\";\n"), 0, "a Redis state");
+    CHECK_STR(c.state, "redis+unix:///run/redis.sock?db=2", "state kept as written");
+    CHECK_INT(load(&c, "nostate.conf", "state = \"\";\n"), 0, "an empty state");
+    CHECK_STR(c.state, "", "empty: the state file");
 
     /* a default path (no database, no state_file in the file) lies beside the file too,
      * whatever the working directory */
@@ -137,6 +177,8 @@ int main(void)
         {"databse = \"x.db\";\n", "unknown option databse (did you mean database?)"},
         {"log_level = \"verbose\";\n", "log_level must be one of \"error\", \"warn\", \"info\", \"debug\""},
         {"log_level = 3;\n", "log_level must be one of"},
+        {"\nstate = \"http://r:6379\";\n", "bad.conf:2: state: must start with redis:// or redis+unix://"},
+        {"state = \"redis://r:99999/0\";\n", "bad.conf:1: state: the port must be a number from 1 to 65535"},
         {"pool: { threads = 8 \n", "bad.conf:"},                                   /* a syntax error */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

@@ -132,6 +132,9 @@ static const struct {
     {"semantic_threshold", "0.1"},
     {"semantic_weight_bm25", "0.4"},
     {"semantic_weight_embedding", "0.6"},
+    {"state_fail_policy", "fail_open"},
+    {"state_lease_seconds", "10"},
+    {"state_timeout_ms", "200"},
     {"usage_currency", "USD"},
     {"usage_retention_days", "90"},
 };
@@ -259,7 +262,8 @@ static void test_messages(void)
               " gpu_temperature_threshold, internal_fields, recovery_hint_failures, response_model,"
               " semantic_cache_audit_percent, semantic_cache_embedding_model, semantic_cache_threshold,"
               " semantic_default_model, semantic_embedding_model, semantic_threshold, semantic_weight_bm25,"
-              " semantic_weight_embedding, usage_currency, usage_retention_days", "names");
+              " semantic_weight_embedding, state_fail_policy, state_lease_seconds, state_timeout_ms, usage_currency,"
+          " usage_retention_days", "names");
     char small[8];
     settings_names(small, sizeof small);
     CHECK(strlen(small) == 7, "names truncated: %s", small);

@@ -1,0 +1,253 @@
+/* park.c: the responder's stream loop (see park.h). One thread, one epoll set:
+ * each parked stream has its upstream socket in it (a turn when the upstream
+ * sent something) and its FastCGI socket (the client watch, and room to write
+ * when the client reads slowly). Writes to the front server never wait here:
+ * what the socket does not take stays in the connection's buffer, and a
+ * stream whose buffer passes PENDING_MAX stops reading its upstream until the
+ * client catches up, so one slow reader holds up only its own stream. */
+#include "park.h"
+
+#include "arena.h"
+#include "forward.h"
+#include "log.h"
+#include "util.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+enum {
+    PENDING_MAX = 65536,            /* bytes waiting for a slow client before its upstream is paused */
+    FINAL_SEND_TIMEOUT_MS = 5000,   /* the last writes of a parked stream block at most this long each */
+    EVENTS = 256,
+    NO_SOCKET_TURN_MS = 20,         /* a transfer whose socket curl did not tell is turned this often */
+};
+
+struct parked {
+    struct worker *w;
+    void (*resume)(struct worker *w);
+    int up_fd;                      /* the upstream connection's socket, -1: unknown */
+    uint32_t up_events, fcgi_events;    /* what each is watched for now */
+    int due;                        /* a turn is due now */
+    int client_event;               /* the FastCGI socket became readable or hung up */
+    int64_t deadline;               /* mono ms: the next turn at the latest */
+    struct parked *next;            /* on the incoming list */
+};
+
+static struct {
+    int ep, ev;
+    int running;
+    pthread_mutex_t lock;
+    struct parked *incoming;        /* handed over, not yet in the set (under lock) */
+    struct parked **live;           /* the loop's own */
+    int n, cap;
+    atomic_int count;
+} P = {.ep = -1, .ev = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t tag(struct parked *e, int fcgi) { return (uint64_t)(uintptr_t)e | (uint64_t)(fcgi != 0); }
+
+static void set_events(struct parked *e, int fcgi, uint32_t want)
+{
+    int fd = fcgi ? e->w->fcgi.fd : e->up_fd;
+    uint32_t *have = fcgi ? &e->fcgi_events : &e->up_events;
+    if (fd < 0 || *have == want)
+        return;
+    struct epoll_event ev = {.events = want, .data.u64 = tag(e, fcgi)};
+    epoll_ctl(P.ep, EPOLL_CTL_MOD, fd, &ev);
+    *have = want;
+}
+
+static void add(struct parked *e)
+{
+    struct request *r = e->w->req;
+    curl_socket_t s = CURL_SOCKET_BAD;
+    curl_easy_getinfo(e->w->curl, CURLINFO_ACTIVESOCKET, &s);
+    e->up_fd = s == CURL_SOCKET_BAD ? -1 : (int)s;
+    if (e->up_fd >= 0) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag(e, 0)};
+        if (epoll_ctl(P.ep, EPOLL_CTL_ADD, e->up_fd, &ev) == 0)
+            e->up_events = EPOLLIN;
+        else
+            e->up_fd = -1;
+    }
+    fcgi_set_nonblocking(&e->w->fcgi, 1);
+    e->fcgi_events = r->parked_attempt->tr.watch_fcgi ? EPOLLIN | EPOLLRDHUP : 0;
+    struct epoll_event ev = {.events = e->fcgi_events, .data.u64 = tag(e, 1)};
+    epoll_ctl(P.ep, EPOLL_CTL_ADD, e->w->fcgi.fd, &ev);
+    e->due = 1;
+    if (P.n == P.cap) {
+        P.cap = P.cap ? P.cap * 2 : 64;
+        P.live = xrealloc(P.live, (size_t)P.cap * sizeof *P.live);
+    }
+    P.live[P.n++] = e;
+}
+
+/* The transfer ended: out of the set, and the request finishes as its
+ * thread would have finished it (the last writes may block, bounded). */
+static void end(int i)
+{
+    struct parked *e = P.live[i];
+    P.live[i] = P.live[--P.n];
+    if (e->up_fd >= 0)
+        epoll_ctl(P.ep, EPOLL_CTL_DEL, e->up_fd, NULL);
+    epoll_ctl(P.ep, EPOLL_CTL_DEL, e->w->fcgi.fd, NULL);
+    fcgi_set_nonblocking(&e->w->fcgi, 0);
+    fcgi_set_send_timeout(&e->w->fcgi, FINAL_SEND_TIMEOUT_MS);
+    atomic_fetch_sub(&P.count, 1);
+    e->resume(e->w);
+    free(e);
+}
+
+/* One turn of live[i]: 0 it goes on, 1 it ended (live[i] is another now). */
+static int turn(int i, int64_t now)
+{
+    struct parked *e = P.live[i];
+    struct request *r = e->w->req;
+    struct attempt *a = r->parked_attempt;
+    struct fcgi_conn *c = &e->w->fcgi;
+    e->due = 0;
+    if (e->client_event) {
+        e->client_event = 0;
+        if (a->tr.watch_fcgi && forward_client_check(r, a)) {
+            end(i);
+            return 1;
+        }
+    }
+    if (fcgi_pending(c) && fcgi_flush(c) != 0) {
+        r->client_gone = 1;
+        a->tr.out = ATTEMPT_CLIENT_GONE;
+        end(i);
+        return 1;
+    }
+    uint32_t client_watch = a->tr.watch_fcgi ? EPOLLIN | EPOLLRDHUP : 0;
+    if (fcgi_pending(c) > PENDING_MAX) {
+        /* The client reads slower than the upstream writes: the upstream waits
+         * (TCP holds it back) and that is no upstream silence. */
+        set_events(e, 0, 0);
+        set_events(e, 1, client_watch | EPOLLOUT);
+        a->relay.last_upstream_ms = now;
+        if (atomic_load(e->w->cut)) {
+            a->tr.out = ATTEMPT_SHUTDOWN;
+            end(i);
+            return 1;
+        }
+        e->deadline = now + 1000;
+        return 0;
+    }
+    set_events(e, 0, EPOLLIN);
+    int wait = 1000;
+    if (!forward_transfer_step(r, a, &wait)) {
+        end(i);
+        return 1;
+    }
+    long curl_wait = -1;
+    curl_multi_timeout(e->w->multi, &curl_wait);
+    if (curl_wait >= 0 && curl_wait < wait)
+        wait = (int)curl_wait;
+    if (e->up_fd < 0 && wait > NO_SOCKET_TURN_MS)
+        wait = NO_SOCKET_TURN_MS;
+    e->deadline = now + wait;
+    if (wait == 0)
+        e->due = 1;
+    set_events(e, 1, client_watch | (fcgi_pending(c) ? EPOLLOUT : 0));
+    return 0;
+}
+
+static void take_incoming(void)
+{
+    uint64_t n;
+    while (read(P.ev, &n, sizeof n) > 0)
+        ;
+    pthread_mutex_lock(&P.lock);
+    struct parked *in = P.incoming;
+    P.incoming = NULL;
+    pthread_mutex_unlock(&P.lock);
+    while (in) {
+        struct parked *next = in->next;
+        add(in);
+        in = next;
+    }
+}
+
+static void *loop(void *arg)
+{
+    (void)arg;
+    struct epoll_event evs[EVENTS];
+    for (;;) {
+        int64_t now = mono_ms();
+        int timeout = 1000;
+        for (int i = 0; i < P.n && timeout > 0; i++) {
+            int64_t left = P.live[i]->due ? 0 : P.live[i]->deadline - now;
+            if (left < timeout)
+                timeout = left < 0 ? 0 : (int)left;
+        }
+        int n = epoll_wait(P.ep, evs, EVENTS, timeout);
+        /* Flags first, turns after: a turn may end (free) a stream that has
+         * another event further down this list. */
+        for (int k = 0; k < n; k++) {
+            uint64_t t = evs[k].data.u64;
+            if (t == 0) {
+                take_incoming();
+                continue;
+            }
+            struct parked *e = (struct parked *)(uintptr_t)(t & ~(uint64_t)1);
+            if (!(t & 1))
+                e->due = 1;
+            else {
+                if (evs[k].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                    e->client_event = 1;
+                e->due = 1;
+            }
+        }
+        now = mono_ms();
+        for (int i = 0; i < P.n;)
+            if (!(P.live[i]->due || now >= P.live[i]->deadline) || !turn(i, now))
+                i++;
+    }
+    return NULL;
+}
+
+int park_start(const struct conf *c)
+{
+    if (!c->pool_park_streams)
+        return 0;
+    P.ep = epoll_create1(EPOLL_CLOEXEC);
+    P.ev = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+    pthread_t t;
+    if (P.ep < 0 || P.ev < 0 || epoll_ctl(P.ep, EPOLL_CTL_ADD, P.ev, &ev) != 0 ||
+        pthread_create(&t, NULL, loop, NULL) != 0) {
+        log_error("stream loop not started (%s): each stream keeps its thread", strerror(errno));
+        return -1;
+    }
+    pthread_detach(t);
+    P.running = 1;
+    return 0;
+}
+
+int park_running(void) { return P.running; }
+
+int park_count(void) { return atomic_load(&P.count); }
+
+void park_hand(struct worker *w, void (*resume)(struct worker *w))
+{
+    struct parked *e = xcalloc(1, sizeof *e);
+    e->w = w;
+    e->resume = resume;
+    e->up_fd = -1;
+    atomic_fetch_add(&P.count, 1);
+    pthread_mutex_lock(&P.lock);
+    e->next = P.incoming;
+    P.incoming = e;
+    pthread_mutex_unlock(&P.lock);
+    uint64_t one = 1;
+    if (write(P.ev, &one, sizeof one) < 0 && errno != EAGAIN)
+        log_warn("stream loop: wake-up failed: %s", strerror(errno));
+}

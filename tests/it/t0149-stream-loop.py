@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""t0149-stream-loop: a stream, once asked of its upstream, leaves its worker thread for the
+responder's stream loop (pool.park_streams, issue 17): many more streams than threads run at
+once, each complete and byte-exact, a client that stops reading holds up only its own stream,
+and a client that leaves ends its upstream transfer and is accounted. (A retry after a parked
+attempt failed before content, on a thread again: t0005's R-SSE-5 failover.)"""
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
+from harness import Fake, Gateway, add_endpoint, burst, run_tests, setup_tenant, wait_for
+
+THREADS = 4                      # pool.threads = pool.max_threads: the pool cannot grow
+STREAMS = 60
+CHUNKS, GAP_MS = 4, 250          # one stream lasts about 1 s
+
+
+class Ctx:
+    pass
+
+
+def threads_of(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
+
+
+def setup():
+    c = Ctx()
+    c.fake = Fake("loop")
+    c.gw = Gateway("t0149", procs=1, threads=THREADS, peak_threads=THREADS + 8,
+                   conf={"pool": "processes = 1; threads = %d; max_threads = %d;" % (THREADS, THREADS)})
+    c.key = setup_tenant(c.gw, "acme", "alice")
+    add_endpoint(c.gw, "ep", "acme", [c.fake])
+    c.gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
+    c.gw.start()
+    c.pid = c.gw.responder_pids()[0]
+    for _ in range(3):
+        assert c.gw.chat(c.key).status == 200
+    return c
+
+
+def teardown(c):
+    if c:
+        c.gw.stop()
+        c.fake.stop()
+
+
+def body(content):
+    return {"model": "m", "stream": True, "messages": [{"role": "user", "content": content}]}
+
+
+def words_of(chunks):
+    """The content words of an OpenAI stream, and whether it ended with [DONE]."""
+    text = b"".join(b for _, b in chunks).decode()
+    words, done = [], False
+    for line in text.split("\n"):
+        if line == "data: [DONE]":
+            done = True
+        elif line.startswith("data: {"):
+            for ch in json.loads(line[6:]).get("choices", []):
+                if ch.get("delta", {}).get("content"):
+                    words.append(ch["delta"]["content"])
+    return "".join(words), done
+
+
+def test_more_streams_than_threads_run_at_once(c):
+    """60 streams of ~1 s through a responder of 4 threads that may not grow: with each stream
+    on its thread they would take 15 s in rounds of 4; on the stream loop they run together,
+    and every one is whole."""
+    peak = [0]
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], threads_of(c.pid))
+            time.sleep(0.05)
+    s = threading.Thread(target=sample)
+    s.start()
+    t0 = time.time()
+    res = burst(lambda i: c.gw.stream_raw(c.key, body("s%d" % i), timeout=60,
+                                          headers={"X-Fake-Behavior": "chunks=%d;gap_ms=%d" % (CHUNKS, GAP_MS)}),
+                STREAMS)
+    took = time.time() - t0
+    stop.set()
+    s.join()
+    for r in res:
+        assert not isinstance(r, Exception), r
+        status, _, chunks = r
+        text, done = words_of(chunks)
+        assert status == 200 and done and text == "w1 w2 w3 w4", (status, text, done)
+    assert took < 6, "60 streams took %.1f s with 4 threads: they waited for threads" % took
+    wait_for(lambda: len(c.gw.usage_events("model = 'm' AND status = 200 AND completion_tokens = 4")) >= STREAMS,
+             10, what="one usage event per stream")
+    # the pool's own threads plus the writers: no thread per stream
+    assert peak[0] < THREADS + 16, peak[0]
+
+
+def raw_stream(c, content, behavior):
+    """A stream whose client never reads: the socket, after the request went out."""
+    s = socket.create_connection(("127.0.0.1", c.gw.port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    payload = json.dumps(body(content)).encode()
+    s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + c.key.encode() +
+              b"\r\nContent-Type: application/json\r\nX-Fake-Behavior: " + behavior.encode() +
+              b"\r\nContent-Length: " + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+    return s
+
+
+def test_a_client_that_stops_reading_holds_up_only_its_own_stream(c):
+    """A stream of 200 000 words to a client that reads nothing: the front server and the
+    FastCGI socket fill, that stream's upstream waits; ten other streams meanwhile arrive on
+    time. Then the slow client leaves: its stream ends, accounted as the client's leaving."""
+    slow = raw_stream(c, "slow-reader", "chunks=200000;gap_ms=0")
+    time.sleep(1.5)                  # long enough to fill every buffer on the way
+    t0 = time.time()
+    res = burst(lambda i: c.gw.stream_raw(c.key, body("beside%d" % i), timeout=30,
+                                          headers={"X-Fake-Behavior": "chunks=3;gap_ms=100"}), 10)
+    took = time.time() - t0
+    for r in res:
+        assert not isinstance(r, Exception), r
+        status, _, chunks = r
+        text, done = words_of(chunks)
+        assert status == 200 and done and text == "w1 w2 w3", (status, text)
+    assert took < 4, "streams beside a stalled client took %.1f s" % took
+    slow.close()
+    wait_for(lambda: c.gw.usage_events("error_code = 'client_disconnected'"), 15,
+             what="the slow client's stream accounted as disconnected")
+
+
+def test_a_client_that_leaves_ends_the_upstream_transfer(c):
+    """A long stream whose client closes after the first event: sluice aborts the upstream
+    transfer (the stand-in sees its connection end long before its 40 chunks) and records it."""
+    before = len(c.gw.usage_events("error_code = 'client_disconnected'"))
+    s = raw_stream(c, "leaver", "chunks=40;gap_ms=250")
+    s.settimeout(10)
+    got = b""
+    while b"data: {" not in got:
+        got += s.recv(4096)
+    s.close()
+    wait_for(lambda: len(c.gw.usage_events("error_code = 'client_disconnected'")) > before, 8,
+             what="the disconnect accounted")
+    stats = c.fake.stats()
+    assert stats["inflight"] == 0, stats
+
+
+if __name__ == "__main__":
+    run_tests(globals(), setup, teardown)
