@@ -2,7 +2,6 @@
 #include "keystate.h"
 
 #include "keylimits.h"
-#include "kstate.h"
 #include "reply.h"
 #include "util.h"
 
