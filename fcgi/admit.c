@@ -5,6 +5,7 @@
 #include "dbpool.h"
 #include "idem.h"
 #include "keystate.h"
+#include "kstate.h"
 #include "layers.h"
 #include "log.h"
 #include "reply.h"
@@ -23,7 +24,13 @@ static const struct keystate_ops *keystate;   /* where the keys' limits live; ch
 int admit_init(const struct conf *c)
 {
     admit_conf = c;
-    if (!(keystate = keystate_init(c)))
+    /* sluice.conf's `state`: the mapped file, or Redis (its client started here). Chosen
+     * here, not in keystate.c, which both implementations call (no circle of files). */
+    if (!c->state[0])
+        keystate = &keystate_file;
+    else if (kstate_start(c->state) == 0)
+        keystate = &keystate_redis;
+    else
         return -1;
     return dbpool_init(c->database, c->db_connections, c->quota_db_wait_ms, c->db_mmap_bytes);
 }

@@ -10,6 +10,7 @@
 #include "util.h"
 
 #include <poll.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -35,8 +36,41 @@ const struct proto_ops *forward_adapter(const struct request *r)
     return &proto_openai;
 }
 
-void forward_curl_init(CURL *c)
+/* curl opens and closes the upstream sockets through these, so the worker
+ * knows them: curl 7.88 cannot tell a running transfer's socket, and the
+ * stream loop must watch it (park.c). */
+static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
 {
+    (void)purpose;
+    struct worker *w = clientp;
+    int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (fd < 0)
+        return CURL_SOCKET_BAD;
+    if (w->n_up_socks >= 0 && w->n_up_socks < (int)(sizeof w->up_socks / sizeof w->up_socks[0]))
+        w->up_socks[w->n_up_socks++] = fd;
+    else
+        w->n_up_socks = -1;
+    return fd;
+}
+
+static int close_socket(void *clientp, curl_socket_t fd)
+{
+    struct worker *w = clientp;
+    for (int i = 0; i < w->n_up_socks; i++)
+        if (w->up_socks[i] == fd) {
+            w->up_socks[i] = w->up_socks[--w->n_up_socks];
+            break;
+        }
+    return close(fd);
+}
+
+void forward_curl_init(struct worker *w)
+{
+    CURL *c = w->curl;
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETDATA, w);
+    curl_easy_setopt(c, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+    curl_easy_setopt(c, CURLOPT_CLOSESOCKETDATA, w);
     /* Options that never change: set once, so no curl_easy_reset (which frees
      * and reallocates curl's buffers) is needed between requests. */
     upstream_safe_defaults(c);

@@ -59,7 +59,7 @@ void forward_deliver(struct request *r, struct attempt *a);
 void forward_attempt_free(struct attempt *a);
 
 /* Sets a worker's curl handle's fixed options once. */
-void forward_curl_init(CURL *c);
+void forward_curl_init(struct worker *w);
 /* The adapter between the caller's protocol and r->ep's (R-ANT-1; shadow.c builds
  * a mirror's request with its endpoint's). */
 const struct proto_ops *forward_adapter(const struct request *r);

@@ -1,26 +1,15 @@
-/* keystate.c: which hot state holds the keys' limits, and what both share. */
+/* keystate.c: what both hot states of the keys' limits share (admit.c chooses one). */
 #include "keystate.h"
 
 #include "keylimits.h"
-#include "kstate.h"
 #include "reply.h"
 #include "util.h"
-
-static const struct conf *ks_conf;
-
-const struct keystate_ops *keystate_init(const struct conf *c)
-{
-    ks_conf = c;
-    if (!c->state[0])
-        return &keystate_file;
-    return kstate_start(c->state) == 0 ? &keystate_redis : NULL;
-}
 
 int64_t keystate_want(const struct request *r)
 {
     int64_t n = r->choices > 1 ? r->choices : 1;      /* <= 128, and max_tokens <= the cap: no overflow */
     return limits_estimate_tokens(r->prompt_estimate ? r->prompt_estimate : (int64_t)r->body_len / 4 + 1,
-                                  r->max_tokens * n, ks_conf->default_max_output * n);
+                                  r->max_tokens * n, r->conf->default_max_output * n);
 }
 
 void keystate_refuse(struct request *r, enum error_code code, int64_t limit, int64_t current, int64_t retry_ms,

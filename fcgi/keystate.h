@@ -23,9 +23,6 @@ struct keystate_ops {
 
 extern const struct keystate_ops keystate_file, keystate_redis;
 
-/* The one sluice.conf's `state` names (starting the Redis client), or NULL (logged). */
-const struct keystate_ops *keystate_init(const struct conf *c);
-
 /* Shared by both: the 429s of R-KEY-2, the never-fitting TPM request (R-KEY-5),
  * and the tokens a request reserves (prompt estimate + max_tokens or default). */
 void keystate_refuse(struct request *r, enum error_code code, int64_t limit, int64_t current, int64_t retry_ms,

@@ -327,7 +327,7 @@ static struct worker *worker_new(int index)
         free(w);
         return NULL;
     }
-    forward_curl_init(w->curl);
+    forward_curl_init(w);
     w->rng = ((uint64_t)getpid() << 32) ^ (uint64_t)now_ms() ^ ((uint64_t)(index + 1) * 0x9E3779B97F4A7C15ULL);
     if (!w->rng)
         w->rng = 1;

@@ -30,10 +30,17 @@ enum {
     NO_SOCKET_TURN_MS = 20,         /* a transfer whose socket curl did not tell is turned this often */
 };
 
+enum { UP_SLOTS = 4 };              /* = sizeof worker.up_socks */
+
 struct parked {
     struct worker *w;
     void (*resume)(struct worker *w);
-    int up_fd;                      /* the upstream connection's socket, -1: unknown */
+    /* The worker's upstream sockets in the set: the transfer's, and idle
+     * kept-alive ones to other replicas (curl cannot say which is which). */
+    int up_fd[UP_SLOTS], n_up;
+    int idle_fd[UP_SLOTS], n_idle;  /* ended by their server while idle: no longer watched */
+    unsigned up_fired;              /* slots with an event in this round */
+    int up_unknown;                 /* curl has sockets the worker does not know: turned by the clock */
     uint32_t up_events, fcgi_events;    /* what each is watched for now */
     int due;                        /* a turn is due now */
     int client_event;               /* the FastCGI socket became readable or hung up */
@@ -51,36 +58,114 @@ static struct {
     atomic_int count;
 } P = {.ep = -1, .ev = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
-static uint64_t tag(struct parked *e, int fcgi) { return (uint64_t)(uintptr_t)e | (uint64_t)(fcgi != 0); }
-
-static void set_events(struct parked *e, int fcgi, uint32_t want)
+/* An event's tag: the entry (16-byte aligned), bit 0 the FastCGI socket,
+ * bits 1-2 the upstream slot. */
+static uint64_t tag(struct parked *e, int fcgi, int slot)
 {
-    int fd = fcgi ? e->w->fcgi.fd : e->up_fd;
-    uint32_t *have = fcgi ? &e->fcgi_events : &e->up_events;
-    if (fd < 0 || *have == want)
+    return (uint64_t)(uintptr_t)e | (uint64_t)(fcgi != 0) | (uint64_t)slot << 1;
+}
+
+static void set_fcgi_events(struct parked *e, uint32_t want)
+{
+    if (e->fcgi_events == want)
         return;
-    struct epoll_event ev = {.events = want, .data.u64 = tag(e, fcgi)};
-    epoll_ctl(P.ep, EPOLL_CTL_MOD, fd, &ev);
-    *have = want;
+    struct epoll_event ev = {.events = want, .data.u64 = tag(e, 1, 0)};
+    epoll_ctl(P.ep, EPOLL_CTL_MOD, e->w->fcgi.fd, &ev);
+    e->fcgi_events = want;
+}
+
+static void set_up_events(struct parked *e, uint32_t want)
+{
+    if (e->up_events == want)
+        return;
+    for (int k = 0; k < e->n_up; k++) {
+        struct epoll_event ev = {.events = want, .data.u64 = tag(e, 0, k)};
+        epoll_ctl(P.ep, EPOLL_CTL_MOD, e->up_fd[k], &ev);
+    }
+    e->up_events = want;
+}
+
+static int has(const int *fds, int n, int fd)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] == fd)
+            return 1;
+    return 0;
+}
+
+/* The set follows the worker's sockets: a socket curl closed left the set
+ * with its close (it was never duplicated); one it opened joins. */
+static void sync_sockets(struct parked *e)
+{
+    const struct worker *w = e->w;
+    int keep[UP_SLOTS], n = 0;
+    for (int k = 0; k < e->n_up; k++)
+        if (has(w->up_socks, w->n_up_socks, e->up_fd[k]))
+            keep[n++] = e->up_fd[k];
+    int idle[UP_SLOTS], m = 0;
+    for (int k = 0; k < e->n_idle; k++)
+        if (has(w->up_socks, w->n_up_socks, e->idle_fd[k]))
+            idle[m++] = e->idle_fd[k];
+    for (int i = 0; i < w->n_up_socks; i++) {
+        int fd = w->up_socks[i];
+        if (has(keep, n, fd) || has(idle, m, fd) || n == UP_SLOTS)
+            continue;
+        struct epoll_event ev = {.events = e->up_events, .data.u64 = tag(e, 0, n)};
+        if (epoll_ctl(P.ep, EPOLL_CTL_ADD, fd, &ev) == 0)
+            keep[n++] = fd;
+    }
+    /* slots are positions: re-tag the ones that moved */
+    for (int k = 0; k < n; k++)
+        if (k >= e->n_up || e->up_fd[k] != keep[k]) {
+            struct epoll_event ev = {.events = e->up_events, .data.u64 = tag(e, 0, k)};
+            epoll_ctl(P.ep, EPOLL_CTL_MOD, keep[k], &ev);
+        }
+    memcpy(e->up_fd, keep, sizeof keep);
+    e->n_up = n;
+    memcpy(e->idle_fd, idle, sizeof idle);
+    e->n_idle = m;
+    e->up_unknown = w->n_up_socks < 0;
+}
+
+/* After a turn with the transfer still running: a socket that fired and
+ * still reads as closed is no socket of the transfer (curl would have seen
+ * its end): an idle connection its server closed. Not watched any more, or
+ * level-triggered epoll would turn this stream without end. */
+static void drop_idle_closed(struct parked *e)
+{
+    for (int k = e->n_up - 1; k >= 0; k--) {
+        if (!(e->up_fired & 1u << k))
+            continue;
+        char c;
+        if (recv(e->up_fd[k], &c, 1, MSG_PEEK | MSG_DONTWAIT) != 0)
+            continue;
+        epoll_ctl(P.ep, EPOLL_CTL_DEL, e->up_fd[k], NULL);
+        if (e->n_idle < UP_SLOTS)
+            e->idle_fd[e->n_idle++] = e->up_fd[k];
+        e->up_fd[k] = e->up_fd[--e->n_up];
+        if (k < e->n_up) {
+            struct epoll_event ev = {.events = e->up_events, .data.u64 = tag(e, 0, k)};
+            epoll_ctl(P.ep, EPOLL_CTL_MOD, e->up_fd[k], &ev);
+        }
+    }
+    e->up_fired = 0;
 }
 
 static void add(struct parked *e)
 {
     struct request *r = e->w->req;
-    curl_socket_t s = CURL_SOCKET_BAD;
-    curl_easy_getinfo(e->w->curl, CURLINFO_ACTIVESOCKET, &s);
-    e->up_fd = s == CURL_SOCKET_BAD ? -1 : (int)s;
-    if (e->up_fd >= 0) {
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag(e, 0)};
-        if (epoll_ctl(P.ep, EPOLL_CTL_ADD, e->up_fd, &ev) == 0)
-            e->up_events = EPOLLIN;
-        else
-            e->up_fd = -1;
-    }
+    e->up_events = EPOLLIN;
+    sync_sockets(e);
     fcgi_set_nonblocking(&e->w->fcgi, 1);
     e->fcgi_events = r->parked_attempt->tr.watch_fcgi ? EPOLLIN | EPOLLRDHUP : 0;
-    struct epoll_event ev = {.events = e->fcgi_events, .data.u64 = tag(e, 1)};
+    struct epoll_event ev = {.events = e->fcgi_events, .data.u64 = tag(e, 1, 0)};
     epoll_ctl(P.ep, EPOLL_CTL_ADD, e->w->fcgi.fd, &ev);
+    if (e->up_unknown || e->n_up == 0) {
+        static atomic_int warned;
+        if (!atomic_exchange(&warned, 1))
+            log_warn("stream loop: a transfer whose upstream socket is not known is turned every %d ms "
+                     "(logged once)", NO_SOCKET_TURN_MS);
+    }
     e->due = 1;
     if (P.n == P.cap) {
         P.cap = P.cap ? P.cap * 2 : 64;
@@ -95,8 +180,9 @@ static void end(int i)
 {
     struct parked *e = P.live[i];
     P.live[i] = P.live[--P.n];
-    if (e->up_fd >= 0)
-        epoll_ctl(P.ep, EPOLL_CTL_DEL, e->up_fd, NULL);
+    sync_sockets(e);                /* only sockets still open leave by a DEL */
+    for (int k = 0; k < e->n_up; k++)
+        epoll_ctl(P.ep, EPOLL_CTL_DEL, e->up_fd[k], NULL);
     epoll_ctl(P.ep, EPOLL_CTL_DEL, e->w->fcgi.fd, NULL);
     fcgi_set_nonblocking(&e->w->fcgi, 0);
     fcgi_set_send_timeout(&e->w->fcgi, FINAL_SEND_TIMEOUT_MS);
@@ -130,8 +216,8 @@ static int turn(int i, int64_t now)
     if (fcgi_pending(c) > PENDING_MAX) {
         /* The client reads slower than the upstream writes: the upstream waits
          * (TCP holds it back) and that is no upstream silence. */
-        set_events(e, 0, 0);
-        set_events(e, 1, client_watch | EPOLLOUT);
+        set_up_events(e, 0);
+        set_fcgi_events(e, client_watch | EPOLLOUT);
         a->relay.last_upstream_ms = now;
         if (atomic_load(e->w->cut)) {
             a->tr.out = ATTEMPT_SHUTDOWN;
@@ -141,22 +227,24 @@ static int turn(int i, int64_t now)
         e->deadline = now + 1000;
         return 0;
     }
-    set_events(e, 0, EPOLLIN);
+    set_up_events(e, EPOLLIN);
     int wait = 1000;
     if (!forward_transfer_step(r, a, &wait)) {
         end(i);
         return 1;
     }
+    sync_sockets(e);
+    drop_idle_closed(e);
     long curl_wait = -1;
     curl_multi_timeout(e->w->multi, &curl_wait);
     if (curl_wait >= 0 && curl_wait < wait)
         wait = (int)curl_wait;
-    if (e->up_fd < 0 && wait > NO_SOCKET_TURN_MS)
+    if ((e->up_unknown || e->n_up == 0) && wait > NO_SOCKET_TURN_MS)
         wait = NO_SOCKET_TURN_MS;
     e->deadline = now + wait;
     if (wait == 0)
         e->due = 1;
-    set_events(e, 1, client_watch | (fcgi_pending(c) ? EPOLLOUT : 0));
+    set_fcgi_events(e, client_watch | (fcgi_pending(c) ? EPOLLOUT : 0));
     return 0;
 }
 
@@ -197,10 +285,11 @@ static void *loop(void *arg)
                 take_incoming();
                 continue;
             }
-            struct parked *e = (struct parked *)(uintptr_t)(t & ~(uint64_t)1);
-            if (!(t & 1))
+            struct parked *e = (struct parked *)(uintptr_t)(t & ~(uint64_t)7);
+            if (!(t & 1)) {
                 e->due = 1;
-            else {
+                e->up_fired |= 1u << ((t >> 1) & 3);
+            } else {
                 if (evs[k].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
                     e->client_event = 1;
                 e->due = 1;
@@ -241,7 +330,6 @@ void park_hand(struct worker *w, void (*resume)(struct worker *w))
     struct parked *e = xcalloc(1, sizeof *e);
     e->w = w;
     e->resume = resume;
-    e->up_fd = -1;
     atomic_fetch_add(&P.count, 1);
     pthread_mutex_lock(&P.lock);
     e->next = P.incoming;

@@ -124,6 +124,8 @@ struct worker {
     const atomic_int *cut;        /* set by main when the shutdown grace ran out (R-DEP-6) */
     int index;
     struct request *req;          /* the request it serves: with the worker, it may move to the stream loop */
+    int up_socks[4];              /* the sockets its curl handle has open (upstream connections) */
+    int n_up_socks;               /* how many; -1: more than up_socks holds (not all known) */
     struct worker *next_free;     /* on main's list of spare workers */
 };
 

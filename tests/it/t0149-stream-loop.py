@@ -102,6 +102,19 @@ def test_more_streams_than_threads_run_at_once(c):
     assert peak[0] < THREADS + 16, peak[0]
 
 
+def test_the_loop_wakes_on_the_upstream_socket(c):
+    """The loop is woken by the stream's own upstream socket (curl opens it through sluice, so
+    the worker knows it), not by a clock: the first event of 20 sequential streams comes as
+    fast as the stand-in sends it, and no transfer was turned by the clock."""
+    firsts = []
+    for i in range(20):
+        _, _, chunks = c.gw.stream_raw(c.key, body("q%d" % i), headers={"X-Fake-Behavior": "chunks=2;gap_ms=0"})
+        firsts.append(next(t for t, b in chunks if b"data: {" in b))
+    firsts.sort()
+    assert firsts[10] < 0.008, "median first event %.1f ms" % (firsts[10] * 1000)
+    assert "upstream socket is not known" not in c.gw.log_text()
+
+
 def raw_stream(c, content, behavior):
     """A stream whose client never reads: the socket, after the request went out."""
     s = socket.create_connection(("127.0.0.1", c.gw.port))
