@@ -195,8 +195,6 @@ void fcgi_set_nonblocking(struct fcgi_conn *c, int on)
     c->nonblock = on;
 }
 
-void fcgi_set_send_timeout(struct fcgi_conn *c, int ms) { c->send_timeout_ms = ms; }
-
 size_t fcgi_pending(const struct fcgi_conn *c) { return c->out.len; }
 
 /* ---- reading ---------------------------------------------------------- */
@@ -583,6 +581,34 @@ static void linger(struct fcgi_conn *c)
         if (recv(c->fd, c->in, IN_SIZE, MSG_DONTWAIT) <= 0)
             return;
     }
+}
+
+int fcgi_finish_unsent(struct fcgi_conn *c, int *fd, char **rest, size_t *len)
+{
+    if (c->fd < 0 || !c->nonblock) {
+        fcgi_finish(c);
+        return 0;
+    }
+    if (!c->dead && c->id) {
+        unsigned char t[24];
+        rec_close(c);
+        fcgi_header_put(t, FCGI_STDOUT, c->id, 0);
+        fcgi_header_put(t + 8, FCGI_END_REQUEST, c->id, 8);
+        fcgi_end_body_put(t + 16, 0, FCGI_REQUEST_COMPLETE);
+        if (buf_append(&c->out, t, sizeof t) == 0)
+            fcgi_flush(c);
+    }
+    if (c->dead || c->out.len == 0) {
+        drop(c);            /* all sent (or lost); not kept: the next request comes on a new one */
+        return 0;
+    }
+    *fd = c->fd;
+    *len = c->out.len;
+    *rest = xmalloc(c->out.len);
+    memcpy(*rest, c->out.data, c->out.len);
+    buf_reset(&c->out);
+    c->fd = -1;
+    return 1;
 }
 
 void fcgi_finish(struct fcgi_conn *c)

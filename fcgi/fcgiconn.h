@@ -55,9 +55,8 @@ int fcgi_write(struct fcgi_conn *c, const char *data, size_t n);
 int fcgi_flush(struct fcgi_conn *c);
 
 /* Non-blocking writes (a loop serving many connections: fcgi_pending says
- * what waits for the socket), or blocking again with a bound on each wait. */
+ * what waits for the socket), or blocking again. */
 void fcgi_set_nonblocking(struct fcgi_conn *c, int on);
-void fcgi_set_send_timeout(struct fcgi_conn *c, int ms);
 size_t fcgi_pending(const struct fcgi_conn *c);
 
 /* Without blocking: 1 when the front server closed the connection or aborted
@@ -68,5 +67,10 @@ int fcgi_gone(struct fcgi_conn *c);
  * unless it is kept; when the body was not read to its end, closes only after
  * the front server has (so the answer is not lost to a reset). */
 void fcgi_finish(struct fcgi_conn *c);
+/* fcgi_finish for a non-blocking connection: when the socket does not take
+ * the end at once, the connection is given away instead of waited for: *fd,
+ * and the bytes still to send (*rest, malloc'd, *len), for the caller's loop
+ * to send and close. 1 given away, 0 finished here. */
+int fcgi_finish_unsent(struct fcgi_conn *c, int *fd, char **rest, size_t *len);
 
 #endif

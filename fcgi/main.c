@@ -369,7 +369,11 @@ static struct worker *worker_spare(int index)
 static void finish_parked(struct worker *w)
 {
     handle_end(w);
-    fcgi_finish(&w->fcgi);
+    int fd;
+    char *rest;
+    size_t len;
+    if (fcgi_finish_unsent(&w->fcgi, &fd, &rest, &len))
+        park_drain(fd, rest, len);      /* on the loop: the client reads slowly */
     atomic_fetch_sub(&inflight, 1);
     pthread_mutex_lock(&spare_lock);
     int keep = spare_count < SPARE_WORKERS_MAX;
@@ -390,6 +394,7 @@ static void resume_parked(struct worker *w);
 static void *continue_parked(void *arg)
 {
     struct worker *w = arg;
+    fcgi_set_nonblocking(&w->fcgi, 0);  /* a thread's writes wait, as any thread's */
     drive_continue(w->req);
     if (w->req->parked_attempt)
         park_hand(w, resume_parked);

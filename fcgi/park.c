@@ -25,7 +25,7 @@
 
 enum {
     PENDING_MAX = 65536,            /* bytes waiting for a slow client before its upstream is paused */
-    FINAL_SEND_TIMEOUT_MS = 5000,   /* the last writes of a parked stream block at most this long each */
+    DRAIN_MS = 60000,               /* how long the end of a stream waits for a client that stopped reading */
     EVENTS = 256,
     NO_SOCKET_TURN_MS = 20,         /* a transfer whose socket curl did not tell is turned this often */
 };
@@ -48,8 +48,20 @@ struct parked {
     struct parked *next;            /* on the incoming list */
 };
 
+/* The end of a stream the client has not read yet: its connection, given
+ * away by the worker (fcgi_finish_unsent), sent as the socket takes it. */
+struct drain {
+    int fd;
+    char *data;
+    size_t len, off;
+    int64_t deadline;
+    int fired;                      /* the socket has room again */
+    struct drain *next;
+};
+
 static struct {
     int ep, ev;
+    struct drain *drains;
     int running;
     pthread_mutex_t lock;
     struct parked *incoming;        /* handed over, not yet in the set (under lock) */
@@ -175,7 +187,8 @@ static void add(struct parked *e)
 }
 
 /* The transfer ended: out of the set, and the request finishes as its
- * thread would have finished it (the last writes may block, bounded). */
+ * thread would have finished it. Its last writes do not wait either: what
+ * the client has not taken yet goes to park_drain. */
 static void end(int i)
 {
     struct parked *e = P.live[i];
@@ -184,8 +197,6 @@ static void end(int i)
     for (int k = 0; k < e->n_up; k++)
         epoll_ctl(P.ep, EPOLL_CTL_DEL, e->up_fd[k], NULL);
     epoll_ctl(P.ep, EPOLL_CTL_DEL, e->w->fcgi.fd, NULL);
-    fcgi_set_nonblocking(&e->w->fcgi, 0);
-    fcgi_set_send_timeout(&e->w->fcgi, FINAL_SEND_TIMEOUT_MS);
     atomic_fetch_sub(&P.count, 1);
     e->resume(e->w);
     free(e);
@@ -264,6 +275,68 @@ static void take_incoming(void)
     }
 }
 
+enum { DRAIN_TAG = 3 };             /* bit 0 with slot 1: no FastCGI socket of an entry has it */
+
+static void drain_close(struct drain *d)
+{
+    epoll_ctl(P.ep, EPOLL_CTL_DEL, d->fd, NULL);
+    close(d->fd);
+    free(d->data);
+    free(d);
+}
+
+void park_drain(int fd, char *data, size_t len)
+{
+    struct drain *d = xcalloc(1, sizeof *d);
+    d->fd = fd;
+    d->data = data;
+    d->len = len;
+    d->deadline = mono_ms() + DRAIN_MS;
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = (uint64_t)(uintptr_t)d | DRAIN_TAG};
+    if (epoll_ctl(P.ep, EPOLL_CTL_MOD, fd, &ev) != 0 && epoll_ctl(P.ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        close(fd);
+        free(data);
+        free(d);
+        return;
+    }
+    d->next = P.drains;
+    P.drains = d;
+}
+
+/* Sends what the socket takes; 1 when the drain is over (sent, failed, or
+ * out of time), its entry then freed. */
+static int drain_turn(struct drain *d, int64_t now)
+{
+    while (d->off < d->len) {
+        ssize_t n = send(d->fd, d->data + d->off, d->len - d->off, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            d->off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && now < d->deadline)
+            return 0;
+        break;
+    }
+    drain_close(d);
+    return 1;
+}
+
+static void drains_turn(int64_t now)
+{
+    for (struct drain **p = &P.drains; *p;) {
+        struct drain *d = *p;
+        struct drain *next = d->next;
+        int due = d->fired || now >= d->deadline;
+        d->fired = 0;
+        if (due && drain_turn(d, now))
+            *p = next;              /* d is freed */
+        else
+            p = &d->next;
+    }
+}
+
 static void *loop(void *arg)
 {
     (void)arg;
@@ -285,6 +358,10 @@ static void *loop(void *arg)
                 take_incoming();
                 continue;
             }
+            if ((t & 7) == DRAIN_TAG) {
+                ((struct drain *)(uintptr_t)(t & ~(uint64_t)7))->fired = 1;
+                continue;
+            }
             struct parked *e = (struct parked *)(uintptr_t)(t & ~(uint64_t)7);
             if (!(t & 1)) {
                 e->due = 1;
@@ -296,6 +373,7 @@ static void *loop(void *arg)
             }
         }
         now = mono_ms();
+        drains_turn(now);
         for (int i = 0; i < P.n;)
             if (!(P.live[i]->due || now >= P.live[i]->deadline) || !turn(i, now))
                 i++;

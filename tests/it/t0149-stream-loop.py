@@ -12,7 +12,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, burst, run_tests, setup_tenant, wait_for
+from harness import (Fake, Gateway, _fcgi_len, _fcgi_record, add_endpoint, burst, fcgi_sockets, run_tests,
+                     setup_tenant, wait_for)
 
 THREADS = 4                      # pool.threads = pool.max_threads: the pool cannot grow
 STREAMS = 60
@@ -145,6 +146,50 @@ def test_a_client_that_stops_reading_holds_up_only_its_own_stream(c):
     slow.close()
     wait_for(lambda: c.gw.usage_events("error_code = 'client_disconnected'"), 15,
              what="the slow client's stream accounted as disconnected")
+
+
+def fds_of(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def fcgi_unread(c, content, behavior):
+    """A stream asked of the responder straight over FastCGI (no front server buffering in
+    between) by a front server that then reads nothing: the socket."""
+    import struct
+    payload = json.dumps(body(content)).encode()
+    params = {"REQUEST_METHOD": "POST", "REQUEST_URI": "/v1/chat/completions", "SCRIPT_NAME": "",
+              "CONTENT_LENGTH": str(len(payload)), "CONTENT_TYPE": "application/json",
+              "HTTP_AUTHORIZATION": "Bearer " + c.key, "HTTP_X_FAKE_BEHAVIOR": behavior, "REMOTE_ADDR": "127.0.0.1"}
+    pairs = b"".join(_fcgi_len(len(k)) + _fcgi_len(len(v)) + k.encode() + v.encode() for k, v in params.items())
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(fcgi_sockets(c.gw)[0])
+    s.sendall(_fcgi_record(1, struct.pack("!HB5x", 1, 0)) + _fcgi_record(4, pairs) + _fcgi_record(4, b"") +
+              _fcgi_record(5, payload) + _fcgi_record(5, b""))
+    return s
+
+
+def test_a_stream_that_ends_before_its_client_read_it_holds_up_nothing(c):
+    """Thirteen front-server connections that read nothing get streams of ~150-400 KB: each
+    ends upstream while part of it still waits for the socket (more than its buffer holds,
+    and for some less than the 64 KiB that would pause the upstream). The end of such a
+    stream never waits for its reader: ten streams beside them arrive on time; once the
+    readers close, every connection they held is closed too."""
+    fds_before = fds_of(c.pid)
+    slow = [fcgi_unread(c, "tail%d" % i, "chunks=%d;gap_ms=0" % (1200 + 100 * i)) for i in range(13)]
+    time.sleep(0.2)
+    t0 = time.time()
+    res = burst(lambda i: c.gw.stream_raw(c.key, body("next%d" % i), timeout=30,
+                                          headers={"X-Fake-Behavior": "chunks=10;gap_ms=100"}), 10)
+    took = time.time() - t0
+    for r in res:
+        assert not isinstance(r, Exception), r
+        status, _, chunks = r
+        text, done = words_of(chunks)
+        assert status == 200 and done and text == " ".join("w%d" % k for k in range(1, 11)), (status, text)
+    assert took < 4, "streams beside unread stream ends took %.1f s" % took
+    for s in slow:
+        s.close()
+    wait_for(lambda: fds_of(c.pid) <= fds_before + 4, 15, what="the slow readers' connections closed")
 
 
 def test_a_client_that_leaves_ends_the_upstream_transfer(c):
