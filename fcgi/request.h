@@ -92,6 +92,7 @@ struct obs {
     char span_id[17];             /* sluice's own span for this request */
     int trace_flags;              /* 0x01 = sampled */
     const char *tracestate;       /* the caller's tracestate, forwarded unchanged */
+    int64_t wall_offset_ns;       /* CLOCK_REALTIME ns - mono_us() * 1000, at spans_begin (spans' wall times) */
     uint64_t bytes_out;           /* response body bytes written to the client */
     const char *cache;            /* X-Cache word ("hit", "hit-semantic", "miss") or NULL: a cacheable request */
     const char *cache_kind;       /* R-CACHE-4: the metrics' kind of that word: "exact" (NULL) or "semantic" */

@@ -71,7 +71,6 @@ static struct linelog T;          /* trace_log, written by its own thread (linel
  * thread glibc starts, a grown thread holding a stream too. */
 static __thread struct span *spans;
 static __thread struct buf lines, otlp_text;
-static __thread int64_t wall_offset_ns;    /* CLOCK_REALTIME ns - mono_us() * 1000, at spans_begin */
 
 static int spans_on(void) { return linelog_on(&T) || otlp_enabled(); }
 
@@ -145,7 +144,7 @@ void spans_begin(struct request *r)
     if (spans_on()) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        wall_offset_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - mono_us() * 1000;
+        o->wall_offset_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - mono_us() * 1000;
     }
 }
 
@@ -317,7 +316,9 @@ static int collect(const struct request *r, int64_t end)
 /* The writers below avoid printf: its format parsing was most of a request's
  * span cost (the benchmark with traces on must stay within 5 % of off). */
 
-static int64_t wall_ns(int64_t mono) { return mono * 1000 + wall_offset_ns; }
+/* The request's own offset, not the thread's: a parked stream ends on the
+ * stream loop, a thread that never began it (park.h). */
+static int64_t wall_ns(const struct request *r, int64_t mono) { return mono * 1000 + r->obs.wall_offset_ns; }
 
 #define PUT(b, lit) buf_append((b), (lit), sizeof(lit) - 1)
 
@@ -365,9 +366,9 @@ static void line_of(const struct request *r, const struct span *s, struct buf *b
     PUT(b, ",\"kind\":");
     put_word(b, kinds[s->kind]);
     PUT(b, ",\"start_time_unix_nano\":");
-    put_int(b, wall_ns(s->start_us));
+    put_int(b, wall_ns(r, s->start_us));
     PUT(b, ",\"end_time_unix_nano\":");
-    put_int(b, wall_ns(s->end_us));
+    put_int(b, wall_ns(r, s->end_us));
     PUT(b, ",\"request_id\":");
     json_str(b, r->request_id);
     if (s->error) {
@@ -407,9 +408,9 @@ static void otlp_of(const struct request *r, const struct span *s, struct buf *b
     PUT(b, ",\"kind\":");
     put_int(b, s->kind);
     PUT(b, ",\"startTimeUnixNano\":\"");
-    put_int(b, wall_ns(s->start_us));
+    put_int(b, wall_ns(r, s->start_us));
     PUT(b, "\",\"endTimeUnixNano\":\"");
-    put_int(b, wall_ns(s->end_us));
+    put_int(b, wall_ns(r, s->end_us));
     PUT(b, "\",\"attributes\":[{\"key\":\"sluice.request_id\",\"value\":{\"stringValue\":");
     json_str(b, r->request_id);
     PUT(b, "}}");

@@ -337,6 +337,7 @@ def test_spans_genai_attributes_and_links(c):
 
 def test_stream_span(c):
     c.fake.behavior("ttfb_ms=30 chunks=4 gap_ms=40")
+    t0 = time.time()
     try:
         st, h, chunks = c.gw.stream_raw(c.key, {"model": "m", "stream": True,
                                                 "messages": [{"role": "user", "content": "s"}]},
@@ -344,8 +345,13 @@ def test_stream_span(c):
         assert st == 200, st
     finally:
         c.fake.behavior("")
+    t1 = time.time()
     spans = log_spans(c, "ef" * 16)
     up, fb, stream = spans["upstream"][0], spans["first_byte"][0], spans["stream"][0]
+    # A stream ends on the stream loop, not on the thread that began it: its spans are on the
+    # wall clock all the same (the offset of mono to wall time is the request's, not a thread's).
+    for s in spans["request"] + [up, fb, stream]:
+        assert t0 * 1e9 - 5e6 <= s["start_time_unix_nano"] <= s["end_time_unix_nano"] <= t1 * 1e9 + 5e6, s
     assert stream["parent_span_id"] == up["span_id"], (stream, up)
     assert stream["start_time_unix_nano"] == fb["end_time_unix_nano"], (stream, fb)
     assert stream["end_time_unix_nano"] == up["end_time_unix_nano"], (stream, up)
