@@ -46,6 +46,7 @@ static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct cur
     int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
     if (fd < 0)
         return CURL_SOCKET_BAD;
+    w->up_opened++;
     if (w->n_up_socks >= 0 && w->n_up_socks < (int)(sizeof w->up_socks / sizeof w->up_socks[0]))
         w->up_socks[w->n_up_socks++] = fd;
     else

@@ -41,6 +41,7 @@ struct parked {
     int idle_fd[UP_SLOTS], n_idle;  /* ended by their server while idle: no longer watched */
     unsigned up_fired;              /* slots with an event in this round */
     int up_unknown;                 /* curl has sockets the worker does not know: turned by the clock */
+    unsigned opened_seen;           /* the worker's up_opened when the set last followed it */
     uint32_t up_events, fcgi_events;    /* what each is watched for now */
     int due;                        /* a turn is due now */
     int client_event;               /* the FastCGI socket became readable or hung up */
@@ -110,6 +111,18 @@ static int has(const int *fds, int n, int fd)
 static void sync_sockets(struct parked *e)
 {
     const struct worker *w = e->w;
+    if (w->up_opened != e->opened_seen) {
+        /* curl opened a socket since: it may have the number of one it closed
+         * (a connection it gave up and made again within one turn), which
+         * then left the set with its close. Every socket joins again. */
+        e->opened_seen = w->up_opened;
+        for (int k = 0; k < e->n_up; k++) {
+            struct epoll_event ev = {.events = e->up_events, .data.u64 = tag(e, 0, k)};
+            if (has(w->up_socks, w->n_up_socks, e->up_fd[k]))
+                epoll_ctl(P.ep, EPOLL_CTL_ADD, e->up_fd[k], &ev);   /* EEXIST when it is the same socket */
+        }
+        e->n_idle = 0;              /* an idle one that closed may be a new one now; it fires again if not */
+    }
     int keep[UP_SLOTS], n = 0;
     for (int k = 0; k < e->n_up; k++)
         if (has(w->up_socks, w->n_up_socks, e->up_fd[k]))

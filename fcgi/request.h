@@ -127,6 +127,7 @@ struct worker {
     struct request *req;          /* the request it serves: with the worker, it may move to the stream loop */
     int up_socks[4];              /* the sockets its curl handle has open (upstream connections) */
     int n_up_socks;               /* how many; -1: more than up_socks holds (not all known) */
+    unsigned up_opened;           /* sockets curl opened so far: a new one may have a closed one's number */
     struct worker *next_free;     /* on main's list of spare workers */
 };
 

@@ -32,14 +32,84 @@ def threads_of(pid):
     return 0
 
 
+class ReuseDies:
+    """An upstream that closes a kept-alive connection when a second stream comes on it,
+    having read it (as a server whose keep-alive timeout ran out meanwhile): curl makes a
+    fresh connection and asks again, within one turn of the stream loop. Streams on a fresh
+    connection get three events 50 ms apart."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.died = 0
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(conn,), daemon=True).start()
+
+    def serve(self, conn):
+        buf, n = b"", 0
+        try:
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    got = conn.recv(65536)
+                    if not got:
+                        return
+                    buf += got
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"content-length":
+                        length = int(v)
+                while len(buf) < length:
+                    buf += conn.recv(65536)
+                buf = buf[length:]
+                n += 1
+                if not head.startswith(b"POST"):
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 11\r\n\r\n"
+                                 b'{"data":[]}')
+                    continue
+                if n > 1:
+                    time.sleep(0.05)
+                    self.died += 1
+                    return
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for k in range(1, 4):
+                    ev = ('data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
+                          '[{"index":0,"delta":{"content":"%sw%d"},"finish_reason":null}]}\n\n' % (" " if k > 1 else "", k))
+                    conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev.encode()))
+                    time.sleep(0.05)
+                ev = b"data: [DONE]\n\n"
+                conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(ev), ev))
+        except OSError:
+            pass
+        finally:
+            conn.close()
+
+    def stop(self):
+        self.sock.close()
+
+
 def setup():
     c = Ctx()
     c.fake = Fake("loop")
+    c.reuse = ReuseDies()
     c.gw = Gateway("t0149", procs=1, threads=THREADS, peak_threads=THREADS + 8,
                    conf={"pool": "processes = 1; threads = %d; max_threads = %d;" % (THREADS, THREADS)})
     c.key = setup_tenant(c.gw, "acme", "alice")
     add_endpoint(c.gw, "ep", "acme", [c.fake])
     c.gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
+    add_endpoint(c.gw, "ep-reuse", "acme", [c.reuse])
+    c.gw.ctl("route", "add", "mr", "ep-reuse", "--tenant", "acme")
     c.gw.start()
     c.pid = c.gw.responder_pids()[0]
     for _ in range(3):
@@ -51,6 +121,7 @@ def teardown(c):
     if c:
         c.gw.stop()
         c.fake.stop()
+        c.reuse.stop()
 
 
 def body(content):
@@ -114,6 +185,23 @@ def test_the_loop_wakes_on_the_upstream_socket(c):
     firsts.sort()
     assert firsts[10] < 0.008, "median first event %.1f ms" % (firsts[10] * 1000)
     assert "upstream socket is not known" not in c.gw.log_text()
+
+
+def test_a_connection_made_again_on_the_loop_is_watched(c):
+    """curl gives up a kept-alive connection its server closed after the request and makes a
+    fresh one, while the stream is on the loop: that socket (often the closed one's number) is
+    watched like the first, so the stream's events come as sent, not once a second."""
+    took = []
+    for i in range(12):
+        t0 = time.time()
+        status, _, chunks = c.gw.stream_raw(c.key, {"model": "mr", "stream": True,
+                                                    "messages": [{"role": "user", "content": "r%d" % i}]})
+        took.append(time.time() - t0)
+        text, done = words_of(chunks)
+        assert status == 200 and done and text == "w1 w2 w3", (status, text, done)
+    assert c.reuse.died > 0, "no stream came on a kept-alive connection"
+    assert max(took) < 0.7, "streams took %s s (%d on a connection made again)" % (
+        " ".join("%.2f" % t for t in took), c.reuse.died)
 
 
 def raw_stream(c, content, behavior):
