@@ -373,7 +373,7 @@ static void finish_parked(struct worker *w)
     char *rest;
     size_t len;
     if (fcgi_finish_unsent(&w->fcgi, &fd, &rest, &len))
-        park_drain(fd, rest, len);      /* on the loop: the client reads slowly */
+        park_drain(fd, rest, len);      /* the loop sends it: the client reads slowly */
     atomic_fetch_sub(&inflight, 1);
     pthread_mutex_lock(&spare_lock);
     int keep = spare_count < SPARE_WORKERS_MAX;
@@ -388,6 +388,19 @@ static void finish_parked(struct worker *w)
 }
 
 static void resume_parked(struct worker *w);
+
+/* The end of a parked request, off the loop: handle_end may wait (a locked
+ * database for idempotency or quotas, a Redis `state` that does not answer,
+ * a full usage queue's back-pressure), and on the loop that wait would hold
+ * up every stream. */
+static void *finish_thread(void *arg)
+{
+    finish_parked(arg);
+    spans_thread_end();
+    content_rules_thread_end();
+    json_parse_thread_end();
+    return NULL;
+}
 
 /* A retry after a parked attempt failed before any data went out: the next
  * attempt waits and connects on a thread, never on the stream loop. */
@@ -406,14 +419,17 @@ static void *continue_parked(void *arg)
     return NULL;
 }
 
-/* Called by the stream loop when a parked transfer ended. */
+/* Called by the stream loop when a parked transfer ended: the answer's last
+ * bytes here (writes that never wait), the rest of the end on a thread. */
 static void resume_parked(struct worker *w)
 {
+    pthread_t t;
     if (drive_resume(w->req)) {
-        finish_parked(w);
+        if (pthread_create(&t, &worker_attr, finish_thread, w) == 0)
+            return;
+        finish_parked(w);           /* no thread: here, as it was */
         return;
     }
-    pthread_t t;
     if (pthread_create(&t, &worker_attr, continue_parked, w) == 0) {
         pthread_detach(t);
         return;

@@ -66,6 +66,7 @@ static struct {
     int running;
     pthread_mutex_t lock;
     struct parked *incoming;        /* handed over, not yet in the set (under lock) */
+    struct drain *drains_in;        /* stream ends given from other threads, not yet in the set (under lock) */
     struct parked **live;           /* the loop's own */
     int n, cap;
     atomic_int count;
@@ -272,6 +273,10 @@ static int turn(int i, int64_t now)
     return 0;
 }
 
+enum { DRAIN_TAG = 3 };             /* bit 0 with slot 1: no FastCGI socket of an entry has it */
+
+static void drain_add(struct drain *d);
+
 static void take_incoming(void)
 {
     uint64_t n;
@@ -280,15 +285,27 @@ static void take_incoming(void)
     pthread_mutex_lock(&P.lock);
     struct parked *in = P.incoming;
     P.incoming = NULL;
+    struct drain *din = P.drains_in;
+    P.drains_in = NULL;
     pthread_mutex_unlock(&P.lock);
     while (in) {
         struct parked *next = in->next;
         add(in);
         in = next;
     }
+    while (din) {
+        struct drain *next = din->next;
+        drain_add(din);
+        din = next;
+    }
 }
 
-enum { DRAIN_TAG = 3 };             /* bit 0 with slot 1: no FastCGI socket of an entry has it */
+static void wake(void)
+{
+    uint64_t one = 1;
+    if (write(P.ev, &one, sizeof one) < 0 && errno != EAGAIN)
+        log_warn("stream loop: wake-up failed: %s", strerror(errno));
+}
 
 static void drain_close(struct drain *d)
 {
@@ -298,6 +315,20 @@ static void drain_close(struct drain *d)
     free(d);
 }
 
+/* On the loop: the drain joins the set and the list. */
+static void drain_add(struct drain *d)
+{
+    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = (uint64_t)(uintptr_t)d | DRAIN_TAG};
+    if (epoll_ctl(P.ep, EPOLL_CTL_MOD, d->fd, &ev) != 0 && epoll_ctl(P.ep, EPOLL_CTL_ADD, d->fd, &ev) != 0) {
+        close(d->fd);
+        free(d->data);
+        free(d);
+        return;
+    }
+    d->next = P.drains;
+    P.drains = d;
+}
+
 void park_drain(int fd, char *data, size_t len)
 {
     struct drain *d = xcalloc(1, sizeof *d);
@@ -305,15 +336,11 @@ void park_drain(int fd, char *data, size_t len)
     d->data = data;
     d->len = len;
     d->deadline = mono_ms() + DRAIN_MS;
-    struct epoll_event ev = {.events = EPOLLOUT, .data.u64 = (uint64_t)(uintptr_t)d | DRAIN_TAG};
-    if (epoll_ctl(P.ep, EPOLL_CTL_MOD, fd, &ev) != 0 && epoll_ctl(P.ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        close(fd);
-        free(data);
-        free(d);
-        return;
-    }
-    d->next = P.drains;
-    P.drains = d;
+    pthread_mutex_lock(&P.lock);
+    d->next = P.drains_in;
+    P.drains_in = d;
+    pthread_mutex_unlock(&P.lock);
+    wake();
 }
 
 /* Sends what the socket takes; 1 when the drain is over (sent, failed, or
@@ -426,7 +453,5 @@ void park_hand(struct worker *w, void (*resume)(struct worker *w))
     e->next = P.incoming;
     P.incoming = e;
     pthread_mutex_unlock(&P.lock);
-    uint64_t one = 1;
-    if (write(P.ev, &one, sizeof one) < 0 && errno != EAGAIN)
-        log_warn("stream loop: wake-up failed: %s", strerror(errno));
+    wake();
 }

@@ -22,9 +22,9 @@ void park_hand(struct worker *w, void (*resume)(struct worker *w));
 /* Streams on the loop now (for /metrics and the drain). */
 int park_count(void);
 
-/* On the loop (from a resume): the end of a stream the client has not taken
- * yet (fcgi_finish_unsent's fd and bytes, given to the loop): sent as the
- * socket takes it, for at most a minute, then closed. */
+/* From any thread: the end of a stream the client has not taken yet
+ * (fcgi_finish_unsent's fd and bytes, given to the loop): sent as the socket
+ * takes it, for at most a minute, then closed. */
 void park_drain(int fd, char *data, size_t len);
 
 #endif

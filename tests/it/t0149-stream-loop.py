@@ -38,7 +38,8 @@ class ReuseDies:
     fresh connection and asks again, within one turn of the stream loop. Streams on a fresh
     connection get three events 50 ms apart."""
 
-    def __init__(self):
+    def __init__(self, gap=0.05):
+        self.gap = gap
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -87,7 +88,7 @@ class ReuseDies:
                     ev = ('data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":'
                           '[{"index":0,"delta":{"content":"%sw%d"},"finish_reason":null}]}\n\n' % (" " if k > 1 else "", k))
                     conn.sendall(b"%x\r\n%s\r\n" % (len(ev), ev.encode()))
-                    time.sleep(0.05)
+                    time.sleep(self.gap)
                 ev = b"data: [DONE]\n\n"
                 conn.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(ev), ev))
         except OSError:
@@ -294,6 +295,57 @@ def test_a_client_that_leaves_ends_the_upstream_transfer(c):
              what="the disconnect accounted")
     # the stand-in sees the end at its next write (250 ms apart), long before its 40 chunks (10 s)
     wait_for(lambda: c.fake.stats()["inflight"] == 0, 3, what="the upstream transfer ended")
+
+
+def test_a_stream_end_that_waits_holds_up_no_other_stream(c):
+    """The end of a stream may wait (here the usage queue is full while the database is locked:
+    back-pressure; also a locked database for idempotency, a Redis `state` that does not
+    answer): it waits on a thread of its own, never on the loop, so a stream beside it keeps
+    its pace."""
+    import sqlite3
+    gw = Gateway("t0149-q", procs=1, threads=THREADS,
+                 conf={"pool": "processes = 1; threads = %d; max_threads = 200;" % THREADS,
+                       "usage": "flush_ms = 50; batch_max = 1; queue_max = 100;"})
+    slow = ReuseDies(gap=0.6)               # three events 0.6 s apart
+    try:
+        key = setup_tenant(gw, "acme", "alice")
+        add_endpoint(gw, "ep", "acme", [c.fake])
+        gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
+        add_endpoint(gw, "ep-slow", "acme", [slow])
+        gw.ctl("route", "add", "ms", "ep-slow", "--tenant", "acme")
+        gw.start()
+        assert gw.chat(key).status == 200
+        out = {}
+
+        def stream(name, model, behavior):
+            out[name] = gw.stream_raw(key, dict(body(name), model=model), timeout=30,
+                                      headers={"X-Fake-Behavior": behavior})
+        beside = threading.Thread(target=stream, args=("beside", "m", "chunks=50;gap_ms=100"))
+        beside.start()
+        time.sleep(0.2)
+        ending = threading.Thread(target=stream, args=("ending", "ms", ""))
+        ending.start()
+        time.sleep(0.2)
+        con = sqlite3.connect(gw.db, timeout=10, isolation_level=None)
+        con.execute("BEGIN IMMEDIATE")          # the usage writer cannot write: its queue fills
+        fill = threading.Thread(target=burst, args=(lambda i: gw.chat(key, content="f%d" % i), 110))
+        fill.start()
+        time.sleep(3)                       # the other stream ends meanwhile; its usage record waits
+        con.execute("ROLLBACK")
+        con.close()
+        ending.join(30)
+        beside.join(30)
+        fill.join(60)
+        status, _, chunks = out["beside"]
+        text, done = words_of(chunks)
+        assert status == 200 and done and text == " ".join("w%d" % k for k in range(1, 51)), (status, text)
+        assert out["ending"][0] == 200, out["ending"][0]
+        times = [t for t, _ in chunks]
+        gap = max(b - a for a, b in zip(times, times[1:]))
+        assert gap < 0.6, "the stream beside stood still %.2f s while another stream's end waited" % gap
+    finally:
+        gw.stop()
+        slow.stop()
 
 
 if __name__ == "__main__":
