@@ -430,10 +430,8 @@ static void resume_parked(struct worker *w)
         finish_parked(w);           /* no thread: here, as it was */
         return;
     }
-    if (pthread_create(&t, &worker_attr, continue_parked, w) == 0) {
-        pthread_detach(t);
-        return;
-    }
+    if (pthread_create(&t, &worker_attr, continue_parked, w) == 0)
+        return;                     /* worker_attr makes it detached: t may be gone already */
     log_warn("request %s: no thread for its retry (%s): it runs on the stream loop", w->req->request_id,
              strerror(errno));
     w->req->may_park = 0;
