@@ -45,6 +45,7 @@ struct parked {
     uint32_t up_events, fcgi_events;    /* what each is watched for now */
     int due;                        /* a turn is due now */
     int client_event;               /* the FastCGI socket became readable or hung up */
+    int client_hup;                 /* it hung up (or failed): reported whether watched or not */
     int64_t deadline;               /* mono ms: the next turn at the latest */
     struct parked *next;            /* on the incoming list */
 };
@@ -226,6 +227,15 @@ static int turn(int i, int64_t now)
     e->due = 0;
     if (e->client_event) {
         e->client_event = 0;
+        /* A hang-up is gone for good, even with the watch stopped (an odd
+         * record): epoll reports it always, and it would turn this stream
+         * without end until its next write failed. */
+        if (e->client_hup && !a->tr.watch_fcgi) {
+            r->client_gone = 1;
+            a->tr.out = ATTEMPT_CLIENT_GONE;
+            end(i);
+            return 1;
+        }
         if (a->tr.watch_fcgi && forward_client_check(r, a)) {
             end(i);
             return 1;
@@ -409,6 +419,8 @@ static void *loop(void *arg)
             } else {
                 if (evs[k].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
                     e->client_event = 1;
+                if (evs[k].events & (EPOLLHUP | EPOLLERR))
+                    e->client_hup = 1;
                 e->due = 1;
             }
         }

@@ -281,6 +281,35 @@ def test_a_stream_that_ends_before_its_client_read_it_holds_up_nothing(c):
     wait_for(lambda: fds_of(c.pid) <= fds_before + 4, 15, what="the slow readers' connections closed")
 
 
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_front_server_that_hangs_up_after_an_odd_record_spins_nothing(c):
+    """A front server sends a record the stream does not expect (FCGI_GET_VALUES: answered, then
+    the client watch stops rather than spin on it), then closes the connection: the hang-up
+    ends the stream at once, and the loop does not turn it without end until its next write."""
+    import struct
+    before = len(c.gw.usage_events("error_code = 'client_disconnected'"))
+    s = fcgi_unread(c, "odd-record", "chunks=3;gap_ms=4000")
+    s.settimeout(10)
+    got = b""
+    while b"data: {" not in got:
+        got += s.recv(65536)
+    s.sendall(struct.pack("!BBHHBB", 1, 9, 0, 0, 0, 0))      # FCGI_GET_VALUES, nothing asked
+    time.sleep(0.3)
+    s.close()
+    time.sleep(0.2)
+    cpu0 = cpu_s(c.pid)
+    time.sleep(1.5)
+    spent = cpu_s(c.pid) - cpu0
+    assert spent < 0.3, "the responder spent %.2f s of CPU in 1.5 s with nothing to do" % spent
+    wait_for(lambda: len(c.gw.usage_events("error_code = 'client_disconnected'")) > before, 3,
+             what="the hang-up accounted as the client's leaving")
+
+
 def test_a_client_that_leaves_ends_the_upstream_transfer(c):
     """A long stream whose client closes after the first event: sluice aborts the upstream
     transfer (the stand-in sees its connection end long before its 40 chunks) and records it."""
