@@ -722,7 +722,7 @@ int main(int argc, char **argv)
     atomic_store(&stopping, 1);
     log_info("signal %d: draining %d in-flight requests", sig, atomic_load(&inflight));
     int64_t deadline = mono_ms() + conf.shutdown_grace_ms;
-    while (atomic_load(&inflight) > 0 && mono_ms() < deadline) {
+    while ((atomic_load(&inflight) > 0 || park_draining() > 0) && mono_ms() < deadline) {
         struct timespec pause = {0, 20 * 1000000};
         nanosleep(&pause, NULL);
     }
@@ -734,7 +734,7 @@ int main(int argc, char **argv)
                  atomic_load(&inflight));
         atomic_store(&cut, 1);
         deadline = mono_ms() + 2000;
-        while (atomic_load(&inflight) > 0 && mono_ms() < deadline) {
+        while ((atomic_load(&inflight) > 0 || park_draining() > 0) && mono_ms() < deadline) {
             struct timespec pause = {0, 20 * 1000000};
             nanosleep(&pause, NULL);
         }

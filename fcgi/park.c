@@ -71,6 +71,7 @@ static struct {
     struct parked **live;           /* the loop's own */
     int n, cap;
     atomic_int count;
+    atomic_int draining;            /* drains handed over and not closed yet (the shutdown waits for them) */
 } P = {.ep = -1, .ev = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* An event's tag: the entry (16-byte aligned), bit 0 the FastCGI socket,
@@ -323,6 +324,7 @@ static void drain_close(struct drain *d)
     close(d->fd);
     free(d->data);
     free(d);
+    atomic_fetch_sub(&P.draining, 1);
 }
 
 /* On the loop: the drain joins the set and the list. */
@@ -333,6 +335,7 @@ static void drain_add(struct drain *d)
         close(d->fd);
         free(d->data);
         free(d);
+        atomic_fetch_sub(&P.draining, 1);
         return;
     }
     d->next = P.drains;
@@ -346,6 +349,7 @@ void park_drain(int fd, char *data, size_t len)
     d->data = data;
     d->len = len;
     d->deadline = mono_ms() + DRAIN_MS;
+    atomic_fetch_add(&P.draining, 1);
     pthread_mutex_lock(&P.lock);
     d->next = P.drains_in;
     P.drains_in = d;
@@ -454,6 +458,8 @@ int park_start(const struct conf *c)
 int park_running(void) { return P.running; }
 
 int park_count(void) { return atomic_load(&P.count); }
+
+int park_draining(void) { return atomic_load(&P.draining); }
 
 void park_hand(struct worker *w, void (*resume)(struct worker *w))
 {

@@ -27,4 +27,8 @@ int park_count(void);
  * takes it, for at most a minute, then closed. */
 void park_drain(int fd, char *data, size_t len);
 
+/* Stream ends still being sent: the shutdown waits for them as for requests
+ * (R-DEP-6: the last bytes, a shutting_down event too, reach the client). */
+int park_draining(void);
+
 #endif

@@ -377,5 +377,53 @@ def test_a_stream_end_that_waits_holds_up_no_other_stream(c):
         slow.stop()
 
 
+def fcgi_read_to_end(s):
+    """The STDOUT of a FastCGI answer, and whether its END_REQUEST came."""
+    import struct
+    buf, out = b"", b""
+    while True:
+        while len(buf) >= 8:
+            _, rtype, _, clen, pad, _ = struct.unpack("!BBHHBB", buf[:8])
+            if len(buf) < 8 + clen + pad:
+                break
+            if rtype == 6:
+                out += buf[8:8 + clen]
+            elif rtype == 3:
+                return out, True
+            buf = buf[8 + clen + pad:]
+        got = s.recv(65536)
+        if not got:
+            return out, False
+        buf += got
+
+
+def test_the_shutdown_waits_for_stream_ends_still_being_sent(c):
+    """SIGTERM while the ends of streams wait for readers that are slow: the responder stays
+    until they are sent (within its grace, as for requests still running, R-DEP-6), rather
+    than exit and cut them short."""
+    import signal
+    gw = Gateway("t0149-stop", procs=1, threads=THREADS,
+                 conf={"pool": "processes = 1; threads = %d; max_threads = %d;" % (THREADS, THREADS)})
+    try:
+        g = Ctx()
+        g.gw, g.key = gw, setup_tenant(gw, "acme", "alice")
+        add_endpoint(gw, "ep", "acme", [c.fake])
+        gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
+        gw.start()
+        socks = [fcgi_unread(g, "stop%d" % i, "chunks=%d;gap_ms=0" % (1200 + 100 * i)) for i in range(13)]
+        time.sleep(1.0)                     # every stream ended upstream or waits for its reader
+        os.kill(gw.responder_pids()[0], signal.SIGTERM)
+        time.sleep(0.5)
+        ends = []
+        for s in reversed(socks):           # the longest first: the ends given away come last
+            s.settimeout(10)
+            out, ended = fcgi_read_to_end(s)
+            ends.append(ended and out.rstrip().endswith(b"data: [DONE]"))
+            s.close()
+        assert all(ends), "%d of 13 streams cut short at the shutdown" % ends.count(False)
+    finally:
+        gw.stop()
+
+
 if __name__ == "__main__":
     run_tests(globals(), setup, teardown)
