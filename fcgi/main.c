@@ -389,17 +389,61 @@ static void finish_parked(struct worker *w)
 
 static void resume_parked(struct worker *w);
 
-/* The end of a parked request, off the loop: handle_end may wait (a locked
+/* The ends of parked requests, off the loop: handle_end may wait (a locked
  * database for idempotency or quotas, a Redis `state` that does not answer,
  * a full usage queue's back-pressure), and on the loop that wait would hold
- * up every stream. */
-static void *finish_thread(void *arg)
+ * up every stream. FINISHERS threads per responder take them in turn (not a
+ * thread per end: thread-local caches would be made and freed each time), so
+ * one end that waits holds up none of the others. */
+enum { FINISHERS = 2 };
+static pthread_mutex_t finish_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t finish_cond = PTHREAD_COND_INITIALIZER;
+static struct worker *finish_head, *finish_tail;     /* linked by next_free */
+static int finishers;
+
+static void *finisher_main(void *arg)
 {
-    finish_parked(arg);
-    spans_thread_end();
-    content_rules_thread_end();
-    json_parse_thread_end();
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&finish_lock);
+        while (!finish_head)
+            pthread_cond_wait(&finish_cond, &finish_lock);
+        struct worker *w = finish_head;
+        finish_head = w->next_free;
+        if (!finish_head)
+            finish_tail = NULL;
+        pthread_mutex_unlock(&finish_lock);
+        finish_parked(w);
+    }
     return NULL;
+}
+
+static void start_finishers(void)
+{
+    for (int i = 0; i < FINISHERS; i++) {
+        pthread_t t;
+        if (pthread_create(&t, &worker_attr, finisher_main, NULL) == 0)
+            finishers++;
+    }
+    if (!finishers)
+        log_warn("no finisher thread (%s): parked requests end on the stream loop", strerror(errno));
+}
+
+static void finish_later(struct worker *w)
+{
+    if (!finishers) {
+        finish_parked(w);           /* no finisher: here, as it was */
+        return;
+    }
+    w->next_free = NULL;
+    pthread_mutex_lock(&finish_lock);
+    if (finish_tail)
+        finish_tail->next_free = w;
+    else
+        finish_head = w;
+    finish_tail = w;
+    pthread_cond_signal(&finish_cond);
+    pthread_mutex_unlock(&finish_lock);
 }
 
 /* A retry after a parked attempt failed before any data went out: the next
@@ -425,9 +469,7 @@ static void resume_parked(struct worker *w)
 {
     pthread_t t;
     if (drive_resume(w->req)) {
-        if (pthread_create(&t, &worker_attr, finish_thread, w) == 0)
-            return;
-        finish_parked(w);           /* no thread: here, as it was */
+        finish_later(w);
         return;
     }
     if (pthread_create(&t, &worker_attr, continue_parked, w) == 0)
@@ -706,7 +748,9 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     park_start(&conf);             /* streams under way leave their threads (pool.park_streams) */
-    start_pool();
+    start_pool();                   /* worker_attr: also the finishers' */
+    if (park_running())
+        start_finishers();
     pthread_t cfg_thread;
     pthread_create(&cfg_thread, NULL, config_main, cfg_db);
     log_info("sluice-fcgi ready: %d threads (up to %d), config version %lld", conf.pool_threads,
