@@ -28,7 +28,7 @@ FUZZ_CFLAGS = -g -O1 -std=gnu11 -D_GNU_SOURCE -pthread -Wall -Wextra -Wno-unused
 	$(JSONC_CFLAGS) $(LIBCONFIG_CFLAGS) $(CURL_CFLAGS) $(SQLITE_CFLAGS) $(CRYPTO_CFLAGS)
 FUZZ_LIBS = $(JSONC_LIBS) $(LIBCONFIG_LIBS) $(CRYPTO_LIBS) -lm -lpthread
 # The pure modules the harnesses reach (fuzz_guard.c includes fcgi/guard.c itself).
-FUZZ_PURE = lib/buf lib/arena lib/util lib/log lib/conf lib/settings \
+FUZZ_PURE = lib/buf lib/arena lib/util lib/log lib/conf lib/settings lib/json_parse lib/state_url \
 	fcgi/errors fcgi/sse fcgi/usage fcgi/pathcheck fcgi/anthropic fcgi/anthropic_stream \
 	fcgi/messages fcgi/messages_stream fcgi/xlate fcgi/dialect fcgi/screen_text \
 	healthd/metrics healthd/dcgm
