@@ -32,7 +32,6 @@ void fcgi_conn_init(struct fcgi_conn *c)
     memset(c, 0, sizeof *c);
     c->fd = -1;
     c->rec_at = -1;
-    c->send_timeout_ms = -1;
     buf_init(&c->params, PARAMS_MAX);
     buf_init(&c->env, 0);
     buf_init(&c->mgmt, FCGI_MAX_CONTENT);
@@ -55,7 +54,7 @@ void fcgi_conn_free(struct fcgi_conn *c)
 
 /* ---- writing ---------------------------------------------------------- */
 
-static int send_iov(int fd, struct iovec *iov, int cnt, int timeout_ms)
+static int send_iov(int fd, struct iovec *iov, int cnt)
 {
     while (cnt > 0) {
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)cnt};
@@ -65,8 +64,7 @@ static int send_iov(int fd, struct iovec *iov, int cnt, int timeout_ms)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 struct pollfd p = {.fd = fd, .events = POLLOUT};
-                if (poll(&p, 1, timeout_ms) == 0)
-                    return -1;      /* the front server stopped reading */
+                poll(&p, 1, -1);
                 continue;
             }
             return -1;
@@ -118,7 +116,7 @@ int fcgi_flush(struct fcgi_conn *c)
         return 0;
     }
     struct iovec iov = {.iov_base = c->out.data, .iov_len = c->out.len};
-    int rc = send_iov(c->fd, &iov, 1, c->send_timeout_ms);
+    int rc = send_iov(c->fd, &iov, 1);
     buf_reset(&c->out);     /* after: it writes the first byte */
     if (rc != 0) {
         c->dead = 1;
@@ -157,7 +155,7 @@ int fcgi_write(struct fcgi_conn *c, const char *data, size_t n)
             unsigned char h[FCGI_HEADER_LEN];
             fcgi_header_put(h, FCGI_STDOUT, c->id, k);
             struct iovec iov[3] = {{c->out.data, c->out.len}, {h, sizeof h}, {(char *)data, k}};
-            int rc = send_iov(c->fd, iov, 3, c->send_timeout_ms);
+            int rc = send_iov(c->fd, iov, 3);
             buf_reset(&c->out);
             if (rc != 0) {
                 c->dead = 1;
@@ -544,7 +542,6 @@ int fcgi_accept(struct fcgi_conn *c, int listen_fd)
         c->params_done = c->stdin_done = c->aborted = c->eof = c->dead = 0;
         c->nparams = 0;
         c->nonblock = 0;
-        c->send_timeout_ms = -1;
         buf_reset(&c->params);
         buf_reset(&c->out);
         c->rec_at = -1;
@@ -583,21 +580,27 @@ static void linger(struct fcgi_conn *c)
     }
 }
 
+/* The end of stdout and END_REQUEST, sent as far as the socket takes them. */
+static void end_request(struct fcgi_conn *c)
+{
+    if (c->dead || !c->id)
+        return;
+    unsigned char t[24];
+    rec_close(c);
+    fcgi_header_put(t, FCGI_STDOUT, c->id, 0);
+    fcgi_header_put(t + 8, FCGI_END_REQUEST, c->id, 8);
+    fcgi_end_body_put(t + 16, 0, FCGI_REQUEST_COMPLETE);
+    if (buf_append(&c->out, t, sizeof t) == 0)
+        fcgi_flush(c);
+}
+
 int fcgi_finish_unsent(struct fcgi_conn *c, int *fd, char **rest, size_t *len)
 {
     if (c->fd < 0 || !c->nonblock) {
         fcgi_finish(c);
         return 0;
     }
-    if (!c->dead && c->id) {
-        unsigned char t[24];
-        rec_close(c);
-        fcgi_header_put(t, FCGI_STDOUT, c->id, 0);
-        fcgi_header_put(t + 8, FCGI_END_REQUEST, c->id, 8);
-        fcgi_end_body_put(t + 16, 0, FCGI_REQUEST_COMPLETE);
-        if (buf_append(&c->out, t, sizeof t) == 0)
-            fcgi_flush(c);
-    }
+    end_request(c);
     if (c->dead || c->out.len == 0) {
         drop(c);            /* all sent (or lost); not kept: the next request comes on a new one */
         return 0;
@@ -615,15 +618,7 @@ void fcgi_finish(struct fcgi_conn *c)
 {
     if (c->fd < 0)
         return;
-    if (!c->dead && c->id) {
-        unsigned char t[24];
-        rec_close(c);
-        fcgi_header_put(t, FCGI_STDOUT, c->id, 0);
-        fcgi_header_put(t + 8, FCGI_END_REQUEST, c->id, 8);
-        fcgi_end_body_put(t + 16, 0, FCGI_REQUEST_COMPLETE);
-        if (buf_append(&c->out, t, sizeof t) == 0)
-            fcgi_flush(c);
-    }
+    end_request(c);
     /* An aborted request is over too: the front server sends nothing more for
      * it once it has the END_REQUEST (what is still on the way is skipped). */
     if (c->keep && !c->dead && !c->eof) {

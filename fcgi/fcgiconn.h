@@ -31,7 +31,6 @@ struct fcgi_conn {
     struct buf out;             /* STDOUT records not yet written */
     long rec_at;                /* offset of the open STDOUT record's header in out, -1: none */
     int nonblock;               /* writes never wait: what the socket takes now goes, the rest stays in out */
-    int send_timeout_ms;        /* a blocking write gives up after this (-1: never) */
 };
 
 void fcgi_conn_init(struct fcgi_conn *c);
