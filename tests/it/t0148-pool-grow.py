@@ -9,7 +9,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import Fake, Gateway, add_endpoint, run_tests, setup_tenant, wait_for
+from harness import Fake, Gateway, add_endpoint, run_tests, setup_tenant, threads_of, wait_for
 
 BASE, CEILING = 2, 40
 CHUNKS, GAP_MS = 4, 300          # one stream lasts about 1.2 s
@@ -40,14 +40,6 @@ def teardown(c):
     if c:
         c.gw.stop()
         c.fake.stop()
-
-
-def threads_of(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return 0
 
 
 def streams(c, n):

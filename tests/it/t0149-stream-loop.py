@@ -13,7 +13,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 from harness import (Fake, Gateway, _fcgi_len, _fcgi_record, add_endpoint, burst, fcgi_sockets, run_tests,
-                     setup_tenant, wait_for)
+                     setup_tenant, threads_of, wait_for)
 
 THREADS = 4                      # pool.threads = pool.max_threads: the pool cannot grow
 STREAMS = 60
@@ -22,14 +22,6 @@ CHUNKS, GAP_MS = 4, 250          # one stream lasts about 1 s
 
 class Ctx:
     pass
-
-
-def threads_of(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("Threads:"):
-                return int(line.split()[1])
-    return 0
 
 
 class ReuseDies:

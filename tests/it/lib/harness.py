@@ -101,6 +101,15 @@ def free_port():
     return port
 
 
+def threads_of(pid):
+    """The number of threads of process pid (its /proc status)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    return 0
+
+
 def burst(fn, n, stagger=0.0):
     """fn(0) .. fn(n-1) at once, each on a thread of its own (started stagger seconds apart):
     their results in order, an exception in place of a result that raised."""
