@@ -70,7 +70,6 @@ static struct {
     struct drain *drains_in;        /* stream ends given from other threads, not yet in the set (under lock) */
     struct parked **live;           /* the loop's own */
     int n, cap;
-    atomic_int count;
     atomic_int draining;            /* drains handed over and not closed yet (the shutdown waits for them) */
 } P = {.ep = -1, .ev = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -213,7 +212,6 @@ static void end(int i)
     for (int k = 0; k < e->n_up; k++)
         epoll_ctl(P.ep, EPOLL_CTL_DEL, e->up_fd[k], NULL);
     epoll_ctl(P.ep, EPOLL_CTL_DEL, e->w->fcgi.fd, NULL);
-    atomic_fetch_sub(&P.count, 1);
     e->resume(e->w);
     free(e);
 }
@@ -457,8 +455,6 @@ int park_start(const struct conf *c)
 
 int park_running(void) { return P.running; }
 
-int park_count(void) { return atomic_load(&P.count); }
-
 int park_draining(void) { return atomic_load(&P.draining); }
 
 void park_hand(struct worker *w, void (*resume)(struct worker *w))
@@ -466,7 +462,6 @@ void park_hand(struct worker *w, void (*resume)(struct worker *w))
     struct parked *e = xcalloc(1, sizeof *e);
     e->w = w;
     e->resume = resume;
-    atomic_fetch_add(&P.count, 1);
     pthread_mutex_lock(&P.lock);
     e->next = P.incoming;
     P.incoming = e;

@@ -19,9 +19,6 @@ int park_running(void);
 /* w->req has parked (r->parked_attempt set); resume(w) ends it, on the loop. */
 void park_hand(struct worker *w, void (*resume)(struct worker *w));
 
-/* Streams on the loop now (for /metrics and the drain). */
-int park_count(void);
-
 /* From any thread: the end of a stream the client has not taken yet
  * (fcgi_finish_unsent's fd and bytes, given to the loop): sent as the socket
  * takes it, for at most a minute, then closed. */
