@@ -10,7 +10,7 @@
 #include "ops.h"
 
 #include <json-c/json.h>
-#include <sqlite3.h>
+#include "sdb.h"
 #include <stdint.h>
 
 #define API_MAX_PARAMS 4
@@ -21,7 +21,7 @@ enum api_auth { API_AUTH_NONE, API_AUTH_SESSION, API_AUTH_BEARER_SESSION, API_AU
 
 /* One request's state; lives in main() for the whole (single-request) process. */
 struct api_ctx {
-    sqlite3 *db;
+    struct sdb *db;
     struct cgi_req *req;
     const struct conf *conf;
     int64_t default_tenant_id;

@@ -30,14 +30,14 @@ static int main_conf(struct conf *conf)
     return 0;
 }
 
-static int64_t main_default_tenant(sqlite3 *db)
+static int64_t main_default_tenant(struct sdb *db)
 {
-    sqlite3_stmt *st = NULL;
+    struct sdb_stmt *st = NULL;
     int64_t id = 0;
-    if (sqlite3_prepare_v2(db, "SELECT id FROM tenants WHERE name = 'default'", -1, &st, NULL) ==
-            SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-        id = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    if (sdb_prepare(db, "SELECT id FROM tenants WHERE name = 'default'", &st) ==
+            SDB_OK && sdb_step(st) == SDB_ROW)
+        id = sdb_column_int64(st, 0);
+    sdb_finalize(st);
     return id;
 }
 

@@ -6,7 +6,7 @@
 #include "ops.h"
 
 #include <json-c/json.h>
-#include <sqlite3.h>
+#include "sdb.h"
 #include <stdint.h>
 
 #define CLI_MAX_POS 4
@@ -30,7 +30,7 @@ struct cli {
     int nopts;
 };
 
-typedef struct json_object *(*cli_run_fn)(sqlite3 *db, const struct cli *c, struct ops_error *err);
+typedef struct json_object *(*cli_run_fn)(struct sdb *db, const struct cli *c, struct ops_error *err);
 
 /* The option's value ("" for a flag), or NULL when not given. */
 const char *cli_opt(const struct cli *c, const char *name);
@@ -46,47 +46,47 @@ int cli_key_limits(const struct cli *c, struct ops_key_limits *l, struct ops_err
 
 /* ---- admin/sluicectl_more.c: listings and the commands of the management API ---- */
 #define CLI_LIST_OPTS "tenant= user= endpoint= limit= offset="
-struct json_object *cmd_list_tenants(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_users(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_endpoints(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_replicas(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_routes(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_keys(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_nodes(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_policies(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_audit(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_alerts(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_quotas(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_semrules(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_semrule_add(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_semrule_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_tenants(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_users(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_endpoints(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_replicas(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_routes(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_keys(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_nodes(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_policies(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_audit(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_alerts(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_quotas(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_semrules(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_semrule_add(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_semrule_rm(struct sdb *db, const struct cli *c, struct ops_error *err);
 /* quota set|rm: exactly one of the targets (R-KEY-6). */
 #define QUOTA_TARGET_OPTS "tenant= user= endpoint= model="
-struct json_object *cmd_quota_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_quota_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_list_rules(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_rule_add(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_rule_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_usage(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_usage_prune(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_show(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_user_ceiling(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_endpoint_test(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_key_policy(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_policy_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_quota_set(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_quota_rm(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_list_rules(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_rule_add(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_rule_rm(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_usage(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_usage_prune(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_show(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_user_ceiling(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_endpoint_test(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_key_policy(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_policy_set(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_policy_rm(struct sdb *db, const struct cli *c, struct ops_error *err);
 /* cache clear|stats [--model M] [--tenant T] (R-CACHE-3) */
-struct json_object *cmd_cache_clear(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_cache_stats(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_cache_hits(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_config_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_node_add(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_node_set(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_node_rm(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_cache_clear(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_cache_stats(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_cache_hits(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_config_get(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_config_set(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_node_add(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_node_set(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_node_rm(struct sdb *db, const struct cli *c, struct ops_error *err);
 const char *cli_state_path(const struct cli *c, char *path, size_t n);
-struct json_object *cmd_node_temperature(sqlite3 *db, const struct cli *c, struct ops_error *err);
-struct json_object *cmd_alert_resolve(sqlite3 *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_node_temperature(struct sdb *db, const struct cli *c, struct ops_error *err);
+struct json_object *cmd_alert_resolve(struct sdb *db, const struct cli *c, struct ops_error *err);
 /* Reads --upstream-auth-stdin into o (heap; free with cli_free_password). -1 on error. */
 int cli_endpoint_secret(const struct cli *c, struct ops_endpoint_opts *o, char **secret,
                         struct ops_error *err);

@@ -85,15 +85,15 @@ void ops_fail(struct ops_error *err, enum ops_error_kind kind, const char *param
     va_end(ap);
 }
 
-void ops_fail_db(struct ops_error *err, sqlite3 *db)
+void ops_fail_db(struct ops_error *err, struct sdb *db)
 {
-    int code = sqlite3_extended_errcode(db);
-    if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY)
-        ops_fail(err, OPS_ERR_CONFLICT, NULL, "already exists (%s)", sqlite3_errmsg(db));
-    else if (code == SQLITE_CONSTRAINT_CHECK)
-        ops_fail(err, OPS_ERR_INVALID, NULL, "value out of range (%s)", sqlite3_errmsg(db));
+    int code = sdb_extended_errcode(db);
+    if (code == SDB_CONSTRAINT_UNIQUE || code == SDB_CONSTRAINT_PRIMARYKEY)
+        ops_fail(err, OPS_ERR_CONFLICT, NULL, "already exists (%s)", sdb_errmsg(db));
+    else if (code == SDB_CONSTRAINT_CHECK)
+        ops_fail(err, OPS_ERR_INVALID, NULL, "value out of range (%s)", sdb_errmsg(db));
     else
-        ops_fail(err, OPS_ERR_INTERNAL, NULL, "database error: %s", sqlite3_errmsg(db));
+        ops_fail(err, OPS_ERR_INTERNAL, NULL, "database error: %s", sdb_errmsg(db));
 }
 
 /* ---- validation ------------------------------------------------------------ */
@@ -190,122 +190,122 @@ int ops_check_range(const char *param, struct ops_i64 v, int64_t min, int64_t ma
 
 /* ---- statements ------------------------------------------------------------ */
 
-static sqlite3_stmt *ops_prepare_v(sqlite3 *db, struct ops_error *err, const char *sql,
+static struct sdb_stmt *ops_prepare_v(struct sdb *db, struct ops_error *err, const char *sql,
                                    const char *types, va_list ap)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+    struct sdb_stmt *st = NULL;
+    if (sdb_prepare(db, sql, &st) != SDB_OK) {
         ops_fail_db(err, db);
         return NULL;
     }
     for (int i = 0; types[i]; i++) {
-        int rc = SQLITE_OK;
+        int rc = SDB_OK;
         if (types[i] == 't') {
             const char *s = va_arg(ap, const char *);
-            rc = s ? sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT)
-                   : sqlite3_bind_null(st, i + 1);
+            rc = s ? sdb_bind_text(st, i + 1, s, -1, SDB_TRANSIENT)
+                   : sdb_bind_null(st, i + 1);
         } else if (types[i] == 'i') {
-            rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+            rc = sdb_bind_int64(st, i + 1, va_arg(ap, int64_t));
         } else if (types[i] == 'o') {
             struct ops_i64 v = va_arg(ap, struct ops_i64);
-            rc = v.set ? sqlite3_bind_int64(st, i + 1, v.v) : sqlite3_bind_null(st, i + 1);
+            rc = v.set ? sdb_bind_int64(st, i + 1, v.v) : sdb_bind_null(st, i + 1);
         }
-        if (rc != SQLITE_OK) {
+        if (rc != SDB_OK) {
             ops_fail_db(err, db);
-            sqlite3_finalize(st);
+            sdb_finalize(st);
             return NULL;
         }
     }
     return st;
 }
 
-sqlite3_stmt *ops_prepare(sqlite3 *db, struct ops_error *err, const char *sql,
+struct sdb_stmt *ops_prepare(struct sdb *db, struct ops_error *err, const char *sql,
                           const char *types, ...)
 {
     va_list ap;
     va_start(ap, types);
-    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    struct sdb_stmt *st = ops_prepare_v(db, err, sql, types, ap);
     va_end(ap);
     return st;
 }
 
-int ops_run(sqlite3 *db, struct ops_error *err, const char *sql, const char *types, ...)
+int ops_run(struct sdb *db, struct ops_error *err, const char *sql, const char *types, ...)
 {
     va_list ap;
     va_start(ap, types);
-    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    struct sdb_stmt *st = ops_prepare_v(db, err, sql, types, ap);
     va_end(ap);
     if (!st)
         return -1;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    while ((rc = sdb_step(st)) == SDB_ROW)
         ;
-    if (rc != SQLITE_DONE)
+    if (rc != SDB_DONE)
         ops_fail_db(err, db);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : -1;
+    sdb_finalize(st);
+    return rc == SDB_DONE ? 0 : -1;
 }
 
-int ops_query_i64(sqlite3 *db, struct ops_error *err, int64_t *out, const char *sql,
+int ops_query_i64(struct sdb *db, struct ops_error *err, int64_t *out, const char *sql,
                   const char *types, ...)
 {
     va_list ap;
     va_start(ap, types);
-    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    struct sdb_stmt *st = ops_prepare_v(db, err, sql, types, ap);
     va_end(ap);
     if (!st)
         return -1;
-    int ret = -1, rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *out = sqlite3_column_int64(st, 0);
+    int ret = -1, rc = sdb_step(st);
+    if (rc == SDB_ROW) {
+        *out = sdb_column_int64(st, 0);
         ret = 1;
-    } else if (rc == SQLITE_DONE) {
+    } else if (rc == SDB_DONE) {
         ret = 0;
     } else {
         ops_fail_db(err, db);
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     return ret;
 }
 
-struct json_object *ops_query_one(sqlite3 *db, struct ops_error *err, ops_row_fn row,
+struct json_object *ops_query_one(struct sdb *db, struct ops_error *err, ops_row_fn row,
                                   const char *what, const char *sql, const char *types, ...)
 {
     va_list ap;
     va_start(ap, types);
-    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    struct sdb_stmt *st = ops_prepare_v(db, err, sql, types, ap);
     va_end(ap);
     if (!st)
         return NULL;
     struct json_object *res = NULL;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
+    int rc = sdb_step(st);
+    if (rc == SDB_ROW)
         res = row(st);
-    else if (rc == SQLITE_DONE)
+    else if (rc == SDB_DONE)
         ops_fail(err, OPS_ERR_NOT_FOUND, NULL, "%s not found", what);
     else
         ops_fail_db(err, db);
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     return res;
 }
 
-struct json_object *ops_query_list(sqlite3 *db, struct ops_error *err, const char *field,
+struct json_object *ops_query_list(struct sdb *db, struct ops_error *err, const char *field,
                                    ops_row_fn row, const char *sql, const char *types, ...)
 {
     va_list ap;
     va_start(ap, types);
-    sqlite3_stmt *st = ops_prepare_v(db, err, sql, types, ap);
+    struct sdb_stmt *st = ops_prepare_v(db, err, sql, types, ap);
     va_end(ap);
     if (!st)
         return NULL;
     struct json_object *arr = json_object_new_array();
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    while ((rc = sdb_step(st)) == SDB_ROW)
         json_object_array_add(arr, row(st));
-    if (rc != SQLITE_DONE)
+    if (rc != SDB_DONE)
         ops_fail_db(err, db);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
+    sdb_finalize(st);
+    if (rc != SDB_DONE) {
         json_object_put(arr);
         return NULL;
     }
@@ -314,7 +314,7 @@ struct json_object *ops_query_list(sqlite3 *db, struct ops_error *err, const cha
     return res;
 }
 
-struct json_object *ops_query_page(sqlite3 *db, struct ops_error *err, const char *field,
+struct json_object *ops_query_page(struct sdb *db, struct ops_error *err, const char *field,
                                    ops_row_fn row, const struct ops_list *l, const char *sql,
                                    const char *types, ...)
 {
@@ -338,15 +338,15 @@ struct json_object *ops_query_page(sqlite3 *db, struct ops_error *err, const cha
     va_list ap, ap2;
     va_start(ap, types);
     va_copy(ap2, ap);
-    sqlite3_stmt *cst = ops_prepare_v(db, err, count_sql, types, ap);
+    struct sdb_stmt *cst = ops_prepare_v(db, err, count_sql, types, ap);
     va_end(ap);
-    sqlite3_stmt *st = NULL;
+    struct sdb_stmt *st = NULL;
     if (cst) {
         st = ops_prepare_v(db, err, page_sql, types, ap2);
-        if (st && (sqlite3_bind_int64(st, (int)nt + 1, limit > 0 ? limit : -1) != SQLITE_OK ||
-                   sqlite3_bind_int64(st, (int)nt + 2, offset) != SQLITE_OK)) {
+        if (st && (sdb_bind_int64(st, (int)nt + 1, limit > 0 ? limit : -1) != SDB_OK ||
+                   sdb_bind_int64(st, (int)nt + 2, offset) != SDB_OK)) {
             ops_fail_db(err, db);
-            sqlite3_finalize(st);
+            sdb_finalize(st);
             st = NULL;
         }
     }
@@ -355,16 +355,16 @@ struct json_object *ops_query_page(sqlite3 *db, struct ops_error *err, const cha
     int rc;
     if (!cst || !st)
         goto out;
-    rc = sqlite3_step(cst);
-    if (rc != SQLITE_ROW) {
+    rc = sdb_step(cst);
+    if (rc != SDB_ROW) {
         ops_fail_db(err, db);
         goto out;
     }
-    total = sqlite3_column_int64(cst, 0);
+    total = sdb_column_int64(cst, 0);
     arr = json_object_new_array();
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    while ((rc = sdb_step(st)) == SDB_ROW)
         json_object_array_add(arr, row(st));
-    if (rc != SQLITE_DONE) {
+    if (rc != SDB_DONE) {
         ops_fail_db(err, db);
         json_object_put(arr);
         goto out;
@@ -375,13 +375,13 @@ struct json_object *ops_query_page(sqlite3 *db, struct ops_error *err, const cha
     json_object_object_add(res, "limit", json_object_new_int64(limit));
     json_object_object_add(res, "offset", json_object_new_int64(offset));
 out:
-    sqlite3_finalize(cst);
-    sqlite3_finalize(st);
+    sdb_finalize(cst);
+    sdb_finalize(st);
     return res;
 }
 
 /* One kind of filter: by name (resolved) or by id. */
-static int ops_list_id(sqlite3 *db, const char *what, const char *name, struct ops_i64 id,
+static int ops_list_id(struct sdb *db, const char *what, const char *name, struct ops_i64 id,
                        struct ops_i64 *out, struct ops_error *err)
 {
     if (!out)
@@ -401,7 +401,7 @@ static int ops_list_id(sqlite3 *db, const char *what, const char *name, struct o
     return rc;
 }
 
-int ops_list_ids(sqlite3 *db, const struct ops_list *l, struct ops_i64 *tenant_id,
+int ops_list_ids(struct sdb *db, const struct ops_list *l, struct ops_i64 *tenant_id,
                  struct ops_i64 *user_id, struct ops_i64 *endpoint_id, struct ops_error *err)
 {
     static const struct ops_list none;
@@ -416,24 +416,24 @@ int ops_list_ids(sqlite3 *db, const struct ops_list *l, struct ops_i64 *tenant_i
 
 /* ---- transactions ---------------------------------------------------------- */
 
-int ops_begin(sqlite3 *db, struct ops_error *err)
+int ops_begin(struct sdb *db, struct ops_error *err)
 {
     return ops_run(db, err, "BEGIN IMMEDIATE", "");
 }
 
-struct json_object *ops_finish(sqlite3 *db, struct json_object *res, struct ops_error *err)
+struct json_object *ops_finish(struct sdb *db, struct json_object *res, struct ops_error *err)
 {
     if (res && ops_run(db, err, "COMMIT", "") == 0)
         return res;
     json_object_put(res);
-    if (!sqlite3_get_autocommit(db))
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    if (!sdb_get_autocommit(db))
+        sdb_exec(db, "ROLLBACK");
     return NULL;
 }
 
 /* ---- lookups --------------------------------------------------------------- */
 
-int ops_tenant_id(sqlite3 *db, const char *name, int64_t *id, struct ops_error *err)
+int ops_tenant_id(struct sdb *db, const char *name, int64_t *id, struct ops_error *err)
 {
     if (ops_check_name("tenant", name, err) != 0)
         return -1;
@@ -444,37 +444,37 @@ int ops_tenant_id(sqlite3 *db, const char *name, int64_t *id, struct ops_error *
 }
 
 /* Two numbers of the one row named by name; 0, or -1 with NOT_FOUND "<what> not found". */
-static int ops_ids(sqlite3 *db, const char *what, const char *sql, const char *name,
+static int ops_ids(struct sdb *db, const char *what, const char *sql, const char *name,
                    int64_t *id, int64_t *tenant_id, struct ops_error *err)
 {
     if (ops_check_name(what, name, err) != 0)
         return -1;
-    sqlite3_stmt *st = ops_prepare(db, err, sql, "t", name);
+    struct sdb_stmt *st = ops_prepare(db, err, sql, "t", name);
     if (!st)
         return -1;
-    int ret = -1, rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *id = sqlite3_column_int64(st, 0);
+    int ret = -1, rc = sdb_step(st);
+    if (rc == SDB_ROW) {
+        *id = sdb_column_int64(st, 0);
         if (tenant_id)
-            *tenant_id = sqlite3_column_int64(st, 1);
+            *tenant_id = sdb_column_int64(st, 1);
         ret = 0;
-    } else if (rc == SQLITE_DONE) {
+    } else if (rc == SDB_DONE) {
         ops_fail(err, OPS_ERR_NOT_FOUND, what, "%s not found: %s", what, name);
     } else {
         ops_fail_db(err, db);
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     return ret;
 }
 
-int ops_endpoint_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,
+int ops_endpoint_ids(struct sdb *db, const char *name, int64_t *id, int64_t *tenant_id,
                      struct ops_error *err)
 {
     return ops_ids(db, "endpoint", "SELECT id, tenant_id FROM endpoints WHERE name = ?1",
                    name, id, tenant_id, err);
 }
 
-int ops_user_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,
+int ops_user_ids(struct sdb *db, const char *name, int64_t *id, int64_t *tenant_id,
                  struct ops_error *err)
 {
     return ops_ids(db, "user", "SELECT id, tenant_id FROM users WHERE name = ?1",
@@ -488,27 +488,27 @@ void ops_json_str(struct json_object *o, const char *key, const char *s)
     json_object_object_add(o, key, s ? json_object_new_string(s) : NULL);
 }
 
-void ops_json_text(struct json_object *o, const char *key, sqlite3_stmt *st, int col)
+void ops_json_text(struct json_object *o, const char *key, struct sdb_stmt *st, int col)
 {
-    const unsigned char *s = sqlite3_column_text(st, col);
+    const unsigned char *s = sdb_column_text(st, col);
     json_object_object_add(o, key, s ? json_object_new_string_len(
-        (const char *)s, sqlite3_column_bytes(st, col)) : NULL);
+        (const char *)s, sdb_column_bytes(st, col)) : NULL);
 }
 
-void ops_json_int(struct json_object *o, const char *key, sqlite3_stmt *st, int col)
+void ops_json_int(struct json_object *o, const char *key, struct sdb_stmt *st, int col)
 {
-    json_object_object_add(o, key, sqlite3_column_type(st, col) == SQLITE_NULL ? NULL
-                               : json_object_new_int64(sqlite3_column_int64(st, col)));
+    json_object_object_add(o, key, sdb_column_type(st, col) == SDB_NULL ? NULL
+                               : json_object_new_int64(sdb_column_int64(st, col)));
 }
 
-void ops_json_real(struct json_object *o, const char *key, sqlite3_stmt *st, int col, int decimals)
+void ops_json_real(struct json_object *o, const char *key, struct sdb_stmt *st, int col, int decimals)
 {
-    if (sqlite3_column_type(st, col) == SQLITE_NULL) {
+    if (sdb_column_type(st, col) == SDB_NULL) {
         json_object_object_add(o, key, NULL);
         return;
     }
     char text[64];
-    double v = sqlite3_column_double(st, col);
+    double v = sdb_column_double(st, col);
     snprintf(text, sizeof text, "%.*f", decimals, v);
     /* Trailing zeros go, and a bare "." with them: 0.002, 71.5, 85 */
     char *dot = strchr(text, '.');
@@ -522,14 +522,14 @@ void ops_json_real(struct json_object *o, const char *key, sqlite3_stmt *st, int
     json_object_object_add(o, key, json_object_new_double_s(strtod(text, NULL), text));
 }
 
-void ops_json_bool(struct json_object *o, const char *key, sqlite3_stmt *st, int col)
+void ops_json_bool(struct json_object *o, const char *key, struct sdb_stmt *st, int col)
 {
-    json_object_object_add(o, key, json_object_new_boolean(sqlite3_column_int64(st, col) != 0));
+    json_object_object_add(o, key, json_object_new_boolean(sdb_column_int64(st, col) != 0));
 }
 
 /* ---- init ------------------------------------------------------------------ */
 
-struct json_object *ops_init(sqlite3 *db, const char *path, struct ops_error *err)
+struct json_object *ops_init(struct sdb *db, const char *path, struct ops_error *err)
 {
     int64_t version = 0, sealed = 0;
     char key_path[PATH_MAX] = "";
@@ -569,7 +569,7 @@ out:
 
 /* ---- settings -------------------------------------------------------------- */
 
-static struct json_object *setting_row(sqlite3_stmt *st)
+static struct json_object *setting_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_text(o, "key", st, 0);
@@ -589,7 +589,7 @@ static struct json_object *setting_for_audit(struct json_object *row)
     return o;
 }
 
-static int ops_settings_audit(sqlite3 *db, struct ops_error *err, const char *action,
+static int ops_settings_audit(struct sdb *db, struct ops_error *err, const char *action,
                               struct json_object *before, struct json_object *after)
 {
     struct json_object *b = setting_for_audit(before), *a = setting_for_audit(after);
@@ -601,7 +601,7 @@ static int ops_settings_audit(sqlite3 *db, struct ops_error *err, const char *ac
 
 /* Known keys only, and a value their schema row (lib/settings.c) takes; it is stored in
  * its canonical form (on -> true, 85.50 -> 85.5), as config set stores it. */
-struct json_object *ops_settings_set(sqlite3 *db, const char *key, const char *value,
+struct json_object *ops_settings_set(struct sdb *db, const char *key, const char *value,
                                      struct ops_error *err)
 {
     char msg[512], canon[OPS_VALUE_MAX + 1];
@@ -644,7 +644,7 @@ struct json_object *ops_settings_set(sqlite3 *db, const char *key, const char *v
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_settings_get(sqlite3 *db, const char *key, struct ops_error *err)
+struct json_object *ops_settings_get(struct sdb *db, const char *key, struct ops_error *err)
 {
     if (ops_check_name("key", key, err) != 0)
         return NULL;
@@ -656,7 +656,7 @@ struct json_object *ops_settings_get(sqlite3 *db, const char *key, struct ops_er
     return res;
 }
 
-struct json_object *ops_settings_rm(sqlite3 *db, const char *key, struct ops_error *err)
+struct json_object *ops_settings_rm(struct sdb *db, const char *key, struct ops_error *err)
 {
     if (ops_check_name("key", key, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
@@ -671,7 +671,7 @@ struct json_object *ops_settings_rm(sqlite3 *db, const char *key, struct ops_err
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_settings_list(sqlite3 *db, struct ops_error *err)
+struct json_object *ops_settings_list(struct sdb *db, struct ops_error *err)
 {
     return ops_query_list(db, err, "settings", setting_row,
                           "SELECT key, value FROM settings ORDER BY key", "");

@@ -24,7 +24,7 @@
 #include "authz.h"
 
 #include <json-c/json.h>
-#include <sqlite3.h>
+#include "sdb.h"
 #include <stdint.h>
 
 enum ops_error_kind {
@@ -75,7 +75,7 @@ struct ops_list {
 #define OPS_LIST_LIMIT_MAX 1000
 /* Resolves l's names into ids (name and id of one kind: INVALID; unknown name:
  * NOT_FOUND). Any out pointer may be NULL. */
-int ops_list_ids(sqlite3 *db, const struct ops_list *l, struct ops_i64 *tenant_id,
+int ops_list_ids(struct sdb *db, const struct ops_list *l, struct ops_i64 *tenant_id,
                  struct ops_i64 *user_id, struct ops_i64 *endpoint_id, struct ops_error *err);
 
 /* ---- who acts, the audit log and alerts (ops_audit.c) ----------------------- */
@@ -93,33 +93,33 @@ void ops_set_actor_rights(enum authz_role role, const struct authz_limits *ceili
 
 /* Audit record: {"id","ts","actor","tenant_id","action","object_type","object_id",
  * "before","after"} (before/after as JSON objects or null). Newest first. */
-struct json_object *ops_audit_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_audit_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 /* Writes one audit row of its own (logins, logouts: no object change of ops). */
-int ops_audit_event(sqlite3 *db, const char *action, const char *object_type, int64_t object_id,
+int ops_audit_event(struct sdb *db, const char *action, const char *object_type, int64_t object_id,
                     int64_t tenant_id, struct json_object *after, struct ops_error *err);
 
 /* Alert: {"id","type","severity","status","tenant_id","endpoint_id","replica_id",
  * "message","created_at","resolved_at"}. Newest first. */
-struct json_object *ops_alert_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
-struct json_object *ops_alert_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_alert_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_alert_get(struct sdb *db, int64_t id, struct ops_error *err);
 /* Marks an ACTIVE alert RECOVERED by hand (healthd raises it again if still failing). */
-struct json_object *ops_alert_resolve(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_alert_resolve(struct sdb *db, int64_t id, struct ops_error *err);
 
 /* ---- database and settings (ops.c) --------------------------------------- */
 
 /* Ensures tenant "default" exists; R-SEC-9: sets the database files (path, -wal, -shm) to
  * mode 0640, creates the key file when missing (0600) and seals every clear upstream_auth.
  * {"ok":true,"database":path,"schema_version":N,"key_file":path,"credentials_sealed":N} */
-struct json_object *ops_init(sqlite3 *db, const char *path, struct ops_error *err);
+struct json_object *ops_init(struct sdb *db, const char *path, struct ops_error *err);
 
 /* {"key":...,"value":...}; list: {"settings":[{"key","value"}...]}. set takes the
  * settings of lib/settings.c only (unknown key: INVALID "key"; a value the schema refuses:
  * INVALID "value", naming the range or values) and stores the canonical text. */
-struct json_object *ops_settings_set(sqlite3 *db, const char *key, const char *value,
+struct json_object *ops_settings_set(struct sdb *db, const char *key, const char *value,
                                      struct ops_error *err);
-struct json_object *ops_settings_get(sqlite3 *db, const char *key, struct ops_error *err);
-struct json_object *ops_settings_rm(sqlite3 *db, const char *key, struct ops_error *err);
-struct json_object *ops_settings_list(sqlite3 *db, struct ops_error *err);
+struct json_object *ops_settings_get(struct sdb *db, const char *key, struct ops_error *err);
+struct json_object *ops_settings_rm(struct sdb *db, const char *key, struct ops_error *err);
+struct json_object *ops_settings_list(struct sdb *db, struct ops_error *err);
 
 /* ---- tenants and users (ops_tenant.c) ------------------------------------ */
 
@@ -128,14 +128,14 @@ struct ops_key_limits;      /* the six R-KEY-1 limits, below with the member key
 /* Tenant: {"id","name","weight","created_at"}. rm refuses "default" and tenants that
  * still own users, endpoints, routes or keys. List filters: NULL = all; a named
  * filter that does not exist is NOT_FOUND (in every ops_*_list). */
-struct json_object *ops_tenant_add(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_tenant_rm(sqlite3 *db, const char *name, struct ops_error *err);
+struct json_object *ops_tenant_add(struct sdb *db, const char *name, struct ops_error *err);
+struct json_object *ops_tenant_rm(struct sdb *db, const char *name, struct ops_error *err);
 /* R-PRIO-2: weight 1..1000, its share of a contended queue against the other tenants;
  * unset keeps it. */
-struct json_object *ops_tenant_set(sqlite3 *db, const char *name, struct ops_i64 weight,
+struct json_object *ops_tenant_set(struct sdb *db, const char *name, struct ops_i64 weight,
                                    struct ops_error *err);
-struct json_object *ops_tenant_get(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_tenant_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_tenant_get(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_tenant_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 
 /* User: {"id","name","tenant","tenant_id","role","has_password","key_ceiling":{limits},
  * "created_at"}.
@@ -148,14 +148,14 @@ struct json_object *ops_tenant_list(sqlite3 *db, const struct ops_list *l, struc
  * tightened to its own (ops_user_set with a role, ops_user_set_ceiling). The operator
  * sets what it likes; a user it creates without a ceiling has none.
  * ceiling: the new user's key ceiling, NULL (or unset members) = none given. */
-struct json_object *ops_user_add(sqlite3 *db, const char *name, const char *tenant,
+struct json_object *ops_user_add(struct sdb *db, const char *name, const char *tenant,
                                  const char *role, const char *password,
                                  const struct ops_key_limits *ceiling, struct ops_error *err);
-struct json_object *ops_user_set(sqlite3 *db, const char *name, const char *role,
+struct json_object *ops_user_set(struct sdb *db, const char *name, const char *role,
                                  const char *password, struct ops_error *err);
-struct json_object *ops_user_rm(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_user_get(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_user_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_user_rm(struct sdb *db, const char *name, struct ops_error *err);
+struct json_object *ops_user_get(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_user_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 /* 1 if password matches the stored crypt(3) hash, else 0 (constant-time compare). */
 int ops_password_verify(const char *password, const char *hash);
 
@@ -196,19 +196,19 @@ struct ops_endpoint_opts {
  * non-operator setting a wake URL at a new origin on such an endpoint is FORBIDDEN (and
  * the refusal audited as "refuse"); the operator setting its credential while a replica
  * or the wake URL a tenant admin registered is not approved is a CONFLICT. */
-struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *tenant,
+struct json_object *ops_endpoint_add(struct sdb *db, const char *name, const char *tenant,
                                      const struct ops_endpoint_opts *o, struct ops_error *err);
-struct json_object *ops_endpoint_set(sqlite3 *db, const char *name,
+struct json_object *ops_endpoint_set(struct sdb *db, const char *name,
                                      const struct ops_endpoint_opts *o, struct ops_error *err);
-struct json_object *ops_endpoint_rotate_key(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_endpoint_rm(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_endpoint_get(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_endpoint_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_endpoint_rotate_key(struct sdb *db, const char *name, struct ops_error *err);
+struct json_object *ops_endpoint_rm(struct sdb *db, const char *name, struct ops_error *err);
+struct json_object *ops_endpoint_get(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_endpoint_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 /* R-ANT-5: one minimal real request (max_tokens=1) in the endpoint's protocol to one
  * healthy running replica, timeout_ms (60 s by default). Never fails for an upstream
  * reason: {"ok","status","latency_ms","error","replica","replica_id","model"}
  * (ops_probe.c). */
-struct json_object *ops_endpoint_test(sqlite3 *db, const char *name, int64_t timeout_ms,
+struct json_object *ops_endpoint_test(struct sdb *db, const char *name, int64_t timeout_ms,
                                       struct ops_error *err);
 
 struct ops_replica_opts {
@@ -226,14 +226,14 @@ struct ops_replica_opts {
  * origin of a replica an operator approved. A non-operator adding a replica at a new
  * origin to an endpoint with the operator's credential is FORBIDDEN (audited as
  * "refuse"); a replica URL never changes (remove it and add another). */
-struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const char *url,
+struct json_object *ops_replica_add(struct sdb *db, const char *endpoint, const char *url,
                                     const struct ops_replica_opts *o, struct ops_error *err);
-struct json_object *ops_replica_set(sqlite3 *db, const char *endpoint, const char *url,
+struct json_object *ops_replica_set(struct sdb *db, const char *endpoint, const char *url,
                                     const struct ops_replica_opts *o, struct ops_error *err);
-struct json_object *ops_replica_rm(sqlite3 *db, const char *endpoint, const char *url,
+struct json_object *ops_replica_rm(struct sdb *db, const char *endpoint, const char *url,
                                    struct ops_error *err);
-struct json_object *ops_replica_get(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_replica_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_replica_get(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_replica_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 /* R-SEC-3: 0 if url may be a replica base URL, else -1 with err set. */
 int ops_check_replica_url(const char *url, struct ops_error *err);
 
@@ -256,14 +256,14 @@ struct ops_route_opts {
  * "created_at"} (cache and cache_ttl_s null: the model policy's; mirror null: none). tenant NULL = the endpoint's.
  * The endpoint must belong to the route's tenant, and a tenant other than
  * "default" may not add a model name that "default" routes (R-AUTH-4, R-ADM-2). */
-struct json_object *ops_route_add(sqlite3 *db, const char *model, const char *endpoint,
+struct json_object *ops_route_add(struct sdb *db, const char *model, const char *endpoint,
                                   const char *tenant, const struct ops_route_opts *o,
                                   struct ops_error *err);
-struct json_object *ops_route_set(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
+struct json_object *ops_route_set(struct sdb *db, int64_t id, const struct ops_route_opts *o,
                                   struct ops_error *err);
-struct json_object *ops_route_rm(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_route_get(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_route_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_route_rm(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_route_get(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_route_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- member keys (ops_key.c) --------------------------------------------- */
 
@@ -286,25 +286,25 @@ struct ops_key_priority {
  * (sk-tenant- + 40 characters), shown this once. Only its SHA-256 and its
  * first 12 characters are stored. name NULL or "" = no label (set: unchanged).
  * prio NULL: the default (add) or unchanged (set). */
-struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
+struct json_object *ops_key_add(struct sdb *db, const char *user, const char *name,
                                 const struct ops_key_limits *lim, const struct ops_key_priority *prio,
                                 struct ops_error *err);
-struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
+struct json_object *ops_key_set(struct sdb *db, int64_t id, const char *name,
                                 const struct ops_key_limits *lim, const struct ops_key_priority *prio,
                                 struct ops_error *err);
-struct json_object *ops_key_revoke(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_key_get(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_key_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_key_revoke(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_key_get(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_key_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 /* R-SEC-5: the ceiling of a user's keys: {"user","user_id",limits...}; unset limits keep
  * theirs (0 = no ceiling). In ops_tenant.c with the users. */
-struct json_object *ops_user_set_ceiling(sqlite3 *db, const char *user,
+struct json_object *ops_user_set_ceiling(struct sdb *db, const char *user,
                                          const struct ops_key_limits *lim, struct ops_error *err);
 
 /* R-AUTO-1 per-key routing policy (member keys): {"key_id","auto_routing_enabled":
  * bool|null,"auto_routing_strategy":str|null} (null = the global setting decides).
  * enabled: unset keeps, v < 0 clears; strategy NULL keeps, "" clears (ops_policy.c). */
-struct json_object *ops_key_policy_get(sqlite3 *db, int64_t key_id, struct ops_error *err);
-struct json_object *ops_key_policy_set(sqlite3 *db, int64_t key_id, struct ops_i64 enabled,
+struct json_object *ops_key_policy_get(struct sdb *db, int64_t key_id, struct ops_error *err);
+struct json_object *ops_key_policy_set(struct sdb *db, int64_t key_id, struct ops_i64 enabled,
                                        const char *strategy, struct ops_error *err);
 
 /* ---- model policies (ops_policy.c) ------------------------------------------ */
@@ -333,11 +333,11 @@ struct ops_policy_opts {
  * "description","shrink_max_tokens","cache","cache_ttl_s","default_greedy","clamp_max_tokens",
  * "semantic_threshold","updated_at"}.
  * set creates the policy when missing. */
-struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct ops_policy_opts *o,
+struct json_object *ops_policy_set(struct sdb *db, const char *model, const struct ops_policy_opts *o,
                                    struct ops_error *err);
-struct json_object *ops_policy_get(sqlite3 *db, const char *model, struct ops_error *err);
-struct json_object *ops_policy_rm(sqlite3 *db, const char *model, struct ops_error *err);
-struct json_object *ops_policy_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_policy_get(struct sdb *db, const char *model, struct ops_error *err);
+struct json_object *ops_policy_rm(struct sdb *db, const char *model, struct ops_error *err);
+struct json_object *ops_policy_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- content rules (ops_rule.c, R-GUARD-3) ------------------------------------ */
 
@@ -351,11 +351,11 @@ struct ops_rule_opts {
 /* Rule: {"id","name","tenant","tenant_id","kind","pattern","action","scope","created_at"}.
  * add refuses a pattern that does not compile or that backtracks without bound on
  * crafted texts; list with l->tenant shows that tenant's rules and the global ones. */
-struct json_object *ops_rule_add(sqlite3 *db, const char *name, const struct ops_rule_opts *o, struct ops_error *err);
-struct json_object *ops_rule_rm(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_rule_get_id(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_rule_rm_id(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_rule_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_rule_add(struct sdb *db, const char *name, const struct ops_rule_opts *o, struct ops_error *err);
+struct json_object *ops_rule_rm(struct sdb *db, const char *name, struct ops_error *err);
+struct json_object *ops_rule_get_id(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_rule_rm_id(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_rule_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- semantic routing rules (ops_semrule.c, R-SEM-1) ----------------------------- */
 
@@ -367,16 +367,16 @@ struct ops_semrule_opts {
     const char *label;               /* NULL: none; matched, candidates must carry it */
 };
 /* Rule: {"id","name","tenant","tenant_id","pattern","action","model","label","created_at"}. */
-struct json_object *ops_semrule_add(sqlite3 *db, const char *name, const struct ops_semrule_opts *o,
+struct json_object *ops_semrule_add(struct sdb *db, const char *name, const struct ops_semrule_opts *o,
                                     struct ops_error *err);
-struct json_object *ops_semrule_rm(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_semrule_get_id(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_semrule_rm_id(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_semrule_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_semrule_rm(struct sdb *db, const char *name, struct ops_error *err);
+struct json_object *ops_semrule_get_id(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_semrule_rm_id(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_semrule_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 /* R-SEM-1: a comma-separated label list is words of [a-z0-9._-], 1..64 bytes each. */
 int ops_check_labels(const char *param, const char *list, struct ops_error *err);
 /* R-SEM-1: the labels (comma-separated; "" clears) every semantic pick for key id must carry. */
-struct json_object *ops_key_labels_set(sqlite3 *db, int64_t id, const char *labels, struct ops_error *err);
+struct json_object *ops_key_labels_set(struct sdb *db, int64_t id, const char *labels, struct ops_error *err);
 
 /* ---- the answer cache (ops_cache.c) ------------------------------------------ */
 
@@ -388,12 +388,12 @@ struct json_object *ops_key_labels_set(sqlite3 *db, int64_t id, const char *labe
  * model. Clear deletes the matching cache_entries rows and answers {"deleted":N,"model",
  * "tenant","tenant_id"} (null: every one), with an audit row "clear" of object type
  * "cache" (its tenant the one filtered on). */
-struct json_object *ops_cache_stats(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
-struct json_object *ops_cache_clear(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_cache_stats(struct sdb *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_cache_clear(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 /* R-CACHE-4: the sampled semantic hits, newest first, by l's tenant and model, l's
  * limit (default 50) and offset: {"hits":[{"id","ts_ms","request_id","tenant_id",
  * "tenant","model","similarity","entry_id","entry_key","prompt","matched"}],"total",...}. */
-struct json_object *ops_cache_hits(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_cache_hits(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- quota layers (ops_quota.c) ------------------------------------------------ */
 
@@ -415,48 +415,48 @@ int ops_quota_takes(const char *scope, const char *field);
  * to (null for a model). A limit the scope does not take is INVALID, also when 0.
  * set: the layer of (scope, target), created when missing; only given limits change.
  * update: the same by id. rm by (scope, target) or by id. */
-struct json_object *ops_quota_set(sqlite3 *db, const char *scope, const char *target,
+struct json_object *ops_quota_set(struct sdb *db, const char *scope, const char *target,
                                   const struct ops_quota_opts *o, struct ops_error *err);
-struct json_object *ops_quota_update(sqlite3 *db, int64_t id, const struct ops_quota_opts *o,
+struct json_object *ops_quota_update(struct sdb *db, int64_t id, const struct ops_quota_opts *o,
                                      struct ops_error *err);
-struct json_object *ops_quota_rm(sqlite3 *db, const char *scope, const char *target,
+struct json_object *ops_quota_rm(struct sdb *db, const char *scope, const char *target,
                                  struct ops_error *err);
-struct json_object *ops_quota_rm_id(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_quota_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_quota_rm_id(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_quota_get(struct sdb *db, int64_t id, struct ops_error *err);
 /* The layer of (scope, target), NOT_FOUND when there is none (or the target does not exist). */
-struct json_object *ops_quota_find(sqlite3 *db, const char *scope, const char *target,
+struct json_object *ops_quota_find(struct sdb *db, const char *scope, const char *target,
                                    struct ops_error *err);
 /* Filters: tenant (the layers of the tenant, its users and its endpoints), user, endpoint,
  * model, scope, scopes. By scope, then target. */
-struct json_object *ops_quota_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_quota_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 
 /* ---- run-time settings with a schema (ops_config.c) --------------------------- */
 
 /* Every setting of lib/settings.c with its value or default: {"<name>":value,...};
  * BOOL true|false, INT and whole NUMBERs integers, other NUMBERs doubles, else strings. */
-struct json_object *ops_config_get(sqlite3 *db, struct ops_error *err);
+struct json_object *ops_config_get(struct sdb *db, struct ops_error *err);
 /* Validates every member of changes against the schema (unknown names INVALID);
  * null resets a setting to its default. Returns the whole config. */
-struct json_object *ops_config_set(sqlite3 *db, struct json_object *changes, struct ops_error *err);
+struct json_object *ops_config_set(struct sdb *db, struct json_object *changes, struct ops_error *err);
 /* The schema itself for forms: {"settings":[{"name","type","values" (enum),"min","max",
  * "decimals","default","meaning","value"}...]} in lib/settings.c's order. */
-struct json_object *ops_settings_schema(sqlite3 *db, struct ops_error *err);
+struct json_object *ops_settings_schema(struct sdb *db, struct ops_error *err);
 
 /* ---- nodes (ops_node.c) ------------------------------------------------------ */
 
 /* Node: {"id","name","status","metrics_url","gpu_temperature","temperature_at",
  * "replicas","created_at"}. status online | offline | borrowed. */
-struct json_object *ops_node_add(sqlite3 *db, const char *name, const char *status,
+struct json_object *ops_node_add(struct sdb *db, const char *name, const char *status,
                                  const char *metrics_url, struct ops_error *err);
 /* NULL keeps; metrics_url "" clears. */
-struct json_object *ops_node_set(sqlite3 *db, const char *name, const char *status,
+struct json_object *ops_node_set(struct sdb *db, const char *name, const char *status,
                                  const char *metrics_url, struct ops_error *err);
-struct json_object *ops_node_rm(sqlite3 *db, const char *name, struct ops_error *err);
-struct json_object *ops_node_get(sqlite3 *db, int64_t id, struct ops_error *err);
-struct json_object *ops_node_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err);
+struct json_object *ops_node_rm(struct sdb *db, const char *name, struct ops_error *err);
+struct json_object *ops_node_get(struct sdb *db, int64_t id, struct ops_error *err);
+struct json_object *ops_node_list(struct sdb *db, const struct ops_list *l, struct ops_error *err);
 /* R-HC-7: a pushed GPU temperature in tenths of a degree (a reading, not audited),
  * also written to the shared state at state_path (if it exists) for the serving view. */
-struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t deci_celsius,
+struct json_object *ops_node_temperature(struct sdb *db, const char *name, int64_t deci_celsius,
                                          const char *state_path, struct ops_error *err);
 
 /* ---- usage (ops_usage.c) ------------------------------------------------- */
@@ -466,7 +466,7 @@ struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t 
  * and pages the groups. {"group_by","tenant","from","to","rows":[...],"total":groups,
  * "limit","offset","totals":{"requests","errors","prompt_tokens","completion_tokens",
  * "total_tokens"}} (totals over every group, not just the page). */
-struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char *group_by,
+struct json_object *ops_usage(struct sdb *db, const struct ops_list *l, const char *group_by,
                               const char *from, const char *to, struct ops_error *err);
 /* ---- traffic state beside objects (ops_status.c), for the API's answers only ---- */
 
@@ -474,12 +474,12 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
  * read from at most 1000), "last_error" ("<error_code> (<status>)" of its newest 5xx
  * among them, or null), "last_error_ms" and "recovery_hint" (a sentence once the streak
  * reaches setting recovery_hint_failures, else null). */
-int ops_endpoint_status(sqlite3 *db, struct json_object *endpoint, struct ops_error *err);
+int ops_endpoint_status(struct sdb *db, struct json_object *endpoint, struct ops_error *err);
 /* Adds to a key object "today" and "month": {"requests","tokens"} from quota_counters. */
-int ops_key_counters(sqlite3 *db, struct json_object *key, struct ops_error *err);
+int ops_key_counters(struct sdb *db, struct json_object *key, struct ops_error *err);
 /* fn on every object of res's array field (a listing); 0 or -1 with err set. */
-int ops_list_status(sqlite3 *db, struct json_object *res, const char *field,
-                    int (*fn)(sqlite3 *, struct json_object *, struct ops_error *), struct ops_error *err);
+int ops_list_status(struct sdb *db, struct json_object *res, const char *field,
+                    int (*fn)(struct sdb *, struct json_object *, struct ops_error *), struct ops_error *err);
 
 /* ---- the Requests view (ops_request.c) ------------------------------------ */
 
@@ -499,10 +499,10 @@ struct ops_request_filter {
  * "ttft_ms","latency_ms","queue_ms","retries","stream","cached","cache","affinity",
  * "finish_reason","content_rule","estimated"}. Newest first (ts_ms, then id):
  * {"requests":[...],"next":id|null,"limit"}. */
-struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filter *f, struct ops_error *err);
-struct json_object *ops_request_get(sqlite3 *db, int64_t id, struct ops_error *err);
+struct json_object *ops_request_list(struct sdb *db, const struct ops_request_filter *f, struct ops_error *err);
+struct json_object *ops_request_get(struct sdb *db, int64_t id, struct ops_error *err);
 
 /* R-USE-7 retention: deletes events older than days (aggregates stay). {"deleted":N} */
-struct json_object *ops_usage_prune(sqlite3 *db, int64_t days, struct ops_error *err);
+struct json_object *ops_usage_prune(struct sdb *db, int64_t days, struct ops_error *err);
 
 #endif

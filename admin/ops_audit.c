@@ -95,7 +95,7 @@ static int64_t audit_member(struct json_object *o, const char *name, int *found)
     return 0;
 }
 
-static int audit_write(sqlite3 *db, struct ops_error *err, const char *action,
+static int audit_write(struct sdb *db, struct ops_error *err, const char *action,
                        const char *object_type, struct ops_i64 object_id, struct ops_i64 tenant_id,
                        struct json_object *before, struct json_object *after)
 {
@@ -109,7 +109,7 @@ static int audit_write(sqlite3 *db, struct ops_error *err, const char *action,
     return rc;
 }
 
-int ops_audit(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
+int ops_audit(struct sdb *db, struct ops_error *err, const char *action, const char *object_type,
               struct json_object *before, struct json_object *after)
 {
     struct json_object *src = after ? after : before;
@@ -123,7 +123,7 @@ int ops_audit(sqlite3 *db, struct ops_error *err, const char *action, const char
     return audit_write(db, err, action, object_type, id, tid, before, after);
 }
 
-int ops_audit_event(sqlite3 *db, const char *action, const char *object_type, int64_t object_id,
+int ops_audit_event(struct sdb *db, const char *action, const char *object_type, int64_t object_id,
                     int64_t tenant_id, struct json_object *after, struct ops_error *err)
 {
     struct ops_i64 id = {object_id != 0, object_id}, tid = {tenant_id != 0, tenant_id};
@@ -132,22 +132,22 @@ int ops_audit_event(sqlite3 *db, const char *action, const char *object_type, in
 
 /* ---- listing ------------------------------------------------------------------ */
 
-static struct json_object *audit_json_col(sqlite3_stmt *st, int col)
+static struct json_object *audit_json_col(struct sdb_stmt *st, int col)
 {
-    const char *s = (const char *)sqlite3_column_text(st, col);
+    const char *s = (const char *)sdb_column_text(st, col);
     return s ? json_tokener_parse(s) : NULL;
 }
 
 /* Issue 16: "key ci-bot (#4)": the object's current name (column 9), else the name the
  * record itself holds (the object is gone), else "key #4". Names: the member naming the
  * object in its record (a replica's URL, a route's model, a setting's key). */
-static void audit_label(struct json_object *o, sqlite3_stmt *st)
+static void audit_label(struct json_object *o, struct sdb_stmt *st)
 {
     static const char *const name_members[] = {"name", "url", "model", "setting", NULL};
-    const char *type = (const char *)sqlite3_column_text(st, 5);
-    const char *name = (const char *)sqlite3_column_text(st, 9);
-    int has_id = sqlite3_column_type(st, 6) != SQLITE_NULL;
-    long long id = (long long)sqlite3_column_int64(st, 6);
+    const char *type = (const char *)sdb_column_text(st, 5);
+    const char *name = (const char *)sdb_column_text(st, 9);
+    int has_id = sdb_column_type(st, 6) != SDB_NULL;
+    long long id = (long long)sdb_column_int64(st, 6);
     struct json_object *rec[2] = {json_object_object_get(o, "after"), json_object_object_get(o, "before")}, *v;
     for (int r = 0; r < 2 && (!name || !*name); r++)
         for (const char *const *m = name_members; rec[r] && *m && (!name || !*name); m++)
@@ -165,7 +165,7 @@ static void audit_label(struct json_object *o, sqlite3_stmt *st)
     ops_json_str(o, "target_label", label);
 }
 
-static struct json_object *audit_row(sqlite3_stmt *st)
+static struct json_object *audit_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -181,7 +181,7 @@ static struct json_object *audit_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_audit_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_audit_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid;
     if (ops_list_ids(db, l, &tid, NULL, NULL, err) != 0)
@@ -210,7 +210,7 @@ struct json_object *ops_audit_list(sqlite3 *db, const struct ops_list *l, struct
     "SELECT id, type, severity, status, tenant_id, endpoint_id, replica_id, message," \
     " created_at, resolved_at FROM alerts"
 
-static struct json_object *alert_row(sqlite3_stmt *st)
+static struct json_object *alert_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -226,7 +226,7 @@ static struct json_object *alert_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_alert_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_alert_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     static const char *const statuses[] = {"ACTIVE", "RECOVERED", NULL};
     struct ops_i64 tid;
@@ -240,12 +240,12 @@ struct json_object *ops_alert_list(sqlite3 *db, const struct ops_list *l, struct
                           " AND (?2 IS NULL OR status = ?2) ORDER BY id DESC", "ot", tid, status);
 }
 
-struct json_object *ops_alert_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_alert_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     return ops_query_one(db, err, alert_row, "alert", ALERT_SELECT " WHERE id = ?1", "i", id);
 }
 
-struct json_object *ops_alert_resolve(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_alert_resolve(struct sdb *db, int64_t id, struct ops_error *err)
 {
     if (ops_begin(db, err) != 0)
         return NULL;
@@ -266,7 +266,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_audited(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
+struct json_object *ops_audited(struct sdb *db, struct ops_error *err, const char *action, const char *object_type,
                                 struct json_object *before, struct json_object *res)
 {
     if (res && ops_audit(db, err, action, object_type, before, res) != 0) {
@@ -276,7 +276,7 @@ struct json_object *ops_audited(sqlite3 *db, struct ops_error *err, const char *
     return res;
 }
 
-struct json_object *ops_deleted(sqlite3 *db, struct ops_error *err, const char *table, const char *object_type,
+struct json_object *ops_deleted(struct sdb *db, struct ops_error *err, const char *table, const char *object_type,
                                 struct json_object *res)
 {
     struct json_object *id;

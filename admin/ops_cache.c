@@ -16,7 +16,7 @@
     "COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(hits), 0)," \
     " COALESCE(SUM(expires_ms <= " CACHE_NOW_MS "), 0), COALESCE(SUM(kind = 'semantic'), 0)"
 
-static struct json_object *cache_row(sqlite3_stmt *st)
+static struct json_object *cache_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_text(o, "model", st, 0);
@@ -29,7 +29,7 @@ static struct json_object *cache_row(sqlite3_stmt *st)
 }
 
 /* The filter of l: tenant (by name or id) and model. */
-static int cache_filter(sqlite3 *db, const struct ops_list *l, struct ops_i64 *tid,
+static int cache_filter(struct sdb *db, const struct ops_list *l, struct ops_i64 *tid,
                         const char **model, struct ops_error *err)
 {
     tid->set = 0;
@@ -41,7 +41,7 @@ static int cache_filter(sqlite3 *db, const struct ops_list *l, struct ops_i64 *t
     return 0;
 }
 
-struct json_object *ops_cache_stats(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_cache_stats(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid;
     const char *model;
@@ -65,7 +65,7 @@ struct json_object *ops_cache_stats(sqlite3 *db, const struct ops_list *l, struc
     return res;
 }
 
-struct json_object *ops_cache_clear(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_cache_clear(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid;
     const char *model;
@@ -78,7 +78,7 @@ struct json_object *ops_cache_clear(sqlite3 *db, const struct ops_list *l, struc
         goto out;
     /* R-ADM-5: what was cleared, and for whom; the tenant member makes it the tenant's row. */
     res = json_object_new_object();
-    json_object_object_add(res, "deleted", json_object_new_int64(sqlite3_changes(db)));
+    json_object_object_add(res, "deleted", json_object_new_int64(sdb_changes(db)));
     ops_json_str(res, "model", model);
     ops_json_str(res, "tenant", t ? json_object_get_string(json_object_object_get(t, "name")) : NULL);
     json_object_object_add(res, "tenant_id", tid.set ? json_object_new_int64(tid.v) : NULL);
@@ -95,7 +95,7 @@ out:
 
 #define HITS_DEFAULT_LIMIT 50
 
-static struct json_object *hit_row(sqlite3_stmt *st)
+static struct json_object *hit_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -112,7 +112,7 @@ static struct json_object *hit_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_cache_hits(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_cache_hits(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid;
     const char *model;

@@ -83,42 +83,42 @@ wrong_type:
     return -1;
 }
 
-void ops_setting(sqlite3 *db, const char *name, struct settings_value *v, char *text, size_t n)
+void ops_setting(struct sdb *db, const char *name, struct settings_value *v, char *text, size_t n)
 {
-    sqlite3_stmt *st = NULL;
+    struct sdb_stmt *st = NULL;
     const char *stored = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT value FROM settings WHERE key = ?1", -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        if (sqlite3_step(st) == SQLITE_ROW)
-            stored = (const char *)sqlite3_column_text(st, 0);
+    if (sdb_prepare(db, "SELECT value FROM settings WHERE key = ?1", &st) == SDB_OK) {
+        sdb_bind_text(st, 1, name, -1, SDB_STATIC);
+        if (sdb_step(st) == SDB_ROW)
+            stored = (const char *)sdb_column_text(st, 0);
     }
     settings_read(settings_find(name), stored, v);
     snprintf(text, n, "%s", v->text ? v->text : "");
     v->text = text;             /* the column's text ends with the statement */
-    sqlite3_finalize(st);
+    sdb_finalize(st);
 }
 
-struct json_object *ops_config_get(sqlite3 *db, struct ops_error *err)
+struct json_object *ops_config_get(struct sdb *db, struct ops_error *err)
 {
     struct json_object *res = json_object_new_object();
     for (size_t i = 0; i < settings_count; i++) {
         const struct settings_def *d = &settings_defs[i];
-        sqlite3_stmt *st = ops_prepare(db, err, "SELECT value FROM settings WHERE key = ?1", "t",
+        struct sdb_stmt *st = ops_prepare(db, err, "SELECT value FROM settings WHERE key = ?1", "t",
                                        d->name);
         if (!st) {
             json_object_put(res);
             return NULL;
         }
-        int rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        int rc = sdb_step(st);
+        if (rc != SDB_ROW && rc != SDB_DONE) {
             ops_fail_db(err, db);
-            sqlite3_finalize(st);
+            sdb_finalize(st);
             json_object_put(res);
             return NULL;
         }
         json_object_object_add(res, d->name, config_value(
-            d, rc == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL));
-        sqlite3_finalize(st);
+            d, rc == SDB_ROW ? (const char *)sdb_column_text(st, 0) : NULL));
+        sdb_finalize(st);
     }
     return res;
 }
@@ -132,7 +132,7 @@ static struct json_object *config_audit_obj(const char *name, struct json_object
     return o;
 }
 
-struct json_object *ops_config_set(sqlite3 *db, struct json_object *changes, struct ops_error *err)
+struct json_object *ops_config_set(struct sdb *db, struct json_object *changes, struct ops_error *err)
 {
     char text[4097];
     if (!changes || !json_object_is_type(changes, json_type_object)) {
@@ -183,7 +183,7 @@ out:
 /* Issue 16: the schema for the page's forms, so a new row of lib/settings.c shows up there
  * without page changes. min/max/decimals are null where the type has none (TEXT: max is
  * its longest value in bytes). */
-struct json_object *ops_settings_schema(sqlite3 *db, struct ops_error *err)
+struct json_object *ops_settings_schema(struct sdb *db, struct ops_error *err)
 {
     static const char *const type_names[] = {
         [SETTINGS_BOOL] = "bool", [SETTINGS_ENUM] = "enum", [SETTINGS_INT] = "int",

@@ -36,7 +36,7 @@ static const char *const replica_states[] = {"running", "sleeping", "disabled", 
     " e.max_concurrency, e.queue_max, e.queue_timeout_ms" \
     " FROM endpoints e JOIN tenants t ON t.id = e.tenant_id"
 
-static struct json_object *endpoint_row(sqlite3_stmt *st)
+static struct json_object *endpoint_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -70,7 +70,7 @@ static struct json_object *endpoint_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_endpoint_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_endpoint_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, endpoint_row, "endpoint",
                                             ENDPOINT_SELECT " WHERE e.id = ?1", "i", id);
@@ -168,9 +168,9 @@ static int endpoint_check_opts(const struct ops_endpoint_opts *o, struct ops_err
  * as additional data) with the key file beside the database (or secrets.key_file), which
  * the first credential stored creates (0600) when `sluicectl init` has not. */
 
-static const struct secret_key *endpoint_key(sqlite3 *db, char *path, size_t cap, struct ops_error *err)
+static const struct secret_key *endpoint_key(struct sdb *db, char *path, size_t cap, struct ops_error *err)
 {
-    const struct secret_key *key = secret_process_key(sqlite3_db_filename(db, "main"), 1, path, cap);
+    const struct secret_key *key = secret_process_key(sdb_filename(db), 1, path, cap);
     if (!key)
         ops_fail(err, OPS_ERR_INTERNAL, "upstream_auth",
                  "the upstream credential cannot be stored: the key file that seals it cannot be read"
@@ -180,7 +180,7 @@ static const struct secret_key *endpoint_key(sqlite3 *db, char *path, size_t cap
 
 /* The stored form of endpoint id's credential plain: NULL for NULL or "" (kept or cleared
  * as they are), else sealed (heap). 0, or -1 with err set. */
-static int endpoint_seal(sqlite3 *db, int64_t id, const char *plain, char **stored, struct ops_error *err)
+static int endpoint_seal(struct sdb *db, int64_t id, const char *plain, char **stored, struct ops_error *err)
 {
     char path[PATH_MAX], aad[SECRET_AAD_MAX];
     *stored = NULL;
@@ -197,13 +197,13 @@ static int endpoint_seal(sqlite3 *db, int64_t id, const char *plain, char **stor
     return 0;
 }
 
-int ops_endpoint_seal_all(sqlite3 *db, char *key_path, size_t cap, int64_t *sealed, struct ops_error *err)
+int ops_endpoint_seal_all(struct sdb *db, char *key_path, size_t cap, int64_t *sealed, struct ops_error *err)
 {
     *sealed = 0;
     if (!endpoint_key(db, key_path, cap, err))
         return -1;
     /* Read first, then written: a table is not changed under its own scan. */
-    sqlite3_stmt *st = ops_prepare(db, err, "SELECT id, upstream_auth FROM endpoints"
+    struct sdb_stmt *st = ops_prepare(db, err, "SELECT id, upstream_auth FROM endpoints"
                                    " WHERE upstream_auth IS NOT NULL AND upstream_auth <> ''"
                                    " AND substr(upstream_auth, 1, ?1) <> ?2 ORDER BY id",
                                    "it", (int64_t)(sizeof SECRET_PREFIX - 1), SECRET_PREFIX);
@@ -212,19 +212,19 @@ int ops_endpoint_seal_all(sqlite3 *db, char *key_path, size_t cap, int64_t *seal
     struct clear { int64_t id; char *value; } *rows = NULL;
     size_t n = 0, cap_rows = 0;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sdb_step(st)) == SDB_ROW) {
         if (n == cap_rows) {
             cap_rows = cap_rows ? 2 * cap_rows : 16;
             if (!(rows = realloc(rows, cap_rows * sizeof *rows)))
                 abort();
         }
-        rows[n].id = sqlite3_column_int64(st, 0);
-        if (!(rows[n++].value = strdup((const char *)sqlite3_column_text(st, 1))))
+        rows[n].id = sdb_column_int64(st, 0);
+        if (!(rows[n++].value = strdup((const char *)sdb_column_text(st, 1))))
             abort();
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     int res = 0;
-    if (rc != SQLITE_DONE) {
+    if (rc != SDB_DONE) {
         ops_fail_db(err, db);
         res = -1;
     }
@@ -250,7 +250,7 @@ int ops_endpoint_seal_all(sqlite3 *db, char *key_path, size_t cap, int64_t *seal
 }
 
 /* wake_approved: R-SEC-9 approval of a wake URL given in o (endpoint_check_wake_url). */
-static int endpoint_update(sqlite3 *db, int64_t id, const struct ops_endpoint_opts *o,
+static int endpoint_update(struct sdb *db, int64_t id, const struct ops_endpoint_opts *o,
                            int64_t wake_approved, struct ops_error *err)
 {
     char *sealed = NULL;
@@ -337,34 +337,34 @@ static void url_origin(const char *url, char *out, size_t cap)
 }
 
 /* 1 if url has the origin of a replica of the endpoint an operator approved, 0 if not, -1 error. */
-static int endpoint_origin_known(sqlite3 *db, int64_t endpoint_id, const char *url,
+static int endpoint_origin_known(struct sdb *db, int64_t endpoint_id, const char *url,
                                  struct ops_error *err)
 {
     char want[OPS_URL_MAX + 32], have[OPS_URL_MAX + 32];
     url_origin(url, want, sizeof want);
-    sqlite3_stmt *st = ops_prepare(db, err, "SELECT url FROM replicas WHERE endpoint_id = ?1"
+    struct sdb_stmt *st = ops_prepare(db, err, "SELECT url FROM replicas WHERE endpoint_id = ?1"
                                    " AND approved = 1", "i", endpoint_id);
     if (!st)
         return -1;
     int rc, found = 0;
-    while (!found && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *u = (const char *)sqlite3_column_text(st, 0);
+    while (!found && (rc = sdb_step(st)) == SDB_ROW) {
+        const char *u = (const char *)sdb_column_text(st, 0);
         if (u && ops_check_replica_url(u, &(struct ops_error){0}) == 0) {
             url_origin(u, have, sizeof have);
             found = strcmp(want, have) == 0;
         }
     }
-    if (!found && rc != SQLITE_DONE) {
-        sqlite3_finalize(st);
+    if (!found && rc != SDB_DONE) {
+        sdb_finalize(st);
         ops_fail_db(err, db);
         return -1;
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     return found;
 }
 
 /* Who set the endpoint's credential, as it is stored now. */
-static int endpoint_cred(sqlite3 *db, int64_t id, enum authz_cred *cred, struct ops_error *err)
+static int endpoint_cred(struct sdb *db, int64_t id, enum authz_cred *cred, struct ops_error *err)
 {
     int64_t v = 0;
     int rc = ops_query_i64(db, err, &v,
@@ -380,7 +380,7 @@ static int endpoint_cred(sqlite3 *db, int64_t id, enum authz_cred *cred, struct 
 /* Whether a URL registered now on endpoint id is approved (authz_upstream_url with the
  * credential the endpoint has, or will have when o sets one): 1 or 0 into *approved, or
  * -1 with FORBIDDEN and the reason also in refused. */
-static int endpoint_check_url(sqlite3 *db, int64_t id, const char *url, const char *new_auth,
+static int endpoint_check_url(struct sdb *db, int64_t id, const char *url, const char *new_auth,
                               int64_t *approved, char *refused, size_t n, struct ops_error *err)
 {
     enum authz_cred cred;
@@ -401,7 +401,7 @@ static int endpoint_check_url(sqlite3 *db, int64_t id, const char *url, const ch
     return 0;
 }
 
-static int endpoint_check_wake_url(sqlite3 *db, int64_t id, const struct ops_endpoint_opts *o,
+static int endpoint_check_wake_url(struct sdb *db, int64_t id, const struct ops_endpoint_opts *o,
                                    int64_t *approved, char *refused, size_t n, struct ops_error *err)
 {
     *approved = 1;
@@ -418,21 +418,21 @@ static int endpoint_check_wake_url(sqlite3 *db, int64_t id, const struct ops_end
  * an operator's credential is never stored beside a URL a tenant admin registered that no
  * operator approved (CONFLICT for the operator, who can approve; FORBIDDEN for anyone
  * else). New replicas keep it by endpoint_check_url. */
-static int endpoint_check_credential(sqlite3 *db, int64_t id, struct ops_error *err)
+static int endpoint_check_credential(struct sdb *db, int64_t id, struct ops_error *err)
 {
-    sqlite3_stmt *st = ops_prepare(db, err,
+    struct sdb_stmt *st = ops_prepare(db, err,
         "SELECT upstream_auth IS NOT NULL AND upstream_auth_by IS NOT 'tenant',"
         " wake_url IS NOT NULL AND wake_url_approved = 0,"
         " (SELECT COUNT(*) FROM replicas WHERE endpoint_id = ?1 AND approved = 0)"
         " FROM endpoints WHERE id = ?1", "i", id);
     if (!st)
         return -1;
-    int rc = sqlite3_step(st);
-    int op = rc == SQLITE_ROW && sqlite3_column_int(st, 0);
-    int wake = rc == SQLITE_ROW && sqlite3_column_int(st, 1);
-    int64_t n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 2) : 0;
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW) {
+    int rc = sdb_step(st);
+    int op = rc == SDB_ROW && sdb_column_int(st, 0);
+    int wake = rc == SDB_ROW && sdb_column_int(st, 1);
+    int64_t n = rc == SDB_ROW ? sdb_column_int64(st, 2) : 0;
+    sdb_finalize(st);
+    if (rc != SDB_ROW) {
         ops_fail_db(err, db);
         return -1;
     }
@@ -460,7 +460,7 @@ static int endpoint_sets_urls(const struct ops_endpoint_opts *o)
 }
 
 /* R-ADM-5: a refused URL leaves an audit record of its own (the change was rolled back). */
-static void endpoint_audit_refusal(sqlite3 *db, const char *object_type, int64_t object_id,
+static void endpoint_audit_refusal(struct sdb *db, const char *object_type, int64_t object_id,
                                    int64_t tenant_id, const char *endpoint, const char *field,
                                    const char *url, const char *why)
 {
@@ -480,7 +480,7 @@ static void endpoint_audit_refusal(sqlite3 *db, const char *object_type, int64_t
 }
 
 /* Stores a fresh endpoint key's hash and prefix; the clear key goes into res (R-SEC-1). */
-static int endpoint_new_key(sqlite3 *db, int64_t id, struct json_object *res,
+static int endpoint_new_key(struct sdb *db, int64_t id, struct json_object *res,
                             struct ops_error *err)
 {
     char key[3 + ENDPOINT_KEY_RANDOM + 1], hash[65], prefix[KEY_PREFIX_LEN + 1];
@@ -499,7 +499,7 @@ static int endpoint_new_key(sqlite3 *db, int64_t id, struct json_object *res,
     return rc;
 }
 
-struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *tenant,
+struct json_object *ops_endpoint_add(struct sdb *db, const char *name, const char *tenant,
                                      const struct ops_endpoint_opts *o, struct ops_error *err)
 {
     int64_t tenant_id, id = 0, wake_approved = 1;
@@ -518,7 +518,7 @@ struct json_object *ops_endpoint_add(sqlite3 *db, const char *name, const char *
     if (ops_run(db, err, "INSERT INTO endpoints (tenant_id, name) VALUES (?1, ?2)", "it",
                 tenant_id, name) != 0)
         goto out;
-    id = sqlite3_last_insert_rowid(db);
+    id = sdb_last_insert_rowid(db);
     if (endpoint_check_wake_url(db, id, o, &wake_approved, refused, sizeof refused, err) != 0 ||
         endpoint_update(db, id, o, wake_approved, err) != 0 ||
         (endpoint_sets_urls(o) && endpoint_check_credential(db, id, err) != 0) ||
@@ -536,7 +536,7 @@ out:
     return res;
 }
 
-struct json_object *ops_endpoint_set(sqlite3 *db, const char *name,
+struct json_object *ops_endpoint_set(struct sdb *db, const char *name,
                                      const struct ops_endpoint_opts *o, struct ops_error *err)
 {
     int64_t id = 0, tenant_id = 0, wake_approved = 1;
@@ -557,7 +557,7 @@ struct json_object *ops_endpoint_set(sqlite3 *db, const char *name,
     return res;
 }
 
-struct json_object *ops_endpoint_rotate_key(sqlite3 *db, const char *name, struct ops_error *err)
+struct json_object *ops_endpoint_rotate_key(struct sdb *db, const char *name, struct ops_error *err)
 {
     int64_t id, tenant_id;
     if (ops_begin(db, err) != 0)
@@ -574,7 +574,7 @@ struct json_object *ops_endpoint_rotate_key(sqlite3 *db, const char *name, struc
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_endpoint_rm(sqlite3 *db, const char *name, struct ops_error *err)
+struct json_object *ops_endpoint_rm(struct sdb *db, const char *name, struct ops_error *err)
 {
     int64_t id, tenant_id;
     if (ops_begin(db, err) != 0)
@@ -594,7 +594,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_endpoint_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_endpoint_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid;
     if (ops_list_ids(db, l, &tid, NULL, NULL, err) != 0)
@@ -727,7 +727,7 @@ int ops_check_replica_url(const char *url, struct ops_error *err)
     " JOIN endpoints e ON e.id = r.endpoint_id JOIN tenants t ON t.id = e.tenant_id" \
     " LEFT JOIN nodes n ON n.id = r.node_id"
 
-static struct json_object *replica_row(sqlite3_stmt *st)
+static struct json_object *replica_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -748,7 +748,7 @@ static struct json_object *replica_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_replica_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_replica_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, replica_row, "replica",
                                             REPLICA_SELECT " WHERE r.id = ?1", "i", id);
@@ -777,7 +777,7 @@ static int replica_check_opts(const struct ops_replica_opts *o, struct ops_error
     return 0;
 }
 
-static int replica_update(sqlite3 *db, int64_t id, const struct ops_replica_opts *o,
+static int replica_update(struct sdb *db, int64_t id, const struct ops_replica_opts *o,
                           struct ops_error *err)
 {
     struct ops_i64 node = {0, 0};
@@ -803,7 +803,7 @@ static int replica_update(sqlite3 *db, int64_t id, const struct ops_replica_opts
 
 /* The replica of endpoint with this URL. Looking up needs no URL validation
  * beyond text rules, so replicas stored under older rules can still be removed. */
-static int replica_find(sqlite3 *db, const char *endpoint, const char *url, int64_t *id,
+static int replica_find(struct sdb *db, const char *endpoint, const char *url, int64_t *id,
                         struct ops_error *err)
 {
     int64_t eid, tid;
@@ -822,7 +822,7 @@ static int replica_find(sqlite3 *db, const char *endpoint, const char *url, int6
     return rc == 1 ? 0 : -1;
 }
 
-struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const char *url,
+struct json_object *ops_replica_add(struct sdb *db, const char *endpoint, const char *url,
                                     const struct ops_replica_opts *o, struct ops_error *err)
 {
     int64_t eid = 0, tid = 0, id, approved = 1;
@@ -845,7 +845,7 @@ struct json_object *ops_replica_add(sqlite3 *db, const char *endpoint, const cha
     if (ops_run(db, err, "INSERT INTO replicas (endpoint_id, url, approved) VALUES (?1, ?2, ?3)",
                 "iti", eid, url, approved) != 0)
         goto out;
-    id = sqlite3_last_insert_rowid(db);
+    id = sdb_last_insert_rowid(db);
     if (replica_update(db, id, o, err) == 0)
         res = ops_audited(db, err, "create", "replica", NULL, ops_replica_get(db, id, err));
 out:
@@ -855,7 +855,7 @@ out:
     return res;
 }
 
-struct json_object *ops_replica_set(sqlite3 *db, const char *endpoint, const char *url,
+struct json_object *ops_replica_set(struct sdb *db, const char *endpoint, const char *url,
                                     const struct ops_replica_opts *o, struct ops_error *err)
 {
     int64_t id;
@@ -872,7 +872,7 @@ struct json_object *ops_replica_set(sqlite3 *db, const char *endpoint, const cha
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_replica_rm(sqlite3 *db, const char *endpoint, const char *url,
+struct json_object *ops_replica_rm(struct sdb *db, const char *endpoint, const char *url,
                                    struct ops_error *err)
 {
     int64_t id;
@@ -892,7 +892,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_replica_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_replica_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid, eid;
     if (ops_list_ids(db, l, &tid, NULL, &eid, err) != 0)

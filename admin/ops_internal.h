@@ -7,7 +7,7 @@
 #include "settings.h"
 
 #include <json-c/json.h>
-#include <sqlite3.h>
+#include "sdb.h"
 #include <stdint.h>
 
 #define OPS_NAME_MAX 128        /* names of tenants, users, endpoints, models, settings */
@@ -19,7 +19,7 @@
 void ops_fail(struct ops_error *err, enum ops_error_kind kind, const char *param,
               const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* From the last SQLite error: UNIQUE -> CONFLICT, CHECK -> INVALID, else INTERNAL. */
-void ops_fail_db(struct ops_error *err, sqlite3 *db);
+void ops_fail_db(struct ops_error *err, struct sdb *db);
 
 /* ---- validation (R-SEC-2); 0 or -1 with err set ---------------------------- */
 /* 1..max bytes of valid UTF-8 without control characters. */
@@ -41,27 +41,27 @@ int ops_key_check_limits(const struct ops_key_limits *l, struct ops_error *err);
  *   'i' int64_t
  *   'o' struct ops_i64    (unset binds NULL)
  * Pass int64_t exactly for 'i' (cast literals). */
-sqlite3_stmt *ops_prepare(sqlite3 *db, struct ops_error *err, const char *sql,
+struct sdb_stmt *ops_prepare(struct sdb *db, struct ops_error *err, const char *sql,
                           const char *types, ...);
 /* Runs to completion. 0 or -1. */
-int ops_run(sqlite3 *db, struct ops_error *err, const char *sql, const char *types, ...);
+int ops_run(struct sdb *db, struct ops_error *err, const char *sql, const char *types, ...);
 /* First column of the first row as a number: 1 found, 0 no row, -1 error. */
-int ops_query_i64(sqlite3 *db, struct ops_error *err, int64_t *out, const char *sql,
+int ops_query_i64(struct sdb *db, struct ops_error *err, int64_t *out, const char *sql,
                   const char *types, ...);
 
 /* Builds one entity from the current row. */
-typedef struct json_object *(*ops_row_fn)(sqlite3_stmt *st);
+typedef struct json_object *(*ops_row_fn)(struct sdb_stmt *st);
 /* The single row as an entity; NOT_FOUND "<what> not found" when there is none. */
-struct json_object *ops_query_one(sqlite3 *db, struct ops_error *err, ops_row_fn row,
+struct json_object *ops_query_one(struct sdb *db, struct ops_error *err, ops_row_fn row,
                                   const char *what, const char *sql, const char *types, ...);
 /* {"<field>":[entity...]} */
-struct json_object *ops_query_list(sqlite3 *db, struct ops_error *err, const char *field,
+struct json_object *ops_query_list(struct sdb *db, struct ops_error *err, const char *field,
                                    ops_row_fn row, const char *sql, const char *types, ...);
 
 /* One page of a listing: sql selects the rows (ORDER BY included, no LIMIT);
  * the page adds LIMIT/OFFSET as the next two parameters. Returns
  * {"<field>":[...],"total":N,"limit":L,"offset":O}. */
-struct json_object *ops_query_page(sqlite3 *db, struct ops_error *err, const char *field,
+struct json_object *ops_query_page(struct sdb *db, struct ops_error *err, const char *field,
                                    ops_row_fn row, const struct ops_list *l, const char *sql,
                                    const char *types, ...);
 
@@ -72,20 +72,20 @@ struct json_object *ops_query_page(sqlite3 *db, struct ops_error *err, const cha
  * and tenant come from after (else before): "id" and "tenant_id" members. */
 /* Writes res as the audit record of a change; on failure frees res and returns NULL,
  * so an operation's result is never returned without its record (R-ADM-5). */
-struct json_object *ops_audited(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
+struct json_object *ops_audited(struct sdb *db, struct ops_error *err, const char *action, const char *object_type,
                                 struct json_object *before, struct json_object *res);
-int ops_audit(sqlite3 *db, struct ops_error *err, const char *action, const char *object_type,
+int ops_audit(struct sdb *db, struct ops_error *err, const char *action, const char *object_type,
               struct json_object *before, struct json_object *after);
 /* Deletes the row of table whose id is res's "id" (in the caller's transaction) and audits
  * it as object_type; res, or NULL (res freed) when either fails. table is a constant. */
-struct json_object *ops_deleted(sqlite3 *db, struct ops_error *err, const char *table, const char *object_type,
+struct json_object *ops_deleted(struct sdb *db, struct ops_error *err, const char *table, const char *object_type,
                                 struct json_object *res);
 
 /* ---- transactions ---------------------------------------------------------- */
-int ops_begin(sqlite3 *db, struct ops_error *err);   /* BEGIN IMMEDIATE */
+int ops_begin(struct sdb *db, struct ops_error *err);   /* BEGIN IMMEDIATE */
 /* Commits when res is non-NULL and returns it; otherwise (or if COMMIT fails)
  * rolls back, frees res and returns NULL. */
-struct json_object *ops_finish(sqlite3 *db, struct json_object *res, struct ops_error *err);
+struct json_object *ops_finish(struct sdb *db, struct json_object *res, struct ops_error *err);
 
 /* ---- who acts (ops_audit.c; see ops_set_actor_rights) ---------------------------- */
 enum authz_role ops_actor_role(void);
@@ -100,26 +100,26 @@ void ops_limits_authz(const struct ops_key_limits *l, struct authz_limits *out);
 /* Inside the caller's transaction: creates the key file when missing (its path into
  * key_path) and seals every clear upstream_auth (a row written before sealing existed),
  * with an audit row "seal" each; how many into *sealed. 0, or -1 with err set. */
-int ops_endpoint_seal_all(sqlite3 *db, char *key_path, size_t cap, int64_t *sealed, struct ops_error *err);
+int ops_endpoint_seal_all(struct sdb *db, char *key_path, size_t cap, int64_t *sealed, struct ops_error *err);
 
 /* ---- lookups by name (NOT_FOUND when missing) -------------------------------- */
-int ops_tenant_id(sqlite3 *db, const char *name, int64_t *id, struct ops_error *err);
-int ops_endpoint_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,
+int ops_tenant_id(struct sdb *db, const char *name, int64_t *id, struct ops_error *err);
+int ops_endpoint_ids(struct sdb *db, const char *name, int64_t *id, int64_t *tenant_id,
                      struct ops_error *err);
-int ops_user_ids(sqlite3 *db, const char *name, int64_t *id, int64_t *tenant_id,
+int ops_user_ids(struct sdb *db, const char *name, int64_t *id, int64_t *tenant_id,
                  struct ops_error *err);
 
 /* ---- JSON from columns ------------------------------------------------------- */
-void ops_json_text(struct json_object *o, const char *key, sqlite3_stmt *st, int col);
-void ops_json_int(struct json_object *o, const char *key, sqlite3_stmt *st, int col);
-void ops_json_bool(struct json_object *o, const char *key, sqlite3_stmt *st, int col);
+void ops_json_text(struct json_object *o, const char *key, struct sdb_stmt *st, int col);
+void ops_json_int(struct json_object *o, const char *key, struct sdb_stmt *st, int col);
+void ops_json_bool(struct json_object *o, const char *key, struct sdb_stmt *st, int col);
 void ops_json_str(struct json_object *o, const char *key, const char *s); /* NULL -> null */
 /* A REAL column rounded to decimals places and written that way (71.3, not 71.299999...). */
-void ops_json_real(struct json_object *o, const char *key, sqlite3_stmt *st, int col, int decimals);
+void ops_json_real(struct json_object *o, const char *key, struct sdb_stmt *st, int col, int decimals);
 
 /* ---- settings ---------------------------------------------------------------- */
 /* The setting's value as the data plane reads it (stored, or its default); a text or enum
  * word is copied into text[n], which v->text then points at. name must be a setting. */
-void ops_setting(sqlite3 *db, const char *name, struct settings_value *v, char *text, size_t n);
+void ops_setting(struct sdb *db, const char *name, struct settings_value *v, char *text, size_t n);
 
 #endif

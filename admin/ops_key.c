@@ -18,7 +18,7 @@
     " k.tpm_limit, k.monthly_token_quota, k.created_at, k.priority, k.max_priority, k.require_labels FROM api_keys k" \
     " JOIN users u ON u.id = k.user_id JOIN tenants t ON t.id = k.tenant_id"
 
-static struct json_object *key_row(sqlite3_stmt *st)
+static struct json_object *key_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -43,7 +43,7 @@ static struct json_object *key_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_key_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_key_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, key_row, "key", KEY_SELECT " WHERE k.id = ?1",
                                             "i", id);
@@ -78,7 +78,7 @@ static int key_check(const char *name, const struct ops_key_limits *l, const str
 }
 
 /* Given priorities only; max_priority < 0 clears it. */
-static int key_update_priority(sqlite3 *db, int64_t id, const struct ops_key_priority *p,
+static int key_update_priority(struct sdb *db, int64_t id, const struct ops_key_priority *p,
                                struct ops_error *err)
 {
     if (!p)
@@ -93,13 +93,13 @@ static int key_update_priority(sqlite3 *db, int64_t id, const struct ops_key_pri
 /* R-SEC-5, for everybody: a key never allows more than its owner's key ceiling.
  * The key's limits after the change are checked: given ones, else the current
  * (key_id > 0) or unlimited (a new key). */
-static int key_check_ceiling(sqlite3 *db, int64_t user_id, int64_t key_id,
+static int key_check_ceiling(struct sdb *db, int64_t user_id, int64_t key_id,
                              const struct ops_key_limits *l, struct ops_error *err)
 {
     const struct ops_i64 *want[AUTHZ_NLIMITS] = {&l->qps_limit, &l->concurrency_limit,
         &l->daily_limit, &l->monthly_quota, &l->tpm_limit, &l->monthly_token_quota};
     struct authz_limits after = {{0}, {0}}, ceil = {{0}, {0}};
-    sqlite3_stmt *st = ops_prepare(db, err,
+    struct sdb_stmt *st = ops_prepare(db, err,
         "SELECT c.qps_limit, c.concurrency_limit, c.daily_limit, c.monthly_quota, c.tpm_limit,"
         " c.monthly_token_quota, k.qps_limit, k.concurrency_limit, k.daily_limit, k.monthly_quota,"
         " k.tpm_limit, k.monthly_token_quota FROM users u"
@@ -107,13 +107,13 @@ static int key_check_ceiling(sqlite3 *db, int64_t user_id, int64_t key_id,
         " WHERE u.id = ?1", "ii", user_id, key_id);
     if (!st)
         return -1;
-    int rc = sqlite3_step(st);
-    for (int i = 0; rc == SQLITE_ROW && i < AUTHZ_NLIMITS; i++) {
-        ceil.v[i] = sqlite3_column_int64(st, i);
-        after.v[i] = want[i]->set ? want[i]->v : sqlite3_column_int64(st, AUTHZ_NLIMITS + i);
+    int rc = sdb_step(st);
+    for (int i = 0; rc == SDB_ROW && i < AUTHZ_NLIMITS; i++) {
+        ceil.v[i] = sdb_column_int64(st, i);
+        after.v[i] = want[i]->set ? want[i]->v : sdb_column_int64(st, AUTHZ_NLIMITS + i);
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW) {
+    sdb_finalize(st);
+    if (rc != SDB_ROW) {
         ops_fail_db(err, db);
         return -1;
     }
@@ -127,7 +127,7 @@ static int key_check_ceiling(sqlite3 *db, int64_t user_id, int64_t key_id,
 }
 
 /* name: NULL keeps it, "" clears it; unset limits are kept. */
-static int key_update(sqlite3 *db, int64_t id, const char *name, const struct ops_key_limits *l,
+static int key_update(struct sdb *db, int64_t id, const char *name, const struct ops_key_limits *l,
                       struct ops_error *err)
 {
     return ops_run(db, err,
@@ -143,7 +143,7 @@ static int key_update(sqlite3 *db, int64_t id, const char *name, const struct op
                    l->monthly_quota, l->tpm_limit, l->monthly_token_quota, id);
 }
 
-struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
+struct json_object *ops_key_add(struct sdb *db, const char *user, const char *name,
                                 const struct ops_key_limits *lim, const struct ops_key_priority *prio,
                                 struct ops_error *err)
 {
@@ -176,7 +176,7 @@ struct json_object *ops_key_add(sqlite3 *db, const char *user, const char *name,
     if (ops_run(db, err, "INSERT INTO api_keys (user_id, tenant_id, key_hash, prefix)"
                 " VALUES (?1, ?2, ?3, ?4)", "iitt", uid, tid, hash, prefix) != 0)
         goto out;
-    int64_t id = sqlite3_last_insert_rowid(db);
+    int64_t id = sdb_last_insert_rowid(db);
     if (key_update(db, id, name, lim, err) != 0 || key_update_priority(db, id, prio, err) != 0 ||
         !(res = ops_audited(db, err, "create", "key", NULL, ops_key_get(db, id, err))))
         goto out;
@@ -187,7 +187,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
+struct json_object *ops_key_set(struct sdb *db, int64_t id, const char *name,
                                 const struct ops_key_limits *lim, const struct ops_key_priority *prio,
                                 struct ops_error *err)
 {
@@ -203,7 +203,7 @@ struct json_object *ops_key_set(sqlite3 *db, int64_t id, const char *name,
 }
 
 /* R-SEM-1: the labels its semantic picks must carry; "" clears them. */
-struct json_object *ops_key_labels_set(sqlite3 *db, int64_t id, const char *labels, struct ops_error *err)
+struct json_object *ops_key_labels_set(struct sdb *db, int64_t id, const char *labels, struct ops_error *err)
 {
     if (labels && *labels && ops_check_labels("require_labels", labels, err) != 0)
         return NULL;
@@ -219,7 +219,7 @@ struct json_object *ops_key_labels_set(sqlite3 *db, int64_t id, const char *labe
 
 /* Revoking twice keeps the first time. Responders stop accepting it within
  * 2 s through config_version (R-AUTH-2, R-CFG-1). */
-struct json_object *ops_key_revoke(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_key_revoke(struct sdb *db, int64_t id, struct ops_error *err)
 {
     if (ops_begin(db, err) != 0)
         return NULL;
@@ -232,7 +232,7 @@ struct json_object *ops_key_revoke(sqlite3 *db, int64_t id, struct ops_error *er
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_key_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_key_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid, uid;
     if (ops_list_ids(db, l, &tid, &uid, NULL, err) != 0)

@@ -14,7 +14,7 @@ static const char *const node_statuses[] = {"online", "offline", "borrowed", NUL
     "SELECT n.id, n.name, n.status, n.metrics_url, n.gpu_temperature, n.temperature_at," \
     " (SELECT COUNT(*) FROM replicas r WHERE r.node_id = n.id), n.created_at FROM nodes n"
 
-static struct json_object *node_row(sqlite3_stmt *st)
+static struct json_object *node_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -28,7 +28,7 @@ static struct json_object *node_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_node_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_node_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, node_row, "node", NODE_SELECT " WHERE n.id = ?1",
                                             "i", id);
@@ -37,7 +37,7 @@ struct json_object *ops_node_get(sqlite3 *db, int64_t id, struct ops_error *err)
     return res;
 }
 
-static int node_id(sqlite3 *db, const char *name, int64_t *id, struct ops_error *err)
+static int node_id(struct sdb *db, const char *name, int64_t *id, struct ops_error *err)
 {
     if (ops_check_name("name", name, err) != 0)
         return -1;
@@ -60,7 +60,7 @@ static int node_check(const char *status, const char *metrics_url, struct ops_er
     return 0;
 }
 
-struct json_object *ops_node_add(sqlite3 *db, const char *name, const char *status,
+struct json_object *ops_node_add(struct sdb *db, const char *name, const char *status,
                                  const char *metrics_url, struct ops_error *err)
 {
     int64_t id;
@@ -78,12 +78,12 @@ struct json_object *ops_node_add(sqlite3 *db, const char *name, const char *stat
                 name, status, metrics_url) != 0)
         goto out;
     res = ops_audited(db, err, "create", "node", NULL,
-                       ops_node_get(db, (int64_t)sqlite3_last_insert_rowid(db), err));
+                       ops_node_get(db, (int64_t)sdb_last_insert_rowid(db), err));
 out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_node_set(sqlite3 *db, const char *name, const char *status,
+struct json_object *ops_node_set(struct sdb *db, const char *name, const char *status,
                                  const char *metrics_url, struct ops_error *err)
 {
     int64_t id;
@@ -102,7 +102,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_node_rm(sqlite3 *db, const char *name, struct ops_error *err)
+struct json_object *ops_node_rm(struct sdb *db, const char *name, struct ops_error *err)
 {
     int64_t id;
     if (ops_begin(db, err) != 0)
@@ -122,7 +122,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_node_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_node_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     return ops_query_page(db, err, "nodes", node_row, l, NODE_SELECT " ORDER BY n.id", "");
 }
@@ -146,7 +146,7 @@ static void node_temperature_to_state(int64_t id, int64_t deci_celsius, const ch
 /* A reading is telemetry, not a configuration change: it is not audited (an
  * exporter pushing every few seconds would bury the real changes), and the
  * nodes_upd trigger ignores these columns so responders do not reload for it. */
-struct json_object *ops_node_temperature(sqlite3 *db, const char *name, int64_t deci_celsius,
+struct json_object *ops_node_temperature(struct sdb *db, const char *name, int64_t deci_celsius,
                                          const char *state_path, struct ops_error *err)
 {
     int64_t id;

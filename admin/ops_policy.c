@@ -19,7 +19,7 @@ static const char *const cache_modes[] = {"off", "exact", "semantic", NULL};   /
     " clamp_max_tokens, semantic_threshold, tenants, labels" \
     " FROM model_policies"
 
-static struct json_object *policy_row(sqlite3_stmt *st)
+static struct json_object *policy_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_text(o, "model", st, 0);
@@ -84,7 +84,7 @@ static int policy_check(const struct ops_policy_opts *o, struct ops_error *err)
 
 /* R-SEM-1: every name of a comma-separated allow-list (spaces around a name are
  * not part of it, as lib/snapshot.c reads it) is a tenant. */
-static int policy_tenants_exist(sqlite3 *db, const char *list, struct ops_error *err)
+static int policy_tenants_exist(struct sdb *db, const char *list, struct ops_error *err)
 {
     for (const char *p = list;;) {
         const char *end = strchr(p, ',');
@@ -111,7 +111,7 @@ static int policy_tenants_exist(sqlite3 *db, const char *list, struct ops_error 
     }
 }
 
-struct json_object *ops_policy_get(sqlite3 *db, const char *model, struct ops_error *err)
+struct json_object *ops_policy_get(struct sdb *db, const char *model, struct ops_error *err)
 {
     if (ops_check_name("model", model, err) != 0)
         return NULL;
@@ -122,7 +122,7 @@ struct json_object *ops_policy_get(sqlite3 *db, const char *model, struct ops_er
     return res;
 }
 
-struct json_object *ops_policy_set(sqlite3 *db, const char *model, const struct ops_policy_opts *o,
+struct json_object *ops_policy_set(struct sdb *db, const char *model, const struct ops_policy_opts *o,
                                    struct ops_error *err)
 {
     if (ops_check_name("model", model, err) != 0 || policy_check(o, err) != 0 ||
@@ -176,7 +176,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_policy_rm(sqlite3 *db, const char *model, struct ops_error *err)
+struct json_object *ops_policy_rm(struct sdb *db, const char *model, struct ops_error *err)
 {
     if (ops_check_name("model", model, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
@@ -191,26 +191,26 @@ struct json_object *ops_policy_rm(sqlite3 *db, const char *model, struct ops_err
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_policy_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_policy_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     return ops_query_page(db, err, "policies", policy_row, l, POLICY_SELECT " ORDER BY model", "");
 }
 
 /* ---- per-key routing policy (R-AUTO-1) ------------------------------------------------ */
 
-static struct json_object *key_policy_row(sqlite3_stmt *st)
+static struct json_object *key_policy_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
     ops_json_int(o, "key_id", st, 0);
     ops_json_int(o, "tenant_id", st, 1);
-    json_object_object_add(o, "auto_routing_enabled", sqlite3_column_type(st, 2) == SQLITE_NULL
-                               ? NULL : json_object_new_boolean(sqlite3_column_int(st, 2) != 0));
+    json_object_object_add(o, "auto_routing_enabled", sdb_column_type(st, 2) == SDB_NULL
+                               ? NULL : json_object_new_boolean(sdb_column_int(st, 2) != 0));
     ops_json_text(o, "auto_routing_strategy", st, 3);
     return o;
 }
 
-struct json_object *ops_key_policy_get(sqlite3 *db, int64_t key_id, struct ops_error *err)
+struct json_object *ops_key_policy_get(struct sdb *db, int64_t key_id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(
         db, err, key_policy_row, "key",
@@ -222,7 +222,7 @@ struct json_object *ops_key_policy_get(sqlite3 *db, int64_t key_id, struct ops_e
     return res;
 }
 
-struct json_object *ops_key_policy_set(sqlite3 *db, int64_t key_id, struct ops_i64 enabled,
+struct json_object *ops_key_policy_set(struct sdb *db, int64_t key_id, struct ops_i64 enabled,
                                        const char *strategy, struct ops_error *err)
 {
     if (enabled.set && enabled.v > 1) {

@@ -40,45 +40,45 @@ static size_t probe_write(char *p, size_t size, size_t n, void *arg)
     return len;
 }
 
-static void probe_copy(char *dst, size_t cap, sqlite3_stmt *st, int col)
+static void probe_copy(char *dst, size_t cap, struct sdb_stmt *st, int col)
 {
-    const char *s = (const char *)sqlite3_column_text(st, col);
+    const char *s = (const char *)sdb_column_text(st, col);
     snprintf(dst, cap, "%s", s ? s : "");
 }
 
 /* Endpoint, first healthy running replica and a model name the backend knows. 1 found,
  * 0 no healthy replica, -1 error. */
-static int probe_find(sqlite3 *db, const char *name, struct probe_target *t, struct ops_error *err)
+static int probe_find(struct sdb *db, const char *name, struct probe_target *t, struct ops_error *err)
 {
     int64_t tenant_id;
     if (ops_endpoint_ids(db, name, &t->endpoint_id, &tenant_id, err) != 0)
         return -1;
     int64_t operator_cred = 0;
-    sqlite3_stmt *st = ops_prepare(db, err, "SELECT protocol, upstream_auth, anthropic_version,"
+    struct sdb_stmt *st = ops_prepare(db, err, "SELECT protocol, upstream_auth, anthropic_version,"
                                    " upstream_auth IS NOT NULL AND upstream_auth_by IS NOT 'tenant'"
                                    " FROM endpoints WHERE id = ?1", "i", t->endpoint_id);
     if (!st)
         return -1;
-    if (sqlite3_step(st) == SQLITE_ROW) {
+    if (sdb_step(st) == SDB_ROW) {
         probe_copy(t->protocol, sizeof t->protocol, st, 0);
         /* R-SEC-9: stored sealed; one that cannot be opened is logged and the test says so. */
-        const char *a = (const char *)sqlite3_column_text(st, 1);
-        t->auth = secret_open_endpoint(sqlite3_db_filename(db, "main"), t->endpoint_id, name, a);
+        const char *a = (const char *)sdb_column_text(st, 1);
+        t->auth = secret_open_endpoint(sdb_filename(db), t->endpoint_id, name, a);
         t->auth_unopened = a && *a && !t->auth;
         probe_copy(t->anthropic_version, sizeof t->anthropic_version, st, 2);
-        operator_cred = sqlite3_column_int64(st, 3);
+        operator_cred = sdb_column_int64(st, 3);
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     st = ops_prepare(db, err, "SELECT COALESCE(NULLIF(target_model, ''), model) FROM routes"
                      " WHERE endpoint_id = ?1 ORDER BY status = 'active' DESC, priority, id LIMIT 1",
                      "i", t->endpoint_id);
     if (!st)
         return -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
+    if (sdb_step(st) == SDB_ROW)
         probe_copy(t->model, sizeof t->model, st, 0);
     else
         snprintf(t->model, sizeof t->model, "%s", name);
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     /* R-SEC-9, as for the data plane: the operator's credential only to an approved URL
      * (ops keeps every replica of such an endpoint approved; a row written behind its
      * back is left out here too). */
@@ -87,15 +87,15 @@ static int probe_find(sqlite3 *db, const char *name, struct probe_target *t, str
                      " ORDER BY id LIMIT 1", "ii", t->endpoint_id, operator_cred);
     if (!st)
         return -1;
-    int found = sqlite3_step(st) == SQLITE_ROW;
+    int found = sdb_step(st) == SDB_ROW;
     if (found) {
-        t->replica_id = sqlite3_column_int64(st, 0);
+        t->replica_id = sdb_column_int64(st, 0);
         probe_copy(t->url, sizeof t->url, st, 1);
         size_t n = strlen(t->url);
         while (n > 0 && t->url[n - 1] == '/')
             t->url[--n] = '\0';
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     return found;
 }
 
@@ -164,7 +164,7 @@ static void probe_run(const struct probe_target *t, int64_t timeout_ms, long *st
     json_object_put(req);
 }
 
-struct json_object *ops_endpoint_test(sqlite3 *db, const char *name, int64_t timeout_ms,
+struct json_object *ops_endpoint_test(struct sdb *db, const char *name, int64_t timeout_ms,
                                       struct ops_error *err)
 {
     struct probe_target t;

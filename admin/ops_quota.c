@@ -35,7 +35,7 @@ int ops_quota_takes(const char *scope, const char *field)
 #define QUOTA_SCOPE_INDEX \
     "CASE q.scope WHEN 'tenant' THEN 0 WHEN 'user' THEN 1 WHEN 'endpoint' THEN 2 ELSE 3 END"
 
-static struct json_object *quota_row(sqlite3_stmt *st)
+static struct json_object *quota_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -56,7 +56,7 @@ static struct json_object *quota_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_quota_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_quota_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, quota_row, "quota", QUOTA_SELECT " WHERE q.id = ?1",
                                             "i", id);
@@ -107,7 +107,7 @@ struct quota_target {
     const char *model;
 };
 
-static int quota_resolve(sqlite3 *db, const char *scope, const char *name, struct quota_target *t,
+static int quota_resolve(struct sdb *db, const char *scope, const char *name, struct quota_target *t,
                          struct ops_error *err)
 {
     int64_t other;
@@ -132,7 +132,7 @@ static int quota_resolve(sqlite3 *db, const char *scope, const char *name, struc
 }
 
 /* The id of the layer of t: 1 found, 0 none, -1 error. */
-static int quota_lookup(sqlite3 *db, const char *scope, const struct quota_target *t, int64_t *id,
+static int quota_lookup(struct sdb *db, const char *scope, const struct quota_target *t, int64_t *id,
                         struct ops_error *err)
 {
     return ops_query_i64(db, err, id,
@@ -144,7 +144,7 @@ static int quota_lookup(sqlite3 *db, const char *scope, const struct quota_targe
 }
 
 /* Given limits only; queue_max < 0 clears it. */
-static int quota_update(sqlite3 *db, int64_t id, const struct ops_quota_opts *o, struct ops_error *err)
+static int quota_update(struct sdb *db, int64_t id, const struct ops_quota_opts *o, struct ops_error *err)
 {
     return ops_run(db, err,
                    "UPDATE quotas SET concurrency = COALESCE(?1, concurrency), rpm = COALESCE(?2, rpm),"
@@ -155,7 +155,7 @@ static int quota_update(sqlite3 *db, int64_t id, const struct ops_quota_opts *o,
                    "oooooi", o->concurrency, o->rpm, o->daily_tokens, o->monthly_tokens, o->queue_max, id);
 }
 
-struct json_object *ops_quota_set(sqlite3 *db, const char *scope, const char *target,
+struct json_object *ops_quota_set(struct sdb *db, const char *scope, const char *target,
                                   const struct ops_quota_opts *o, struct ops_error *err)
 {
     struct quota_target t;
@@ -176,7 +176,7 @@ struct json_object *ops_quota_set(sqlite3 *db, const char *scope, const char *ta
         if (ops_run(db, err, "INSERT INTO quotas (scope, tenant_id, user_id, endpoint_id, model)"
                     " VALUES (?1, ?2, ?3, ?4, ?5)", "tooot", scope, tid, uid, eid, t.model) != 0)
             goto out;
-        id = sqlite3_last_insert_rowid(db);
+        id = sdb_last_insert_rowid(db);
     }
     if (quota_update(db, id, o, err) == 0)
         res = ops_audited(db, err, before ? "update" : "create", "quota", before, ops_quota_get(db, id, err));
@@ -185,7 +185,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_quota_update(sqlite3 *db, int64_t id, const struct ops_quota_opts *o,
+struct json_object *ops_quota_update(struct sdb *db, int64_t id, const struct ops_quota_opts *o,
                                      struct ops_error *err)
 {
     if (ops_begin(db, err) != 0)
@@ -197,7 +197,7 @@ struct json_object *ops_quota_update(sqlite3 *db, int64_t id, const struct ops_q
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_quota_rm_id(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_quota_rm_id(struct sdb *db, int64_t id, struct ops_error *err)
 {
     if (ops_begin(db, err) != 0)
         return NULL;
@@ -212,7 +212,7 @@ struct json_object *ops_quota_rm_id(sqlite3 *db, int64_t id, struct ops_error *e
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_quota_find(sqlite3 *db, const char *scope, const char *target,
+struct json_object *ops_quota_find(struct sdb *db, const char *scope, const char *target,
                                    struct ops_error *err)
 {
     struct quota_target t;
@@ -225,7 +225,7 @@ struct json_object *ops_quota_find(sqlite3 *db, const char *scope, const char *t
     return rc == 1 ? ops_quota_get(db, id, err) : NULL;
 }
 
-struct json_object *ops_quota_rm(sqlite3 *db, const char *scope, const char *target,
+struct json_object *ops_quota_rm(struct sdb *db, const char *scope, const char *target,
                                  struct ops_error *err)
 {
     struct json_object *q = ops_quota_find(db, scope, target, err);
@@ -236,7 +236,7 @@ struct json_object *ops_quota_rm(sqlite3 *db, const char *scope, const char *tar
     return ops_quota_rm_id(db, id, err);
 }
 
-struct json_object *ops_quota_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_quota_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid, uid, eid;
     if ((l->scope && quota_check_scope(l->scope, err) != 0) || ops_list_ids(db, l, &tid, &uid, &eid, err) != 0)

@@ -22,7 +22,7 @@
     " LEFT JOIN endpoints ep ON ep.id = e.endpoint_id AND e.endpoint_id <> 0" \
     " LEFT JOIN replicas r ON r.id = e.replica_id AND e.replica_id <> 0"
 
-static struct json_object *req_row(sqlite3_stmt *st)
+static struct json_object *req_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -60,7 +60,7 @@ static struct json_object *req_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_request_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_request_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     return ops_query_one(db, err, req_row, "request",
                          "SELECT " REQ_COLS " FROM usage_events e" REQ_JOINS " WHERE e.id = ?1 AND e.shadow = 0",
@@ -150,7 +150,7 @@ static int req_window_sql(char *out, size_t n, const struct ops_request_filter *
     return w > 0 && (size_t)w < n ? 0 : -1;
 }
 
-static sqlite3_stmt *req_prepare(sqlite3 *db, struct ops_error *err, const char *sql,
+static struct sdb_stmt *req_prepare(struct sdb *db, struct ops_error *err, const char *sql,
                                  const struct ops_request_filter *f, struct ops_i64 cursor_ts, int64_t rows)
 {
     return ops_prepare(db, err, sql, "oooooottooooi", f->tenant_id, f->user_id, f->key_id, f->endpoint_id,
@@ -159,7 +159,7 @@ static sqlite3_stmt *req_prepare(sqlite3 *db, struct ops_error *err, const char 
 }
 
 /* How many events the term matches in the range, counted up to REQ_WINDOW; -1 on error. */
-static int64_t req_count(sqlite3 *db, struct ops_error *err, const struct ops_request_filter *f, int t,
+static int64_t req_count(struct sdb *db, struct ops_error *err, const struct ops_request_filter *f, int t,
                          struct ops_i64 cursor_ts)
 {
     char win[2048], sql[2200];
@@ -168,17 +168,17 @@ static int64_t req_count(sqlite3 *db, struct ops_error *err, const struct ops_re
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "requests query too long");
         return -1;
     }
-    sqlite3_stmt *st = req_prepare(db, err, sql, f, cursor_ts, REQ_WINDOW);
+    struct sdb_stmt *st = req_prepare(db, err, sql, f, cursor_ts, REQ_WINDOW);
     if (!st)
         return -1;
-    int64_t n = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    int64_t n = sdb_step(st) == SDB_ROW ? sdb_column_int64(st, 0) : -1;
     if (n < 0)
         ops_fail_db(err, db);
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     return n;
 }
 
-struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filter *f, struct ops_error *err)
+struct json_object *ops_request_list(struct sdb *db, const struct ops_request_filter *f, struct ops_error *err)
 {
     if (f->limit < 1 || f->limit > OPS_REQUEST_LIMIT_MAX) {
         ops_fail(err, OPS_ERR_INVALID, "limit", "limit must be 1 to %d", OPS_REQUEST_LIMIT_MAX);
@@ -237,23 +237,23 @@ struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filte
         snprintf(sql, sizeof sql, "SELECT w.id, %s FROM (%s) w JOIN usage_events e ON e.id = w.id"
                  " ORDER BY w.ts_ms DESC, w.id DESC", others, win) >= (int)sizeof sql)
         goto too_long;
-    sqlite3_stmt *st = req_prepare(db, err, sql, f, cursor_ts, window);
+    struct sdb_stmt *st = req_prepare(db, err, sql, f, cursor_ts, window);
     if (!st)
         return NULL;
     int64_t *ids = malloc((size_t)(f->limit + 1) * sizeof *ids), examined = 0, last_examined = 0, found = 0;
     if (!ids)
         abort();
     int rc;
-    while (found <= f->limit && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while (found <= f->limit && (rc = sdb_step(st)) == SDB_ROW) {
         examined++;
-        last_examined = sqlite3_column_int64(st, 0);
-        if (sqlite3_column_int(st, 1))
+        last_examined = sdb_column_int64(st, 0);
+        if (sdb_column_int(st, 1))
             ids[found++] = last_examined;
     }
     if (found > f->limit)
-        rc = SQLITE_DONE;
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
+        rc = SDB_DONE;
+    sdb_finalize(st);
+    if (rc != SDB_DONE) {
         free(ids);
         ops_fail_db(err, db);
         return NULL;
@@ -267,13 +267,13 @@ struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filte
     st = ops_prepare(db, err, "SELECT " REQ_COLS " FROM usage_events e" REQ_JOINS " WHERE e.id = ?1", "i",
                      (int64_t)0);
     for (int64_t i = 0; st && i < page; i++) {
-        sqlite3_reset(st);
-        sqlite3_bind_int64(st, 1, ids[i]);
-        if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        sdb_reset(st);
+        sdb_bind_int64(st, 1, ids[i]);
+        if ((rc = sdb_step(st)) == SDB_ROW)
             json_object_array_add(rows, req_row(st));
-        else if (rc != SQLITE_DONE) {   /* DONE: pruned meanwhile */
+        else if (rc != SDB_DONE) {   /* DONE: pruned meanwhile */
             ops_fail_db(err, db);
-            sqlite3_finalize(st);
+            sdb_finalize(st);
             st = NULL;
         }
     }
@@ -282,7 +282,7 @@ struct json_object *ops_request_list(sqlite3 *db, const struct ops_request_filte
         json_object_put(rows);
         return NULL;
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     struct json_object *res = json_object_new_object();
     json_object_object_add(res, "requests", rows);
     json_object_object_add(res, "next", more ? json_object_new_int64(next) : NULL);

@@ -14,7 +14,7 @@ static const char *const route_cache_modes[] = {"off", "exact", "semantic", NULL
     " JOIN tenants t ON t.id = r.tenant_id JOIN endpoints e ON e.id = r.endpoint_id" \
     " LEFT JOIN endpoints m ON m.id = r.mirror_endpoint_id"
 
-static struct json_object *route_row(sqlite3_stmt *st)
+static struct json_object *route_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -35,7 +35,7 @@ static struct json_object *route_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_route_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_route_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, route_row, "route",
                                             ROUTE_SELECT " WHERE r.id = ?1", "i", id);
@@ -69,7 +69,7 @@ static int route_check_opts(const struct ops_route_opts *o, struct ops_error *er
 
 /* R-SHD-1: the mirror endpoint by name, of the route's tenant, never the route's own
  * endpoint (the copy would land where the answer comes from); "" clears it. */
-static int route_mirror(sqlite3 *db, int64_t id, const struct ops_route_opts *o, struct ops_error *err)
+static int route_mirror(struct sdb *db, int64_t id, const struct ops_route_opts *o, struct ops_error *err)
 {
     if (!o->mirror && !o->mirror_percent.set)
         return 0;
@@ -107,7 +107,7 @@ static int route_mirror(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
 
 /* target_model and cache: NULL keeps, "" clears (cache: inherit). cache_ttl_s: unset keeps,
  * v < 0 inherits. endpoint_id: unset keeps it. */
-static int route_update(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
+static int route_update(struct sdb *db, int64_t id, const struct ops_route_opts *o,
                         struct ops_i64 endpoint_id, struct ops_error *err)
 {
     if (route_mirror(db, id, o, err) != 0)
@@ -138,7 +138,7 @@ static int route_check_endpoint(const char *endpoint, int64_t endpoint_tenant,
     return -1;
 }
 
-struct json_object *ops_route_add(sqlite3 *db, const char *model, const char *endpoint,
+struct json_object *ops_route_add(struct sdb *db, const char *model, const char *endpoint,
                                   const char *tenant, const struct ops_route_opts *o,
                                   struct ops_error *err)
 {
@@ -182,7 +182,7 @@ struct json_object *ops_route_add(sqlite3 *db, const char *model, const char *en
     if (ops_run(db, err, "INSERT INTO routes (tenant_id, model, endpoint_id) VALUES (?1, ?2, ?3)",
                 "iti", tid, model, eid) != 0)
         goto out;
-    int64_t id = sqlite3_last_insert_rowid(db);
+    int64_t id = sdb_last_insert_rowid(db);
     struct ops_i64 keep = {0, 0};
     if (route_update(db, id, o, keep, err) == 0)
         res = ops_audited(db, err, "create", "route", NULL, ops_route_get(db, id, err));
@@ -191,7 +191,7 @@ out:
 }
 
 /* The tenant of route id, or NOT_FOUND. */
-static int route_tenant(sqlite3 *db, int64_t id, int64_t *tenant_id, struct ops_error *err)
+static int route_tenant(struct sdb *db, int64_t id, int64_t *tenant_id, struct ops_error *err)
 {
     int rc = ops_query_i64(db, err, tenant_id, "SELECT tenant_id FROM routes WHERE id = ?1",
                            "i", id);
@@ -200,7 +200,7 @@ static int route_tenant(sqlite3 *db, int64_t id, int64_t *tenant_id, struct ops_
     return rc == 1 ? 0 : -1;
 }
 
-struct json_object *ops_route_set(sqlite3 *db, int64_t id, const struct ops_route_opts *o,
+struct json_object *ops_route_set(struct sdb *db, int64_t id, const struct ops_route_opts *o,
                                   struct ops_error *err)
 {
     int64_t tid, etid;
@@ -223,7 +223,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_route_rm(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_route_rm(struct sdb *db, int64_t id, struct ops_error *err)
 {
     int64_t tid;
     if (ops_begin(db, err) != 0)
@@ -242,7 +242,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_route_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_route_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid, eid;
     const char *model = l ? l->model : NULL;

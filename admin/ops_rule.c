@@ -19,7 +19,7 @@ static const char *const rule_scopes[] = {"input", "output", NULL};
     "SELECT r.id, r.name, t.name, r.tenant_id, r.kind, r.pattern, r.action, r.scope, r.created_at" \
     " FROM content_rules r LEFT JOIN tenants t ON t.id = r.tenant_id"
 
-static struct json_object *rule_row(sqlite3_stmt *st)
+static struct json_object *rule_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -34,7 +34,7 @@ static struct json_object *rule_row(sqlite3_stmt *st)
     return o;
 }
 
-static struct json_object *rule_get(sqlite3 *db, const char *name, struct ops_error *err)
+static struct json_object *rule_get(struct sdb *db, const char *name, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, rule_row, "rule", RULE_SELECT " WHERE r.name = ?1", "t", name);
     if (!res && err->kind == OPS_ERR_NOT_FOUND)
@@ -42,7 +42,7 @@ static struct json_object *rule_get(sqlite3 *db, const char *name, struct ops_er
     return res;
 }
 
-struct json_object *ops_rule_get_id(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_rule_get_id(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, rule_row, "rule", RULE_SELECT " WHERE r.id = ?1", "i", id);
     if (!res && err->kind == OPS_ERR_NOT_FOUND)
@@ -80,7 +80,7 @@ static int rule_check(const struct ops_rule_opts *o, struct ops_error *err)
     return 0;
 }
 
-struct json_object *ops_rule_add(sqlite3 *db, const char *name, const struct ops_rule_opts *o, struct ops_error *err)
+struct json_object *ops_rule_add(struct sdb *db, const char *name, const struct ops_rule_opts *o, struct ops_error *err)
 {
     if (ops_check_name("name", name, err) != 0 || rule_check(o, err) != 0)
         return NULL;
@@ -119,26 +119,26 @@ out:
 }
 
 /* Deletes the rule res (in the caller's transaction) and audits it; res or NULL. */
-static struct json_object *rule_delete(sqlite3 *db, struct json_object *res, struct ops_error *err)
+static struct json_object *rule_delete(struct sdb *db, struct json_object *res, struct ops_error *err)
 {
     return ops_finish(db, ops_deleted(db, err, "content_rules", "content_rule", res), err);
 }
 
-struct json_object *ops_rule_rm(sqlite3 *db, const char *name, struct ops_error *err)
+struct json_object *ops_rule_rm(struct sdb *db, const char *name, struct ops_error *err)
 {
     if (ops_check_name("name", name, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     return rule_delete(db, rule_get(db, name, err), err);
 }
 
-struct json_object *ops_rule_rm_id(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_rule_rm_id(struct sdb *db, int64_t id, struct ops_error *err)
 {
     if (ops_begin(db, err) != 0)
         return NULL;
     return rule_delete(db, ops_rule_get_id(db, id, err), err);
 }
 
-struct json_object *ops_rule_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_rule_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid;
     if (ops_list_ids(db, l, &tid, NULL, NULL, err) != 0)

@@ -20,7 +20,7 @@
     "SELECT r.id, r.name, t.name, r.tenant_id, r.pattern, r.action, r.model, r.label, r.created_at" \
     " FROM semantic_rules r LEFT JOIN tenants t ON t.id = r.tenant_id"
 
-static struct json_object *semrule_row(sqlite3_stmt *st)
+static struct json_object *semrule_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -65,7 +65,7 @@ int ops_check_labels(const char *param, const char *list, struct ops_error *err)
     return items > 0 ? 0 : -1;
 }
 
-static struct json_object *semrule_get(sqlite3 *db, const char *name, struct ops_error *err)
+static struct json_object *semrule_get(struct sdb *db, const char *name, struct ops_error *err)
 {
     struct json_object *res =
         ops_query_one(db, err, semrule_row, "semantic rule", SEMRULE_SELECT " WHERE r.name = ?1", "t", name);
@@ -74,7 +74,7 @@ static struct json_object *semrule_get(sqlite3 *db, const char *name, struct ops
     return res;
 }
 
-struct json_object *ops_semrule_get_id(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_semrule_get_id(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res =
         ops_query_one(db, err, semrule_row, "semantic rule", SEMRULE_SELECT " WHERE r.id = ?1", "i", id);
@@ -115,7 +115,7 @@ static int semrule_check(const struct ops_semrule_opts *o, struct ops_error *err
     return 0;
 }
 
-struct json_object *ops_semrule_add(sqlite3 *db, const char *name, const struct ops_semrule_opts *o,
+struct json_object *ops_semrule_add(struct sdb *db, const char *name, const struct ops_semrule_opts *o,
                                     struct ops_error *err)
 {
     if (ops_check_name("name", name, err) != 0 || semrule_check(o, err) != 0)
@@ -164,7 +164,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-static struct json_object *semrule_delete(sqlite3 *db, struct json_object *res, struct ops_error *err)
+static struct json_object *semrule_delete(struct sdb *db, struct json_object *res, struct ops_error *err)
 {
     res = ops_deleted(db, err, "semantic_rules", "semantic_rule", res);
     if (res)
@@ -172,21 +172,21 @@ static struct json_object *semrule_delete(sqlite3 *db, struct json_object *res, 
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_semrule_rm(sqlite3 *db, const char *name, struct ops_error *err)
+struct json_object *ops_semrule_rm(struct sdb *db, const char *name, struct ops_error *err)
 {
     if (ops_check_name("name", name, err) != 0 || ops_begin(db, err) != 0)
         return NULL;
     return semrule_delete(db, semrule_get(db, name, err), err);
 }
 
-struct json_object *ops_semrule_rm_id(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_semrule_rm_id(struct sdb *db, int64_t id, struct ops_error *err)
 {
     if (ops_begin(db, err) != 0)
         return NULL;
     return semrule_delete(db, ops_semrule_get_id(db, id, err), err);
 }
 
-struct json_object *ops_semrule_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_semrule_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid;
     if (ops_list_ids(db, l, &tid, NULL, NULL, err) != 0)

@@ -19,7 +19,7 @@
  * (4xx) says nothing about the endpoint. Counted from usage_events, where the data
  * plane records every routed request with its endpoint, so it needs no sluice-healthd
  * and clears at the first answer that is not a 5xx. */
-int ops_endpoint_status(sqlite3 *db, struct json_object *ep, struct ops_error *err)
+int ops_endpoint_status(struct sdb *db, struct json_object *ep, struct ops_error *err)
 {
     struct json_object *idv = NULL;
     if (!json_object_object_get_ex(ep, "id", &idv))
@@ -31,14 +31,14 @@ int ops_endpoint_status(sqlite3 *db, struct json_object *ep, struct ops_error *e
     int64_t threshold = failures.i;
     char last_error[128] = "";
     int in_streak = 1;
-    sqlite3_stmt *st = ops_prepare(db, err,
+    struct sdb_stmt *st = ops_prepare(db, err,
                                    "SELECT status, error_code, ts_ms FROM usage_events WHERE endpoint_id = ?1"
                                    " AND shadow = 0 ORDER BY ts_ms DESC, id DESC LIMIT ?2", "ii", id, (int64_t)STREAK_WINDOW);
     if (!st)
         return -1;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int s = sqlite3_column_int(st, 0);
+    while ((rc = sdb_step(st)) == SDB_ROW) {
+        int s = sdb_column_int(st, 0);
         if (s < 500) {
             in_streak = 0;
             if (last_ms)
@@ -48,15 +48,15 @@ int ops_endpoint_status(sqlite3 *db, struct json_object *ep, struct ops_error *e
         if (in_streak)
             streak++;
         if (!last_ms) {
-            const char *code = (const char *)sqlite3_column_text(st, 1);
+            const char *code = (const char *)sdb_column_text(st, 1);
             snprintf(last_error, sizeof last_error, "%s (%d)", code && *code ? code : "server_error", s);
-            last_ms = sqlite3_column_int64(st, 2);
+            last_ms = sdb_column_int64(st, 2);
         }
         if (!in_streak)
             break;
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    sdb_finalize(st);
+    if (rc != SDB_ROW && rc != SDB_DONE) {
         ops_fail_db(err, db);
         return -1;
     }
@@ -85,21 +85,21 @@ int ops_endpoint_status(sqlite3 *db, struct json_object *ep, struct ops_error *e
 
 /* The key's calls and tokens of one period from the daily aggregates (mirrors are never in
  * them): the numbers of a key whose limits keep no counter for that period. */
-static int key_daily(sqlite3 *db, int64_t id, const char *from_day, const char *to_day, int64_t *calls,
+static int key_daily(struct sdb *db, int64_t id, const char *from_day, const char *to_day, int64_t *calls,
                      int64_t *tokens, struct ops_error *err)
 {
-    sqlite3_stmt *st = ops_prepare(db, err, "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(prompt_tokens +"
+    struct sdb_stmt *st = ops_prepare(db, err, "SELECT COALESCE(SUM(requests), 0), COALESCE(SUM(prompt_tokens +"
                                    " completion_tokens), 0) FROM usage_daily WHERE day >= ?1 AND day <= ?2"
                                    " AND key_id = ?3", "tti", from_day, to_day, id);
     if (!st)
         return -1;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *calls = sqlite3_column_int64(st, 0);
-        *tokens = sqlite3_column_int64(st, 1);
+    int rc = sdb_step(st);
+    if (rc == SDB_ROW) {
+        *calls = sdb_column_int64(st, 0);
+        *tokens = sdb_column_int64(st, 1);
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW) {
+    sdb_finalize(st);
+    if (rc != SDB_ROW) {
         ops_fail_db(err, db);
         return -1;
     }
@@ -112,7 +112,7 @@ static int key_daily(sqlite3 *db, int64_t id, const char *from_day, const char *
  * keeps no counter, so its calls come from the daily aggregates. Tokens are the month's
  * enforced counter when the key has a monthly token quota, else the billed tokens of the
  * daily aggregates (the day counter keeps no tokens). */
-int ops_key_counters(sqlite3 *db, struct json_object *key, struct ops_error *err)
+int ops_key_counters(struct sdb *db, struct json_object *key, struct ops_error *err)
 {
     struct json_object *idv = NULL;
     if (!json_object_object_get_ex(key, "id", &idv))
@@ -132,21 +132,21 @@ int ops_key_counters(sqlite3 *db, struct json_object *key, struct ops_error *err
         int64_t calls = 0, tokens = 0, kept_calls = 0, kept_tokens = 0;
         if (key_daily(db, id, from[i], to[i], &calls, &tokens, err) != 0)
             return -1;
-        sqlite3_stmt *st = ops_prepare(db, err, "SELECT calls, tokens FROM quota_counters WHERE key_id = ?1"
+        struct sdb_stmt *st = ops_prepare(db, err, "SELECT calls, tokens FROM quota_counters WHERE key_id = ?1"
                                        " AND period = ?2", "it", id, periods[i]);
         if (!st)
             return -1;
-        int rc = sqlite3_step(st);
-        if (rc == SQLITE_ROW) {
-            kept_calls = sqlite3_column_int64(st, 0);
-            kept_tokens = sqlite3_column_int64(st, 1);
+        int rc = sdb_step(st);
+        if (rc == SDB_ROW) {
+            kept_calls = sdb_column_int64(st, 0);
+            kept_tokens = sdb_column_int64(st, 1);
         }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        sdb_finalize(st);
+        if (rc != SDB_ROW && rc != SDB_DONE) {
             ops_fail_db(err, db);
             return -1;
         }
-        int kept = rc == SQLITE_ROW;
+        int kept = rc == SDB_ROW;
         struct json_object *o = json_object_new_object();
         json_object_object_add(o, "requests", json_object_new_int64(kept ? kept_calls : calls));
         json_object_object_add(o, "tokens", json_object_new_int64(kept && kept_tokens ? kept_tokens : tokens));
@@ -155,8 +155,8 @@ int ops_key_counters(sqlite3 *db, struct json_object *key, struct ops_error *err
     return 0;
 }
 
-int ops_list_status(sqlite3 *db, struct json_object *res, const char *field,
-                    int (*fn)(sqlite3 *, struct json_object *, struct ops_error *), struct ops_error *err)
+int ops_list_status(struct sdb *db, struct json_object *res, const char *field,
+                    int (*fn)(struct sdb *, struct json_object *, struct ops_error *), struct ops_error *err)
 {
     struct json_object *arr = NULL;
     if (!res || !json_object_object_get_ex(res, field, &arr))

@@ -17,7 +17,7 @@ static const char *const user_roles[] = {"operator", "admin", "member", NULL};
 
 #define TENANT_SELECT "SELECT id, name, created_at, weight FROM tenants"
 
-static struct json_object *tenant_row(sqlite3_stmt *st)
+static struct json_object *tenant_row(struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     ops_json_int(o, "id", st, 0);
@@ -27,7 +27,7 @@ static struct json_object *tenant_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_tenant_add(sqlite3 *db, const char *name, struct ops_error *err)
+struct json_object *ops_tenant_add(struct sdb *db, const char *name, struct ops_error *err)
 {
     int64_t id;
     if (ops_check_name("name", name, err) != 0 || ops_begin(db, err) != 0)
@@ -40,7 +40,7 @@ struct json_object *ops_tenant_add(sqlite3 *db, const char *name, struct ops_err
         goto out;
     if (ops_run(db, err, "INSERT INTO tenants (name) VALUES (?1)", "t", name) != 0)
         goto out;
-    res = ops_tenant_get(db, (int64_t)sqlite3_last_insert_rowid(db), err);
+    res = ops_tenant_get(db, (int64_t)sdb_last_insert_rowid(db), err);
     if (res && ops_audit(db, err, "create", "tenant", NULL, res) != 0) {
         json_object_put(res);
         res = NULL;
@@ -49,7 +49,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_tenant_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_tenant_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, tenant_row, "tenant",
                                             TENANT_SELECT " WHERE id = ?1", "i", id);
@@ -59,7 +59,7 @@ struct json_object *ops_tenant_get(sqlite3 *db, int64_t id, struct ops_error *er
 }
 
 /* R-PRIO-2: a tenant's weight is its share of a contended queue (deficit round robin). */
-struct json_object *ops_tenant_set(sqlite3 *db, const char *name, struct ops_i64 weight,
+struct json_object *ops_tenant_set(struct sdb *db, const char *name, struct ops_i64 weight,
                                    struct ops_error *err)
 {
     int64_t id;
@@ -73,7 +73,7 @@ struct json_object *ops_tenant_set(sqlite3 *db, const char *name, struct ops_i64
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_tenant_rm(sqlite3 *db, const char *name, struct ops_error *err)
+struct json_object *ops_tenant_rm(struct sdb *db, const char *name, struct ops_error *err)
 {
     int64_t id, owned = 0;
     if (ops_check_name("name", name, err) != 0)
@@ -109,7 +109,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_tenant_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_tenant_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid;
     if (ops_list_ids(db, l, &tid, NULL, NULL, err) != 0)
@@ -170,7 +170,7 @@ int ops_password_verify(const char *password, const char *hash)
     " FROM users u JOIN tenants t ON t.id = u.tenant_id" \
     " LEFT JOIN key_ceilings c ON c.user_id = u.id"
 
-static struct json_object *user_row(sqlite3_stmt *st)
+static struct json_object *user_row(struct sdb_stmt *st)
 {
     static const char *const limits[] = {"qps_limit", "concurrency_limit", "daily_limit",
                                          "monthly_quota", "tpm_limit", "monthly_token_quota"};
@@ -189,7 +189,7 @@ static struct json_object *user_row(sqlite3_stmt *st)
     return o;
 }
 
-struct json_object *ops_user_get(sqlite3 *db, int64_t id, struct ops_error *err)
+struct json_object *ops_user_get(struct sdb *db, int64_t id, struct ops_error *err)
 {
     struct json_object *res = ops_query_one(db, err, user_row, "user",
                                             USER_SELECT " WHERE u.id = ?1", "i", id);
@@ -199,7 +199,7 @@ struct json_object *ops_user_get(sqlite3 *db, int64_t id, struct ops_error *err)
 }
 
 /* SPEC §0: the operator role exists only in tenant default. */
-static int user_check_role(sqlite3 *db, const char *role, int64_t tenant_id,
+static int user_check_role(struct sdb *db, const char *role, int64_t tenant_id,
                            struct ops_error *err)
 {
     int64_t def = 0;
@@ -220,20 +220,20 @@ static int user_check_role(sqlite3 *db, const char *role, int64_t tenant_id,
 /* R-SEC-5, R-SEC-10: stores the key ceiling user id has after a change by this thread's
  * actor: given members (NULL: none) within the actor's own ceiling, the others kept but
  * tightened to it (authz_ceiling_after). A user without a row that keeps no limit gets no row. */
-static int user_store_ceiling(sqlite3 *db, int64_t id, const struct ops_key_limits *given,
+static int user_store_ceiling(struct sdb *db, int64_t id, const struct ops_key_limits *given,
                               struct ops_error *err)
 {
     struct authz_limits cur = {{0}, {0}}, want, out;
-    sqlite3_stmt *st = ops_prepare(db, err,
+    struct sdb_stmt *st = ops_prepare(db, err,
         "SELECT qps_limit, concurrency_limit, daily_limit, monthly_quota, tpm_limit,"
         " monthly_token_quota FROM key_ceilings WHERE user_id = ?1", "i", id);
     if (!st)
         return -1;
-    int rc = sqlite3_step(st), had = rc == SQLITE_ROW;
+    int rc = sdb_step(st), had = rc == SDB_ROW;
     for (int i = 0; had && i < AUTHZ_NLIMITS; i++)
-        cur.v[i] = sqlite3_column_int64(st, i);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        cur.v[i] = sdb_column_int64(st, i);
+    sdb_finalize(st);
+    if (rc != SDB_ROW && rc != SDB_DONE) {
         ops_fail_db(err, db);
         return -1;
     }
@@ -262,7 +262,7 @@ static int user_store_ceiling(sqlite3 *db, int64_t id, const struct ops_key_limi
                    "iiiiiii", id, out.v[0], out.v[1], out.v[2], out.v[3], out.v[4], out.v[5]);
 }
 
-struct json_object *ops_user_add(sqlite3 *db, const char *name, const char *tenant,
+struct json_object *ops_user_add(struct sdb *db, const char *name, const char *tenant,
                                  const char *role, const char *password,
                                  const struct ops_key_limits *ceiling, struct ops_error *err)
 {
@@ -288,7 +288,7 @@ struct json_object *ops_user_add(sqlite3 *db, const char *name, const char *tena
     if (ops_run(db, err, "INSERT INTO users (tenant_id, name, role, password_hash)"
                 " VALUES (?1, ?2, ?3, ?4)", "ittt", tenant_id, name, role, hash) != 0)
         goto out;
-    id = (int64_t)sqlite3_last_insert_rowid(db);
+    id = (int64_t)sdb_last_insert_rowid(db);
     /* In the same transaction: the user never exists above its creator's ceiling. */
     if (user_store_ceiling(db, id, ceiling, err) != 0)
         goto out;
@@ -303,7 +303,7 @@ out_free:
     return res;
 }
 
-struct json_object *ops_user_set(sqlite3 *db, const char *name, const char *role,
+struct json_object *ops_user_set(struct sdb *db, const char *name, const char *role,
                                  const char *password, struct ops_error *err)
 {
     int64_t id, tenant_id;
@@ -352,7 +352,7 @@ out_free:
     return res;
 }
 
-struct json_object *ops_user_rm(sqlite3 *db, const char *name, struct ops_error *err)
+struct json_object *ops_user_rm(struct sdb *db, const char *name, struct ops_error *err)
 {
     int64_t id, tenant_id;
     if (ops_begin(db, err) != 0)
@@ -373,7 +373,7 @@ out:
     return ops_finish(db, res, err);
 }
 
-struct json_object *ops_user_list(sqlite3 *db, const struct ops_list *l, struct ops_error *err)
+struct json_object *ops_user_list(struct sdb *db, const struct ops_list *l, struct ops_error *err)
 {
     struct ops_i64 tid, uid;
     if (ops_list_ids(db, l, &tid, &uid, NULL, err) != 0)
@@ -383,7 +383,7 @@ struct json_object *ops_user_list(sqlite3 *db, const struct ops_list *l, struct 
                           " AND (?2 IS NULL OR u.id = ?2) ORDER BY u.id", "oo", tid, uid);
 }
 
-struct json_object *ops_user_set_ceiling(sqlite3 *db, const char *user,
+struct json_object *ops_user_set_ceiling(struct sdb *db, const char *user,
                                          const struct ops_key_limits *l, struct ops_error *err)
 {
     int64_t id, tid;

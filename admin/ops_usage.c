@@ -73,30 +73,30 @@ static int cmp_price(const void *a, const void *b)
     return strcmp(((const struct usage_price *)a)->model, ((const struct usage_price *)b)->model);
 }
 
-static int usage_prices_load(sqlite3 *db, struct usage_prices *t, struct ops_error *err)
+static int usage_prices_load(struct sdb *db, struct usage_prices *t, struct ops_error *err)
 {
-    sqlite3_stmt *st = ops_prepare(db, err, "SELECT model, COALESCE(price_input_per_1k, 0),"
+    struct sdb_stmt *st = ops_prepare(db, err, "SELECT model, COALESCE(price_input_per_1k, 0),"
                                    " COALESCE(price_output_per_1k, 0) FROM model_policies"
                                    " WHERE price_input_per_1k IS NOT NULL OR price_output_per_1k IS NOT NULL", "");
     if (!st)
         return -1;
     size_t cap = 0;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sdb_step(st)) == SDB_ROW) {
         if (t->n == cap) {
             cap = cap ? cap * 2 : 16;
             t->p = realloc(t->p, cap * sizeof *t->p);
             if (!t->p)
                 abort();
         }
-        const char *m = (const char *)sqlite3_column_text(st, 0);
+        const char *m = (const char *)sdb_column_text(st, 0);
         snprintf(t->p[t->n].model, sizeof t->p[t->n].model, "%s", m ? m : "");
-        t->p[t->n].in = sqlite3_column_double(st, 1);
-        t->p[t->n].out = sqlite3_column_double(st, 2);
+        t->p[t->n].in = sdb_column_double(st, 1);
+        t->p[t->n].out = sdb_column_double(st, 2);
         t->n++;
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
+    sdb_finalize(st);
+    if (rc != SDB_DONE) {
         ops_fail_db(err, db);
         return -1;
     }
@@ -108,12 +108,10 @@ static int usage_prices_load(sqlite3 *db, struct usage_prices *t, struct ops_err
 /* usage_cost(model, prompt_tokens, completion_tokens): their price, 0 without a policy.
  * Called once per aggregate row (~100 000 for a 30-day report of every tenant), so it
  * compares in place and tries the previous row's model first. */
-static void usage_cost_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+static double usage_cost_fn(void *ctx, const char *m, int64_t prompt, int64_t completion)
 {
-    struct usage_prices *t = sqlite3_user_data(ctx);
-    const char *m = (const char *)sqlite3_value_text(argv[0]);
+    struct usage_prices *t = ctx;
     const struct usage_price *hit = NULL;
-    (void)argc;
     if (m && t->last && strcmp(t->last->model, m) == 0)
         hit = t->last;
     for (size_t lo = 0, hi = t->n; m && !hit && lo < hi;) {
@@ -126,8 +124,7 @@ static void usage_cost_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
         else
             lo = mid + 1;
     }
-    sqlite3_result_double(ctx, hit ? ((double)sqlite3_value_int64(argv[1]) * hit->in +
-                                      (double)sqlite3_value_int64(argv[2]) * hit->out) / 1000.0 : 0.0);
+    return hit ? ((double)prompt * hit->in + (double)completion * hit->out) / 1000.0 : 0.0;
 }
 
 /* The report's SQL for the filters that are set (?1 tenant, ?2 from, ?3 to, ?4 user). */
@@ -208,7 +205,7 @@ static int64_t usage_day_ms(const char *day, int next)
     return (int64_t)mktime(&tm) * 1000;
 }
 
-static struct json_object *usage_row(enum usage_group g, sqlite3_stmt *st)
+static struct json_object *usage_row(enum usage_group g, struct sdb_stmt *st)
 {
     struct json_object *o = json_object_new_object();
     switch (g) {
@@ -342,7 +339,7 @@ static int usage_event_where(char *out, size_t n, int tenant, int from, int to, 
     return w > 0 && (size_t)w < n ? 0 : -1;
 }
 
-static int usage_latencies(sqlite3 *db, enum usage_group g, struct usage_samples *s, size_t n, struct ops_i64 tid,
+static int usage_latencies(struct sdb *db, enum usage_group g, struct usage_samples *s, size_t n, struct ops_i64 tid,
                            struct ops_i64 uid, struct ops_i64 from_ms, struct ops_i64 to_ms, struct ops_error *err)
 {
     char where[256], sql[1024];
@@ -355,20 +352,20 @@ static int usage_latencies(sqlite3 *db, enum usage_group g, struct usage_samples
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "usage query too long");
         return -1;
     }
-    sqlite3_stmt *st = ops_prepare(db, err, sql, "oooo", tid, from_ms, to_ms, uid);
+    struct sdb_stmt *st = ops_prepare(db, err, sql, "oooo", tid, from_ms, to_ms, uid);
     if (!st)
         return -1;
     int rc;
     struct usage_samples probe;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *k = (const char *)sqlite3_column_text(st, 0);
+    while ((rc = sdb_step(st)) == SDB_ROW) {
+        const char *k = (const char *)sdb_column_text(st, 0);
         snprintf(probe.key, sizeof probe.key, "%s", k ? k : "");
         struct usage_samples *hit = bsearch(&probe, s, n, sizeof *s, cmp_samples);
         if (hit)
-            samples_add(hit, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
+            samples_add(hit, sdb_column_int64(st, 1), sdb_column_int64(st, 2));
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
+    sdb_finalize(st);
+    if (rc != SDB_DONE) {
         ops_fail_db(err, db);
         return -1;
     }
@@ -392,10 +389,10 @@ static int usage_latencies(sqlite3 *db, enum usage_group g, struct usage_samples
                          s[i].endpoint_id);
         if (!st)
             return -1;
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-            samples_add(&s[i], sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE) {
+        while ((rc = sdb_step(st)) == SDB_ROW)
+            samples_add(&s[i], sdb_column_int64(st, 0), sdb_column_int64(st, 1));
+        sdb_finalize(st);
+        if (rc != SDB_DONE) {
             ops_fail_db(err, db);
             return -1;
         }
@@ -403,7 +400,7 @@ static int usage_latencies(sqlite3 *db, enum usage_group g, struct usage_samples
     return 0;
 }
 
-struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char *group_by,
+struct json_object *ops_usage(struct sdb *db, const struct ops_list *l, const char *group_by,
                               const char *from, const char *to, struct ops_error *err)
 {
     enum usage_group g = USAGE_MODEL;
@@ -445,13 +442,12 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "usage query too long");
         return NULL;
     }
-    if (prices.n && sqlite3_create_function_v2(db, "usage_cost", 3, SQLITE_UTF8 | SQLITE_DETERMINISTIC, &prices,
-                                               usage_cost_fn, NULL, NULL, NULL) != SQLITE_OK) {
+    if (prices.n && sdb_create_function3(db, "usage_cost", usage_cost_fn, &prices) != SDB_OK) {
         free(prices.p);
         ops_fail_db(err, db);
         return NULL;
     }
-    sqlite3_stmt *st = ops_prepare(db, err, sql, "otto", tid, from, to, uid);
+    struct sdb_stmt *st = ops_prepare(db, err, sql, "otto", tid, from, to, uid);
     if (!st) {
         free(prices.p);
         return NULL;
@@ -463,10 +459,10 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
     if (!samples)
         abort();
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sdb_step(st)) == SDB_ROW) {
         struct usage_counts c = {
-            sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-            sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3), sqlite3_column_double(st, 4)};
+            sdb_column_int64(st, 0), sdb_column_int64(st, 1),
+            sdb_column_int64(st, 2), sdb_column_int64(st, 3), sdb_column_double(st, 4)};
         total.requests += c.requests;
         total.errors += c.errors;
         total.prompt_tokens += c.prompt_tokens;
@@ -483,30 +479,30 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
                     abort();
             }
             memset(&samples[npage], 0, sizeof samples[npage]);
-            const char *k = (const char *)sqlite3_column_text(st, 5);
+            const char *k = (const char *)sdb_column_text(st, 5);
             snprintf(samples[npage].key, sizeof samples[npage].key, "%s", k ? k : "");
             samples[npage].row = o;
             if (g == USAGE_REPLICA)
-                samples[npage].endpoint_id = sqlite3_column_int64(st, 7);
+                samples[npage].endpoint_id = sdb_column_int64(st, 7);
             npage++;
         }
         groups++;
     }
-    if (rc != SQLITE_DONE)
+    if (rc != SDB_DONE)
         ops_fail_db(err, db);
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     /* the function points at prices: gone from the connection before they are */
     if (prices.n)
-        sqlite3_create_function_v2(db, "usage_cost", 3, SQLITE_UTF8, NULL, NULL, NULL, NULL, NULL);
+        sdb_create_function3(db, "usage_cost", NULL, NULL);
     free(prices.p);
     struct ops_i64 from_ms = {from != NULL, from ? usage_day_ms(from, 0) : 0};
     struct ops_i64 to_ms = {to != NULL, to ? usage_day_ms(to, 1) : 0};
-    if (rc == SQLITE_DONE && usage_latencies(db, g, samples, npage, tid, uid, from_ms, to_ms, err) != 0)
-        rc = SQLITE_ERROR;
+    if (rc == SDB_DONE && usage_latencies(db, g, samples, npage, tid, uid, from_ms, to_ms, err) != 0)
+        rc = SDB_ERROR;
     for (size_t i = 0; i < npage; i++)
         samples_finish(&samples[i]);
     free(samples);
-    if (rc != SQLITE_DONE) {
+    if (rc != SDB_DONE) {
         json_object_put(rows);
         return NULL;
     }
@@ -531,7 +527,7 @@ struct json_object *ops_usage(sqlite3 *db, const struct ops_list *l, const char 
 
 /* R-USE-7: events older than the retention go (and R-CACHE-4's semantic hit audit rows);
  * the daily aggregates stay forever. */
-struct json_object *ops_usage_prune(sqlite3 *db, int64_t days, struct ops_error *err)
+struct json_object *ops_usage_prune(struct sdb *db, int64_t days, struct ops_error *err)
 {
     if (days < 1 || days > 36500) {
         ops_fail(err, OPS_ERR_INVALID, "days", "days must be 1 to 36500");
@@ -542,12 +538,12 @@ struct json_object *ops_usage_prune(sqlite3 *db, int64_t days, struct ops_error 
         return NULL;
     struct json_object *res = NULL;
     if (ops_run(db, err, "DELETE FROM usage_events WHERE ts_ms < ?1", "i", cutoff_ms) == 0) {
-        int64_t deleted = sqlite3_changes(db);
+        int64_t deleted = sdb_changes(db);
         /* R-CACHE-4: the semantic hit audit is kept as long as the events it samples. */
         if (ops_run(db, err, "DELETE FROM semantic_hits WHERE ts_ms < ?1", "i", cutoff_ms) == 0) {
             res = json_object_new_object();
             json_object_object_add(res, "deleted", json_object_new_int64(deleted));
-            json_object_object_add(res, "semantic_hits_deleted", json_object_new_int64(sqlite3_changes(db)));
+            json_object_object_add(res, "semantic_hits_deleted", json_object_new_int64(sdb_changes(db)));
             json_object_object_add(res, "days", json_object_new_int64(days));
         }
     }

@@ -20,11 +20,11 @@
 static const char session_dummy_hash[] =
     "$y$j9T$NJKSFMtM.dw69KczFeX5F0$CqZG7XlN8/9bSUpggzmW6sq9toHED1VxQ8pjy9BAGSD";
 
-static sqlite3_stmt *session_stmt(sqlite3 *db, const char *sql)
+static struct sdb_stmt *session_stmt(struct sdb *db, const char *sql)
 {
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        log_error("sqlite: %s", sqlite3_errmsg(db));
+    struct sdb_stmt *st = NULL;
+    if (sdb_prepare(db, sql, &st) != SDB_OK) {
+        log_error("sqlite: %s", sdb_errmsg(db));
         return NULL;
     }
     return st;
@@ -59,17 +59,17 @@ static int session_by_key(struct api_ctx *c, const char *key)
     if (strncmp(key, MEMBER_KEY_PREFIX, sizeof MEMBER_KEY_PREFIX - 1) != 0 || strlen(key) > KEY_MAX)
         return -1;
     sha256_hex(key, strlen(key), hash);
-    sqlite3_stmt *st = session_stmt(c->db, "SELECT id, user_id FROM api_keys WHERE key_hash = ?1"
+    struct sdb_stmt *st = session_stmt(c->db, "SELECT id, user_id FROM api_keys WHERE key_hash = ?1"
                                     " AND revoked_at IS NULL");
     int64_t kid = 0, uid = 0;
     if (!st)
         return -1;
-    sqlite3_bind_text(st, 1, hash, 64, SQLITE_TRANSIENT);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        kid = sqlite3_column_int64(st, 0);
-        uid = sqlite3_column_int64(st, 1);
+    sdb_bind_text(st, 1, hash, 64, SDB_TRANSIENT);
+    if (sdb_step(st) == SDB_ROW) {
+        kid = sdb_column_int64(st, 0);
+        uid = sdb_column_int64(st, 1);
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     if (!kid || session_load_actor(c, uid) != 0)
         return -1;
     struct ops_error err;
@@ -92,21 +92,21 @@ static int session_by_token(struct api_ctx *c, const char *token)
     if (!session_token_shape(token))
         return 0;
     sha256_hex(token, strlen(token), c->session_hash);
-    sqlite3_stmt *st = session_stmt(c->db, "SELECT user_id, csrf_token, expires_at FROM sessions"
+    struct sdb_stmt *st = session_stmt(c->db, "SELECT user_id, csrf_token, expires_at FROM sessions"
                                     " WHERE token_hash = ?1");
     if (!st)
         return -1;
-    sqlite3_bind_text(st, 1, c->session_hash, 64, SQLITE_TRANSIENT);
+    sdb_bind_text(st, 1, c->session_hash, 64, SDB_TRANSIENT);
     int rc = 0;
     int64_t uid = 0;
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        uid = sqlite3_column_int64(st, 0);
-        const char *csrf = (const char *)sqlite3_column_text(st, 1);
+    if (sdb_step(st) == SDB_ROW) {
+        uid = sdb_column_int64(st, 0);
+        const char *csrf = (const char *)sdb_column_text(st, 1);
         snprintf(c->csrf_token, sizeof c->csrf_token, "%s", csrf ? csrf : "");
-        c->session_expires = sqlite3_column_int64(st, 2);
+        c->session_expires = sdb_column_int64(st, 2);
         rc = c->session_expires > session_now() ? 1 : -2;
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     if (rc == 1 && session_load_actor(c, uid) != 0)
         rc = 0;
     return rc;
@@ -189,14 +189,14 @@ int session_authenticate(struct api_ctx *c, int write)
 
 static int64_t session_scope_wait(struct api_ctx *c, const char *scope)
 {
-    sqlite3_stmt *st = session_stmt(c->db, "SELECT locked_until FROM login_failures WHERE scope = ?1");
+    struct sdb_stmt *st = session_stmt(c->db, "SELECT locked_until FROM login_failures WHERE scope = ?1");
     int64_t wait = 0;
     if (!st)
         return 0;
-    sqlite3_bind_text(st, 1, scope, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(st) == SQLITE_ROW)
-        wait = sqlite3_column_int64(st, 0) - session_now();
-    sqlite3_finalize(st);
+    sdb_bind_text(st, 1, scope, -1, SDB_TRANSIENT);
+    if (sdb_step(st) == SDB_ROW)
+        wait = sdb_column_int64(st, 0) - session_now();
+    sdb_finalize(st);
     return wait > 0 ? wait : 0;
 }
 
@@ -223,7 +223,7 @@ static void session_scope_fail(struct api_ctx *c, const char *scope, int64_t lim
 {
     int64_t now = session_now();
     /* One UPSERT: a window that ran out starts again; reaching the limit locks. */
-    sqlite3_stmt *st = session_stmt(
+    struct sdb_stmt *st = session_stmt(
         c->db,
         "INSERT INTO login_failures (scope, failures, first_at, locked_until)"
         " VALUES (?1, 1, ?2, CASE WHEN ?3 <= 1 THEN ?2 + ?5 ELSE 0 END)"
@@ -234,14 +234,14 @@ static void session_scope_fail(struct api_ctx *c, const char *scope, int64_t lim
         "   THEN ?2 + ?5 ELSE locked_until END");
     if (!st)
         return;
-    sqlite3_bind_text(st, 1, scope, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, now);
-    sqlite3_bind_int64(st, 3, limit);
-    sqlite3_bind_int64(st, 4, c->conf->admin_login_window_s);
-    sqlite3_bind_int64(st, 5, c->conf->admin_login_lockout_s);
-    if (sqlite3_step(st) != SQLITE_DONE)
-        log_error("sqlite: %s", sqlite3_errmsg(c->db));
-    sqlite3_finalize(st);
+    sdb_bind_text(st, 1, scope, -1, SDB_TRANSIENT);
+    sdb_bind_int64(st, 2, now);
+    sdb_bind_int64(st, 3, limit);
+    sdb_bind_int64(st, 4, c->conf->admin_login_window_s);
+    sdb_bind_int64(st, 5, c->conf->admin_login_lockout_s);
+    if (sdb_step(st) != SDB_DONE)
+        log_error("sqlite: %s", sdb_errmsg(c->db));
+    sdb_finalize(st);
 }
 
 void session_failure(struct api_ctx *c, const char *username)
@@ -263,32 +263,32 @@ void session_success(struct api_ctx *c, const char *username)
 {
     char scope[256];
     session_scope_name(scope, sizeof scope, "u", username);
-    sqlite3_stmt *st = session_stmt(c->db, "DELETE FROM login_failures WHERE scope = ?1");
+    struct sdb_stmt *st = session_stmt(c->db, "DELETE FROM login_failures WHERE scope = ?1");
     if (!st)
         return;
-    sqlite3_bind_text(st, 1, scope, -1, SQLITE_TRANSIENT);
-    sqlite3_step(st);
-    sqlite3_finalize(st);
+    sdb_bind_text(st, 1, scope, -1, SDB_TRANSIENT);
+    sdb_step(st);
+    sdb_finalize(st);
 }
 
 int64_t session_check_password(struct api_ctx *c, const char *username, const char *password)
 {
-    sqlite3_stmt *st = session_stmt(c->db, "SELECT id, password_hash FROM users WHERE name = ?1");
+    struct sdb_stmt *st = session_stmt(c->db, "SELECT id, password_hash FROM users WHERE name = ?1");
     if (!st)
         return -1;
-    sqlite3_bind_text(st, 1, username, -1, SQLITE_TRANSIENT);
+    sdb_bind_text(st, 1, username, -1, SDB_TRANSIENT);
     int64_t id = 0;
     char hash[512] = "";
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        const char *h = (const char *)sqlite3_column_text(st, 1);
+    int rc = sdb_step(st);
+    if (rc == SDB_ROW) {
+        const char *h = (const char *)sdb_column_text(st, 1);
         if (h && strlen(h) < sizeof hash) {
-            id = sqlite3_column_int64(st, 0);
+            id = sdb_column_int64(st, 0);
             snprintf(hash, sizeof hash, "%s", h);
         }
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    sdb_finalize(st);
+    if (rc != SDB_ROW && rc != SDB_DONE)
         return -1;
     int ok = ops_password_verify(password, id ? hash : session_dummy_hash);
     explicit_bzero(hash, sizeof hash);
@@ -309,35 +309,35 @@ int session_create(struct api_ctx *c, int64_t user_id, char *token, size_t token
     sha256_hex(token, strlen(token), hash);
     int64_t now = session_now();
     *expires = now + c->conf->admin_session_ttl_s;
-    sqlite3_stmt *sweep = session_stmt(c->db, "DELETE FROM sessions WHERE expires_at <= ?1");
+    struct sdb_stmt *sweep = session_stmt(c->db, "DELETE FROM sessions WHERE expires_at <= ?1");
     if (sweep) {
-        sqlite3_bind_int64(sweep, 1, now);
-        sqlite3_step(sweep);
-        sqlite3_finalize(sweep);
+        sdb_bind_int64(sweep, 1, now);
+        sdb_step(sweep);
+        sdb_finalize(sweep);
     }
-    sqlite3_stmt *st = session_stmt(c->db, "INSERT INTO sessions (token_hash, user_id, csrf_token,"
+    struct sdb_stmt *st = session_stmt(c->db, "INSERT INTO sessions (token_hash, user_id, csrf_token,"
                                     " created_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)");
     if (!st)
         return -1;
-    sqlite3_bind_text(st, 1, hash, 64, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, user_id);
-    sqlite3_bind_text(st, 3, csrf, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 4, now);
-    sqlite3_bind_int64(st, 5, *expires);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
+    sdb_bind_text(st, 1, hash, 64, SDB_TRANSIENT);
+    sdb_bind_int64(st, 2, user_id);
+    sdb_bind_text(st, 3, csrf, -1, SDB_TRANSIENT);
+    sdb_bind_int64(st, 4, now);
+    sdb_bind_int64(st, 5, *expires);
+    int rc = sdb_step(st) == SDB_DONE ? 0 : -1;
     if (rc != 0)
-        log_error("sqlite: %s", sqlite3_errmsg(c->db));
-    sqlite3_finalize(st);
+        log_error("sqlite: %s", sdb_errmsg(c->db));
+    sdb_finalize(st);
     return rc;
 }
 
 int session_end(struct api_ctx *c)
 {
-    sqlite3_stmt *st = session_stmt(c->db, "DELETE FROM sessions WHERE token_hash = ?1");
+    struct sdb_stmt *st = session_stmt(c->db, "DELETE FROM sessions WHERE token_hash = ?1");
     if (!st)
         return -1;
-    sqlite3_bind_text(st, 1, c->session_hash, 64, SQLITE_TRANSIENT);
-    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -1;
-    sqlite3_finalize(st);
+    sdb_bind_text(st, 1, c->session_hash, 64, SDB_TRANSIENT);
+    int rc = sdb_step(st) == SDB_DONE ? 0 : -1;
+    sdb_finalize(st);
     return rc;
 }

@@ -131,18 +131,18 @@ void cli_free_password(char *pw)
 /* ---- commands ------------------------------------------------------------ */
 
 
-static struct json_object *cmd_init(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_init(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_init(db, c->db_path, err);
 }
 
-static struct json_object *cmd_tenant_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_tenant_add(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_tenant_add(db, c->pos[0], err);
 }
 
 /* tenant set NAME --weight N: its share of a contended queue (R-PRIO-2). */
-static struct json_object *cmd_tenant_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_tenant_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_i64 weight;
     if (cli_num(c, "weight", &weight, err) != 0)
@@ -150,12 +150,12 @@ static struct json_object *cmd_tenant_set(sqlite3 *db, const struct cli *c, stru
     return ops_tenant_set(db, c->pos[0], weight, err);
 }
 
-static struct json_object *cmd_tenant_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_tenant_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_tenant_rm(db, c->pos[0], err);
 }
 
-static struct json_object *cmd_user_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_user_add(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     char *pw = NULL;
     const char *role = cli_opt(c, "role");
@@ -170,7 +170,7 @@ static struct json_object *cmd_user_add(sqlite3 *db, const struct cli *c, struct
     return res;
 }
 
-static struct json_object *cmd_user_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_user_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     char *pw = NULL;
     if (cli_opt(c, "password-stdin") && !(pw = cli_read_password(err)))
@@ -180,7 +180,7 @@ static struct json_object *cmd_user_set(sqlite3 *db, const struct cli *c, struct
     return res;
 }
 
-static struct json_object *cmd_user_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_user_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_user_rm(db, c->pos[0], err);
 }
@@ -203,7 +203,7 @@ static int cli_endpoint_opts(const struct cli *c, struct ops_endpoint_opts *o,
     return 0;
 }
 
-static struct json_object *cmd_endpoint_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_endpoint_add(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_endpoint_opts o;
     char *secret;
@@ -214,7 +214,7 @@ static struct json_object *cmd_endpoint_add(sqlite3 *db, const struct cli *c, st
     return res;
 }
 
-static struct json_object *cmd_endpoint_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_endpoint_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_endpoint_opts o;
     char *secret;
@@ -225,13 +225,13 @@ static struct json_object *cmd_endpoint_set(sqlite3 *db, const struct cli *c, st
     return res;
 }
 
-static struct json_object *cmd_endpoint_rotate(sqlite3 *db, const struct cli *c,
+static struct json_object *cmd_endpoint_rotate(struct sdb *db, const struct cli *c,
                                                struct ops_error *err)
 {
     return ops_endpoint_rotate_key(db, c->pos[0], err);
 }
 
-static struct json_object *cmd_endpoint_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_endpoint_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_endpoint_rm(db, c->pos[0], err);
 }
@@ -250,7 +250,7 @@ static int cli_replica_opts(const struct cli *c, struct ops_replica_opts *o, str
     return 0;
 }
 
-static struct json_object *cmd_replica_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_replica_add(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_replica_opts o;
     if (cli_replica_opts(c, &o, err) != 0)
@@ -258,7 +258,7 @@ static struct json_object *cmd_replica_add(sqlite3 *db, const struct cli *c, str
     return ops_replica_add(db, c->pos[0], c->pos[1], &o, err);
 }
 
-static struct json_object *cmd_replica_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_replica_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_replica_opts o;
     if (cli_replica_opts(c, &o, err) != 0)
@@ -266,7 +266,7 @@ static struct json_object *cmd_replica_set(sqlite3 *db, const struct cli *c, str
     return ops_replica_set(db, c->pos[0], c->pos[1], &o, err);
 }
 
-static struct json_object *cmd_replica_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_replica_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_replica_rm(db, c->pos[0], c->pos[1], err);
 }
@@ -318,7 +318,7 @@ static int cli_route_opts(const struct cli *c, struct ops_route_opts *o, struct 
     return 0;
 }
 
-static struct json_object *cmd_route_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_route_add(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_route_opts o;
     if (cli_route_opts(c, &o, err) != 0)
@@ -326,7 +326,7 @@ static struct json_object *cmd_route_add(sqlite3 *db, const struct cli *c, struc
     return ops_route_add(db, c->pos[0], c->pos[1], cli_opt(c, "tenant"), &o, err);
 }
 
-static struct json_object *cmd_route_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_route_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_route_opts o;
     int64_t id;
@@ -335,7 +335,7 @@ static struct json_object *cmd_route_set(sqlite3 *db, const struct cli *c, struc
     return ops_route_set(db, id, &o, err);
 }
 
-static struct json_object *cmd_route_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_route_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     int64_t id;
     if (cli_id(c->pos[0], &id, err) != 0)
@@ -387,7 +387,7 @@ static int cli_key_priority(const struct cli *c, struct ops_key_priority *p, str
     return 0;
 }
 
-static struct json_object *cmd_key_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_key_add(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_key_limits l;
     struct ops_key_priority p;
@@ -396,7 +396,7 @@ static struct json_object *cmd_key_add(sqlite3 *db, const struct cli *c, struct 
     return ops_key_add(db, cli_opt(c, "user"), cli_opt(c, "name"), &l, &p, err);
 }
 
-static struct json_object *cmd_key_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_key_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_key_limits l;
     struct ops_key_priority prio;
@@ -440,7 +440,7 @@ static struct json_object *cmd_key_set(sqlite3 *db, const struct cli *c, struct 
     return ops_key_set(db, id, cli_opt(c, "name"), &l, &prio, err);
 }
 
-static struct json_object *cmd_key_revoke(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_key_revoke(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     int64_t id;
     if (cli_id(c->pos[0], &id, err) != 0)
@@ -448,24 +448,24 @@ static struct json_object *cmd_key_revoke(sqlite3 *db, const struct cli *c, stru
     return ops_key_revoke(db, id, err);
 }
 
-static struct json_object *cmd_settings_set(sqlite3 *db, const struct cli *c,
+static struct json_object *cmd_settings_set(struct sdb *db, const struct cli *c,
                                             struct ops_error *err)
 {
     return ops_settings_set(db, c->pos[0], c->pos[1], err);
 }
 
-static struct json_object *cmd_settings_get(sqlite3 *db, const struct cli *c,
+static struct json_object *cmd_settings_get(struct sdb *db, const struct cli *c,
                                             struct ops_error *err)
 {
     return ops_settings_get(db, c->pos[0], err);
 }
 
-static struct json_object *cmd_settings_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_settings_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_settings_rm(db, c->pos[0], err);
 }
 
-static struct json_object *cmd_settings_list(sqlite3 *db, const struct cli *c,
+static struct json_object *cmd_settings_list(struct sdb *db, const struct cli *c,
                                              struct ops_error *err)
 {
     (void)c;
@@ -486,7 +486,7 @@ const char *cli_state_path(const struct cli *c, char *path, size_t n)
     return path;
 }
 
-static struct json_object *cmd_stats(sqlite3 *db, const struct cli *c, struct ops_error *err)
+static struct json_object *cmd_stats(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     char path[1024];
     struct json_object *res = stats_json(db, cli_state_path(c, path, sizeof path));
@@ -936,7 +936,7 @@ int main(int argc, char **argv)
     }
 
     secret_use_key_file(c.key_file);   /* R-SEC-9 */
-    sqlite3 *db = NULL;
+    struct sdb *db = NULL;
     struct json_object *res = NULL;
     if (!k->creates && access(c.db_path, F_OK) != 0) {
         err.kind = OPS_ERR_NOT_FOUND;

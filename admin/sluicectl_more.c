@@ -39,7 +39,7 @@ static int more_list(const struct cli *c, struct ops_list *l, struct ops_error *
 }
 
 #define MORE_LIST(fn, op)                                                                  \
-    struct json_object *fn(sqlite3 *db, const struct cli *c, struct ops_error *err)       \
+    struct json_object *fn(struct sdb *db, const struct cli *c, struct ops_error *err)       \
     {                                                                                      \
         struct ops_list l;                                                                 \
         return more_list(c, &l, err) == 0 ? op(db, &l, err) : NULL;                        \
@@ -59,7 +59,7 @@ MORE_LIST(cmd_list_rules, ops_rule_list)
 
 /* rule add NAME (--pattern REGEX | --keyword WORD) [--tenant T] --action block|flag
  * [--scope input|output] (R-GUARD-3) */
-struct json_object *cmd_rule_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_rule_add(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_rule_opts o = {
         .pattern = cli_opt(c, "pattern"), .keyword = cli_opt(c, "keyword"), .tenant = cli_opt(c, "tenant"),
@@ -68,7 +68,7 @@ struct json_object *cmd_rule_add(sqlite3 *db, const struct cli *c, struct ops_er
     return ops_rule_add(db, c->pos[0], &o, err);
 }
 
-struct json_object *cmd_rule_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_rule_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_rule_rm(db, c->pos[0], err);
 }
@@ -77,7 +77,7 @@ MORE_LIST(cmd_list_semrules, ops_semrule_list)
 
 /* semantic-rule add NAME --pattern REGEX [--tenant T] (--force MODEL | --forbid MODEL)
  * [--label L] (R-SEM-1) */
-struct json_object *cmd_semrule_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_semrule_add(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_semrule_opts o = {
         .pattern = cli_opt(c, "pattern"), .tenant = cli_opt(c, "tenant"), .force = cli_opt(c, "force"),
@@ -86,12 +86,12 @@ struct json_object *cmd_semrule_add(sqlite3 *db, const struct cli *c, struct ops
     return ops_semrule_add(db, c->pos[0], &o, err);
 }
 
-struct json_object *cmd_semrule_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_semrule_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_semrule_rm(db, c->pos[0], err);
 }
 
-struct json_object *cmd_usage(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_usage(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_list l;
     if (more_list(c, &l, err) != 0)
@@ -99,7 +99,7 @@ struct json_object *cmd_usage(sqlite3 *db, const struct cli *c, struct ops_error
     return ops_usage(db, &l, cli_opt(c, "group-by"), cli_opt(c, "from"), cli_opt(c, "to"), err);
 }
 
-struct json_object *cmd_usage_prune(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_usage_prune(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_i64 days;
     if (cli_num(c, "days", &days, err) != 0)
@@ -115,11 +115,11 @@ struct json_object *cmd_usage_prune(sqlite3 *db, const struct cli *c, struct ops
 }
 
 /* show KIND ID: one object by id, as GET /api/v1/<kind>/{id}. */
-struct json_object *cmd_show(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_show(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     static const struct {
         const char *kind;
-        struct json_object *(*get)(sqlite3 *, int64_t, struct ops_error *);
+        struct json_object *(*get)(struct sdb *, int64_t, struct ops_error *);
     } kinds[] = {
         {"tenant", ops_tenant_get}, {"user", ops_user_get}, {"endpoint", ops_endpoint_get},
         {"replica", ops_replica_get}, {"route", ops_route_get}, {"key", ops_key_get},
@@ -136,7 +136,7 @@ struct json_object *cmd_show(sqlite3 *db, const struct cli *c, struct ops_error 
 }
 
 /* user ceiling NAME --qps N ...: the most any key of the user may allow (R-SEC-5). */
-struct json_object *cmd_user_ceiling(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_user_ceiling(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_key_limits l;
     if (cli_key_limits(c, &l, err) != 0)
@@ -144,7 +144,7 @@ struct json_object *cmd_user_ceiling(sqlite3 *db, const struct cli *c, struct op
     return ops_user_set_ceiling(db, c->pos[0], &l, err);
 }
 
-struct json_object *cmd_endpoint_test(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_endpoint_test(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_i64 t;
     if (cli_num(c, "timeout-ms", &t, err) != 0)
@@ -180,7 +180,7 @@ int cli_endpoint_secret(const struct cli *c, struct ops_endpoint_opts *o, char *
 }
 
 /* key policy ID [--auto-routing on|off|inherit] [--strategy NAME|inherit]; no option: show. */
-struct json_object *cmd_key_policy(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_key_policy(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     int64_t id;
     struct ops_i64 on = {0, 0};
@@ -240,7 +240,7 @@ static int more_scaled(const struct cli *c, const char *name, int decimals, stru
 }
 
 /* policy set MODEL [--purpose chat|completion|embedding|none] [--routing on|off] ... */
-struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_policy_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_policy_opts o;
     memset(&o, 0, sizeof o);
@@ -270,7 +270,7 @@ struct json_object *cmd_policy_set(sqlite3 *db, const struct cli *c, struct ops_
     return ops_policy_set(db, c->pos[0], &o, err);
 }
 
-struct json_object *cmd_policy_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_policy_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_policy_rm(db, c->pos[0], err);
 }
@@ -301,7 +301,7 @@ static const char *more_quota_target(const struct cli *c, const char **name, str
 
 /* quota set (--tenant T | --user U | --endpoint E | --model M) [--concurrency N] [--rpm N]
  * [--daily-tokens N] [--monthly-tokens N] [--queue-max N|none]: only the flags given change. */
-struct json_object *cmd_quota_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_quota_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_quota_opts o;
     const char *name, *scope = more_quota_target(c, &name, err);
@@ -345,7 +345,7 @@ struct json_object *cmd_quota_set(sqlite3 *db, const struct cli *c, struct ops_e
     return ops_quota_set(db, scope, name, &o, err);
 }
 
-struct json_object *cmd_quota_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_quota_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     const char *name, *scope = more_quota_target(c, &name, err);
     return scope ? ops_quota_rm(db, scope, name, err) : NULL;
@@ -353,26 +353,26 @@ struct json_object *cmd_quota_rm(sqlite3 *db, const struct cli *c, struct ops_er
 
 /* ---- the answer cache (R-CACHE-3) ------------------------------------------------------ */
 
-struct json_object *cmd_cache_clear(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_cache_clear(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_list l;
     return more_list(c, &l, err) == 0 ? ops_cache_clear(db, &l, err) : NULL;
 }
 
-struct json_object *cmd_cache_stats(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_cache_stats(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_list l;
     return more_list(c, &l, err) == 0 ? ops_cache_stats(db, &l, err) : NULL;
 }
 
 /* cache hits [--model M] [--tenant T] [--limit N] (R-CACHE-4) */
-struct json_object *cmd_cache_hits(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_cache_hits(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     struct ops_list l;
     return more_list(c, &l, err) == 0 ? ops_cache_hits(db, &l, err) : NULL;
 }
 
-struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_config_get(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     (void)c;
     return ops_config_get(db, err);
@@ -380,7 +380,7 @@ struct json_object *cmd_config_get(sqlite3 *db, const struct cli *c, struct ops_
 
 /* config set NAME VALUE: VALUE is read as JSON when it is (true, 85, 85.5, null), else as
  * text; a decimal only for a number setting (gpu_temperature_threshold). */
-struct json_object *cmd_config_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_config_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     const struct settings_def *d = settings_find(c->pos[0]);
     struct json_object *v = json_tokener_parse(c->pos[1]);
@@ -397,23 +397,23 @@ struct json_object *cmd_config_set(sqlite3 *db, const struct cli *c, struct ops_
     return res;
 }
 
-struct json_object *cmd_node_add(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_node_add(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_node_add(db, c->pos[0], cli_opt(c, "status"), cli_opt(c, "metrics-url"), err);
 }
 
-struct json_object *cmd_node_set(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_node_set(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_node_set(db, c->pos[0], cli_opt(c, "status"), cli_opt(c, "metrics-url"), err);
 }
 
-struct json_object *cmd_node_rm(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_node_rm(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     return ops_node_rm(db, c->pos[0], err);
 }
 
 /* node temperature NAME DEGREES (tenths kept). */
-struct json_object *cmd_node_temperature(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_node_temperature(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     char *end = NULL;
     double t = strtod(c->pos[1], &end);
@@ -423,7 +423,7 @@ struct json_object *cmd_node_temperature(sqlite3 *db, const struct cli *c, struc
     return ops_node_temperature(db, c->pos[0], (int64_t)llround(t * 10), cli_state_path(c, path, sizeof path), err);
 }
 
-struct json_object *cmd_alert_resolve(sqlite3 *db, const struct cli *c, struct ops_error *err)
+struct json_object *cmd_alert_resolve(struct sdb *db, const struct cli *c, struct ops_error *err)
 {
     int64_t id;
     return cli_id(c->pos[0], &id, err) == 0 ? ops_alert_resolve(db, id, err) : NULL;

@@ -17,7 +17,7 @@ static const char *circuit_name(int c)
     return c == CIRCUIT_OPEN ? "open" : c == CIRCUIT_HALF_OPEN ? "half_open" : "closed";
 }
 
-static void stats_add_views(struct json_object *out, sqlite3 *db, struct shm *shm);
+static void stats_add_views(struct json_object *out, struct sdb *db, struct shm *shm);
 
 /* The semantic layers' counts, by the layer label of each stored series. */
 struct layer_counts {
@@ -34,7 +34,7 @@ static void layer_count(void *arg, const char *labels, uint64_t value)
             lc->v[i] += value;
 }
 
-struct json_object *stats_json(sqlite3 *db, const char *state_path)
+struct json_object *stats_json(struct sdb *db, const char *state_path)
 {
     struct shm shm;
     if (shm_attach(&shm, state_path) != 0)
@@ -53,17 +53,17 @@ struct json_object *stats_json(sqlite3 *db, const char *state_path)
     }
     json_object_object_add(out, "processes", procs);
     struct json_object *reps = json_object_new_array();
-    sqlite3_stmt *st = NULL;
-    sqlite3_prepare_v2(db, "SELECT r.id, e.name, r.url FROM replicas r JOIN endpoints e ON e.id = r.endpoint_id"
-                           " ORDER BY r.id", -1, &st, NULL);
+    struct sdb_stmt *st = NULL;
+    sdb_prepare(db, "SELECT r.id, e.name, r.url FROM replicas r JOIN endpoints e ON e.id = r.endpoint_id"
+                           " ORDER BY r.id", &st);
     int64_t now = now_ms();
-    while (st && sqlite3_step(st) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0);
+    while (st && sdb_step(st) == SDB_ROW) {
+        int64_t id = sdb_column_int64(st, 0);
         int slot = shm_replica_slot(&shm, id);
         struct json_object *r = json_object_new_object();
         json_object_object_add(r, "replica_id", json_object_new_int64(id));
-        json_object_object_add(r, "endpoint", json_object_new_string((const char *)sqlite3_column_text(st, 1)));
-        json_object_object_add(r, "url", json_object_new_string((const char *)sqlite3_column_text(st, 2)));
+        json_object_object_add(r, "endpoint", json_object_new_string((const char *)sdb_column_text(st, 1)));
+        json_object_object_add(r, "url", json_object_new_string((const char *)sdb_column_text(st, 2)));
         if (slot >= 0) {
             const struct shm_replica *s = &shm.r->replicas[slot];
             int64_t ban = atomic_load(&s->ban_until_ms) - now;
@@ -86,7 +86,7 @@ struct json_object *stats_json(sqlite3 *db, const char *state_path)
         }
         json_object_array_add(reps, r);
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     json_object_object_add(out, "replicas", reps);
     /* R-AFF-6: sluice_session_affinity_total{outcome,level} until /metrics exists. */
     static const char *outcomes[] = {"hit", "miss", "overload", "stale"};
@@ -304,32 +304,31 @@ static struct json_object *row_json(const struct view_row *r, const char *label,
 }
 
 /* Endpoints from the database (tenant_id 0: all), as fixed rows. */
-static void endpoint_rows(sqlite3 *db, int64_t tenant_id, struct view_rows *rows)
+static void endpoint_rows(struct sdb *db, int64_t tenant_id, struct view_rows *rows)
 {
-    sqlite3_stmt *st = NULL;
-    sqlite3_prepare_v2(db, "SELECT id, name FROM endpoints WHERE ?1 = 0 OR tenant_id = ?1 ORDER BY name",
-                       -1, &st, NULL);
-    sqlite3_bind_int64(st, 1, tenant_id);
-    while (st && sqlite3_step(st) == SQLITE_ROW) {
-        struct view_row *row = rows_get(rows, (const char *)sqlite3_column_text(st, 1));
-        row->id = sqlite3_column_int64(st, 0);
+    struct sdb_stmt *st = NULL;
+    sdb_prepare(db, "SELECT id, name FROM endpoints WHERE ?1 = 0 OR tenant_id = ?1 ORDER BY name", &st);
+    sdb_bind_int64(st, 1, tenant_id);
+    while (st && sdb_step(st) == SDB_ROW) {
+        struct view_row *row = rows_get(rows, (const char *)sdb_column_text(st, 1));
+        row->id = sdb_column_int64(st, 0);
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     rows->fixed = 1;
 }
 
 /* The model names a tenant's own traffic is all there is of: those only its routes
  * route. The model histograms carry no tenant label, so a name another tenant routes
  * too (or a platform model every tenant may call) would show that tenant's traffic. */
-static void tenant_model_rows(sqlite3 *db, int64_t tenant_id, struct view_rows *rows)
+static void tenant_model_rows(struct sdb *db, int64_t tenant_id, struct view_rows *rows)
 {
-    sqlite3_stmt *st = NULL;
-    sqlite3_prepare_v2(db, "SELECT DISTINCT model FROM routes WHERE tenant_id = ?1 AND model NOT IN"
-                           " (SELECT model FROM routes WHERE tenant_id <> ?1) ORDER BY model", -1, &st, NULL);
-    sqlite3_bind_int64(st, 1, tenant_id);
-    while (st && sqlite3_step(st) == SQLITE_ROW)
-        rows_get(rows, (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
+    struct sdb_stmt *st = NULL;
+    sdb_prepare(db, "SELECT DISTINCT model FROM routes WHERE tenant_id = ?1 AND model NOT IN"
+                           " (SELECT model FROM routes WHERE tenant_id <> ?1) ORDER BY model", &st);
+    sdb_bind_int64(st, 1, tenant_id);
+    while (st && sdb_step(st) == SDB_ROW)
+        rows_get(rows, (const char *)sdb_column_text(st, 0));
+    sdb_finalize(st);
     rows->fixed = 1;
 }
 
@@ -345,14 +344,14 @@ static void pool_model_rows(const struct shm *shm, struct view_rows *rows)
 
 /* An endpoint's replicas now: requests in flight (every live responder) and the engine
  * queue (sluice-healthd's scrape; null when no replica has been scraped). */
-static void endpoint_load(sqlite3 *db, struct shm *shm, int64_t endpoint_id, struct json_object *o)
+static void endpoint_load(struct sdb *db, struct shm *shm, int64_t endpoint_id, struct json_object *o)
 {
     int active = 0, waiting = 0, scraped = 0;
-    sqlite3_stmt *st = NULL;
-    sqlite3_prepare_v2(db, "SELECT id FROM replicas WHERE endpoint_id = ?1", -1, &st, NULL);
-    sqlite3_bind_int64(st, 1, endpoint_id);
-    while (st && sqlite3_step(st) == SQLITE_ROW) {
-        int slot = shm_replica_slot(shm, sqlite3_column_int64(st, 0));
+    struct sdb_stmt *st = NULL;
+    sdb_prepare(db, "SELECT id FROM replicas WHERE endpoint_id = ?1", &st);
+    sdb_bind_int64(st, 1, endpoint_id);
+    while (st && sdb_step(st) == SDB_ROW) {
+        int slot = shm_replica_slot(shm, sdb_column_int64(st, 0));
         if (slot < 0)
             continue;
         active += shm_active_sum(shm, slot);
@@ -361,7 +360,7 @@ static void endpoint_load(sqlite3 *db, struct shm *shm, int64_t endpoint_id, str
             scraped = 1;
         }
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     json_object_object_add(o, "active", json_object_new_int(active));
     json_object_object_add(o, "queue", scraped ? json_object_new_int(waiting) : NULL);
     /* R-PRIO-1: requests waiting in sluice's own queue for a place on it */
@@ -370,7 +369,7 @@ static void endpoint_load(sqlite3 *db, struct shm *shm, int64_t endpoint_id, str
 }
 
 static struct json_object *rows_json(const struct view_rows *rows, const char *label, double window_s,
-                                     sqlite3 *db, struct shm *shm)
+                                     struct sdb *db, struct shm *shm)
 {
     struct json_object *arr = json_object_new_array();
     for (int i = 0; i < rows->n; i++) {
@@ -385,7 +384,7 @@ static struct json_object *rows_json(const struct view_rows *rows, const char *l
 /* `sluicectl stats`: models and endpoints since the state file was created. Errors of a
  * model: its requests answered with status >= 400; of an endpoint: its upstream attempts
  * with outcome "failed" (the last attempt of a request that got no answer there). */
-static void stats_add_views(struct json_object *out, sqlite3 *db, struct shm *shm)
+static void stats_add_views(struct json_object *out, struct sdb *db, struct shm *shm)
 {
     struct view_rows models = {0}, eps = {0};
     pool_model_rows(shm, &models);
@@ -417,20 +416,20 @@ static void live_row(const struct shm *shm, struct view_row *row, const char *la
     memcpy(row->ttft, w.buckets, sizeof row->ttft);
 }
 
-static struct json_object *live_replicas(sqlite3 *db, struct shm *shm, int64_t tenant_id)
+static struct json_object *live_replicas(struct sdb *db, struct shm *shm, int64_t tenant_id)
 {
     struct json_object *reps = json_object_new_array();
-    sqlite3_stmt *st = NULL;
-    sqlite3_prepare_v2(db, "SELECT r.id, e.name, r.url FROM replicas r JOIN endpoints e ON e.id = r.endpoint_id"
-                           " WHERE ?1 = 0 OR e.tenant_id = ?1 ORDER BY e.name, r.id", -1, &st, NULL);
-    sqlite3_bind_int64(st, 1, tenant_id);
-    while (st && sqlite3_step(st) == SQLITE_ROW) {
-        int64_t id = sqlite3_column_int64(st, 0);
+    struct sdb_stmt *st = NULL;
+    sdb_prepare(db, "SELECT r.id, e.name, r.url FROM replicas r JOIN endpoints e ON e.id = r.endpoint_id"
+                           " WHERE ?1 = 0 OR e.tenant_id = ?1 ORDER BY e.name, r.id", &st);
+    sdb_bind_int64(st, 1, tenant_id);
+    while (st && sdb_step(st) == SDB_ROW) {
+        int64_t id = sdb_column_int64(st, 0);
         int slot = shm_replica_slot(shm, id);
         struct json_object *r = json_object_new_object();
         json_object_object_add(r, "replica_id", json_object_new_int64(id));
-        json_object_object_add(r, "endpoint", json_object_new_string((const char *)sqlite3_column_text(st, 1)));
-        json_object_object_add(r, "url", json_object_new_string((const char *)sqlite3_column_text(st, 2)));
+        json_object_object_add(r, "endpoint", json_object_new_string((const char *)sdb_column_text(st, 1)));
+        json_object_object_add(r, "url", json_object_new_string((const char *)sdb_column_text(st, 2)));
         const struct shm_replica *s = slot >= 0 ? &shm->r->replicas[slot] : NULL;
         int scraped = s && atomic_load(&s->metrics_ms) > 0;
         json_object_object_add(r, "active", json_object_new_int(s ? shm_active_sum(shm, slot) : 0));
@@ -439,11 +438,11 @@ static struct json_object *live_replicas(sqlite3 *db, struct shm *shm, int64_t t
         json_object_object_add(r, "circuit", json_object_new_string(circuit_name(s ? atomic_load(&s->circuit) : 0)));
         json_object_array_add(reps, r);
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     return reps;
 }
 
-struct json_object *stats_live_json(sqlite3 *db, const char *state_path, int64_t tenant_id, int minutes)
+struct json_object *stats_live_json(struct sdb *db, const char *state_path, int64_t tenant_id, int minutes)
 {
     struct shm shm;
     if (shm_attach(&shm, state_path) != 0)

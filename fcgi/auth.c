@@ -67,24 +67,24 @@ static int auth_session(struct request *r, const char *token)
     int64_t user_id = 0;
     struct dbconn *c = dbpool_get();
     int ok = session_lookup(c->db, token, &user_id) == 0;
-    sqlite3_stmt *st = NULL;
-    if (ok && sqlite3_prepare_v2(c->db, "SELECT tenant_id, role, name FROM users WHERE id = ?1", -1, &st, NULL) ==
-                  SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, user_id);
-        ok = sqlite3_step(st) == SQLITE_ROW;
+    struct sdb_stmt *st = NULL;
+    if (ok && sdb_prepare(c->db, "SELECT tenant_id, role, name FROM users WHERE id = ?1", &st) ==
+                  SDB_OK) {
+        sdb_bind_int64(st, 1, user_id);
+        ok = sdb_step(st) == SDB_ROW;
         if (ok) {
-            const char *role = (const char *)sqlite3_column_text(st, 1);
-            r->caller.tenant_id = sqlite3_column_int64(st, 0);
+            const char *role = (const char *)sdb_column_text(st, 1);
+            r->caller.tenant_id = sdb_column_int64(st, 0);
             r->caller.user_id = user_id;
             r->caller.role = !role ? ROLE_MEMBER : strcmp(role, "operator") == 0 ? ROLE_OPERATOR
                              : strcmp(role, "admin") == 0                       ? ROLE_ADMIN
                                                                                 : ROLE_MEMBER;
-            r->caller.user_name = arena_strdup(r->arena, (const char *)sqlite3_column_text(st, 2));
+            r->caller.user_name = arena_strdup(r->arena, (const char *)sdb_column_text(st, 2));
         }
     } else {
         ok = 0;
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     dbpool_put(c);
     if (!ok)
         return auth_fail(r, token, "The session is unknown or has expired.");

@@ -75,19 +75,19 @@ static const char *answer_headers(struct request *r)
                         b ? b : "");
 }
 
-static void warn_db(struct request *r, sqlite3 *db)
+static void warn_db(struct request *r, struct sdb *db)
 {
     static _Atomic int64_t warned_ms;
     int64_t now = now_ms(), last = atomic_load(&warned_ms);
     if (now - last > 60000 && atomic_compare_exchange_strong(&warned_ms, &last, now))
         log_warn("request %s: answer cache unreadable (%s); serving as misses (logged once a minute)",
-                 r->request_id, sqlite3_errmsg(db));
+                 r->request_id, sdb_errmsg(db));
 }
 
-static const void *col_copy(struct arena *a, sqlite3_stmt *st, int i, size_t *len)
+static const void *col_copy(struct arena *a, struct sdb_stmt *st, int i, size_t *len)
 {
-    const void *p = sqlite3_column_blob(st, i);
-    *len = (size_t)sqlite3_column_bytes(st, i);
+    const void *p = sdb_column_blob(st, i);
+    *len = (size_t)sdb_column_bytes(st, i);
     return p ? arena_strndup(a, p, *len) : NULL;
 }
 
@@ -96,30 +96,30 @@ static struct cache_answer *cache_get(struct request *r)
 {
     struct cache_answer *ans = NULL;
     struct dbconn *c = dbpool_get();
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_CACHE_GET, SQL_GET);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_CACHE_GET, SQL_GET);
     if (!st) {
         warn_db(r, c->db);
         goto out;
     }
-    sqlite3_bind_text(st, 1, r->cache_key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, r->caller.tenant_id);
-    sqlite3_bind_int(st, 3, r->stream ? 1 : 0);
-    sqlite3_bind_int64(st, 4, now_ms());
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
+    sdb_bind_text(st, 1, r->cache_key, -1, SDB_STATIC);
+    sdb_bind_int64(st, 2, r->caller.tenant_id);
+    sdb_bind_int(st, 3, r->stream ? 1 : 0);
+    sdb_bind_int64(st, 4, now_ms());
+    int rc = sdb_step(st);
+    if (rc == SDB_ROW) {
         ans = arena_alloc(r->arena, sizeof *ans);
-        const char *ct = (const char *)sqlite3_column_text(st, 0);
+        const char *ct = (const char *)sdb_column_text(st, 0);
         ans->content_type = arena_strdup(r->arena, ct ? ct : "application/json");
         ans->body = col_copy(r->arena, st, 1, &ans->body_len);
         ans->chunks = col_copy(r->arena, st, 2, &ans->chunks_len);
-        ans->prompt_tokens = sqlite3_column_int64(st, 3);
-        ans->completion_tokens = sqlite3_column_int64(st, 4);
+        ans->prompt_tokens = sdb_column_int64(st, 3);
+        ans->completion_tokens = sdb_column_int64(st, 4);
         if (!ans->body || (r->stream && (!ans->chunks || ans->chunks_len % 4)))
             ans = NULL;             /* not an answer this request can replay */
-    } else if (rc != SQLITE_DONE) {
+    } else if (rc != SDB_DONE) {
         warn_db(r, c->db);
     }
-    sqlite3_reset(st);
+    sdb_reset(st);
 out:
     dbpool_put(c);
     return ans;

@@ -58,13 +58,13 @@ static void cut_text(char *out, const char *s, size_t len, size_t max)
     out[n] = '\0';
 }
 
-static void warn_db(const struct request *r, sqlite3 *db)
+static void warn_db(const struct request *r, struct sdb *db)
 {
     static _Atomic int64_t warned_ms;
     int64_t now = mono_ms(), last = atomic_load(&warned_ms);
     if (now - last >= 60000 && atomic_compare_exchange_strong(&warned_ms, &last, now))
         log_warn("request %s: semantic cache entries unreadable (%s); serving as misses (logged once a minute)",
-                 r->request_id, sqlite3_errmsg(db));
+                 r->request_id, sdb_errmsg(db));
 }
 
 static float le_float(const unsigned char *p)
@@ -110,22 +110,22 @@ static int best_of_scope(struct request *r, struct cache_sem *s, double threshol
     b->dims = s->emb.dims;
     b->vecs = xcalloc(SEM_BATCH * b->dims, sizeof *b->vecs);
     struct dbconn *c = dbpool_get();
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_SEM_CANDIDATES, SQL_CANDIDATES);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_SEM_CANDIDATES, SQL_CANDIDATES);
     if (!st) {
         warn_db(r, c->db);
         goto out;
     }
-    sqlite3_bind_text(st, 1, s->scope, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 2, r->caller.tenant_id);
-    sqlite3_bind_text(st, 3, s->embed_model, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 4, now_ms());
-    sqlite3_bind_int(st, 5, SEM_CANDIDATES);
+    sdb_bind_text(st, 1, s->scope, -1, SDB_STATIC);
+    sdb_bind_int64(st, 2, r->caller.tenant_id);
+    sdb_bind_text(st, 3, s->embed_model, -1, SDB_STATIC);
+    sdb_bind_int64(st, 4, now_ms());
+    sdb_bind_int(st, 5, SEM_CANDIDATES);
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t dims = sqlite3_column_int64(st, 2);
-        const unsigned char *blob = sqlite3_column_blob(st, 3);
-        const char *key = (const char *)sqlite3_column_text(st, 1), *prompt = (const char *)sqlite3_column_text(st, 4);
-        if (dims != (int64_t)b->dims || !blob || sqlite3_column_bytes(st, 3) != dims * 4 || !key ||
+    while ((rc = sdb_step(st)) == SDB_ROW) {
+        int64_t dims = sdb_column_int64(st, 2);
+        const unsigned char *blob = sdb_column_blob(st, 3);
+        const char *key = (const char *)sdb_column_text(st, 1), *prompt = (const char *)sdb_column_text(st, 4);
+        if (dims != (int64_t)b->dims || !blob || sdb_column_bytes(st, 3) != dims * 4 || !key ||
             strlen(key) != 64)
             continue;               /* another dimension never compares; a damaged row is skipped */
         float *v = b->vecs + b->n * b->dims;
@@ -133,17 +133,17 @@ static int best_of_scope(struct request *r, struct cache_sem *s, double threshol
             v[i] = le_float(blob + 4 * i);
         b->cand[b->n].vec = v;
         b->cand[b->n].dims = b->dims;
-        b->id[b->n] = sqlite3_column_int64(st, 0);
+        b->id[b->n] = sdb_column_int64(st, 0);
         memcpy(b->key[b->n], key, 65);
         prompt = prompt ? prompt : "";
         cut_text(b->prompt[b->n], prompt, strlen(prompt), SEM_PROMPT_MAX);
         if (++b->n == SEM_BATCH)
             batch_best(s, b, threshold, matched);
     }
-    if (rc != SQLITE_DONE)
+    if (rc != SDB_DONE)
         warn_db(r, c->db);          /* what was read still counts */
     batch_best(s, b, threshold, matched);
-    sqlite3_reset(st);
+    sdb_reset(st);
 out:
     dbpool_put(c);
     free(b->vecs);

@@ -53,10 +53,10 @@ static const char *const kind_names[] = {"exact", "semantic"};
 
 /* Owned by the usage writer's thread (the only caller), for the process's life. */
 static struct {
-    sqlite3 *db;
+    struct sdb *db;
     const struct conf *conf;
     struct shm *shm;
-    sqlite3_stmt *put, *del_key, *hits, *expire, *evict, *sum, *sem_put, *sem_audit, *sem_evict;
+    struct sdb_stmt *put, *del_key, *hits, *expire, *evict, *sum, *sem_put, *sem_audit, *sem_evict;
     int64_t last_expire_ms;
     /* this batch, until cache_store_done */
     int64_t delta[2];             /* applied to the shared total, undone on rollback */
@@ -68,15 +68,15 @@ static struct {
     int n_hit;
 } cs;
 
-static int prepare(const char *sql, sqlite3_stmt **st)
+static int prepare(const char *sql, struct sdb_stmt **st)
 {
-    if (sqlite3_prepare_v3(cs.db, sql, -1, SQLITE_PREPARE_PERSISTENT, st, NULL) == SQLITE_OK)
+    if (sdb_prepare_persistent(cs.db, sql, st) == SDB_OK)
         return 0;
-    log_error("cache store: %s", sqlite3_errmsg(cs.db));
+    log_error("cache store: %s", sdb_errmsg(cs.db));
     return -1;
 }
 
-int cache_store_open(sqlite3 *db, const struct conf *c, struct shm *s)
+int cache_store_open(struct sdb *db, const struct conf *c, struct shm *s)
 {
     memset(&cs, 0, sizeof cs);
     cs.db = db;
@@ -92,10 +92,10 @@ int cache_store_open(sqlite3 *db, const struct conf *c, struct shm *s)
 
 void cache_store_close(void)
 {
-    sqlite3_stmt *all[] = {cs.put, cs.del_key, cs.hits, cs.expire, cs.evict, cs.sum, cs.sem_put, cs.sem_audit,
+    struct sdb_stmt *all[] = {cs.put, cs.del_key, cs.hits, cs.expire, cs.evict, cs.sum, cs.sem_put, cs.sem_audit,
                            cs.sem_evict};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        sqlite3_finalize(all[i]);
+        sdb_finalize(all[i]);
     memset(&cs, 0, sizeof cs);
 }
 
@@ -121,17 +121,17 @@ static int64_t total_now(void)
 
 /* Steps a DELETE ... RETURNING kind, bytes to its end, taking what it removed
  * off the total; *rows counts the rows per kind. 0, or -1. */
-static int delete_rows(sqlite3_stmt *st, int64_t rows[2])
+static int delete_rows(struct sdb_stmt *st, int64_t rows[2])
 {
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int kind = kind_of((const char *)sqlite3_column_text(st, 0));
-        total_add(kind, -sqlite3_column_int64(st, 1));
+    while ((rc = sdb_step(st)) == SDB_ROW) {
+        int kind = kind_of((const char *)sdb_column_text(st, 0));
+        total_add(kind, -sdb_column_int64(st, 1));
         if (rows)
             rows[kind]++;
     }
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : -1;
+    sdb_reset(st);
+    return rc == SDB_DONE ? 0 : -1;
 }
 
 /* The shared totals from the table: when the state file is new, and by one
@@ -151,11 +151,11 @@ static int sum_if_due(int64_t now)
     cs.summed = 1;
     int64_t sum[2] = {0, 0};
     int rc;
-    sqlite3_reset(cs.sum);
-    while ((rc = sqlite3_step(cs.sum)) == SQLITE_ROW)
-        sum[kind_of((const char *)sqlite3_column_text(cs.sum, 0))] += (int64_t)sqlite3_column_double(cs.sum, 1);
-    sqlite3_reset(cs.sum);
-    if (rc != SQLITE_DONE) {
+    sdb_reset(cs.sum);
+    while ((rc = sdb_step(cs.sum)) == SDB_ROW)
+        sum[kind_of((const char *)sdb_column_text(cs.sum, 0))] += (int64_t)sdb_column_double(cs.sum, 1);
+    sdb_reset(cs.sum);
+    if (rc != SDB_DONE) {
         atomic_store(at, last);     /* try again with the next batch */
         return -1;
     }
@@ -198,29 +198,29 @@ static int sem_put(const struct cache_entry *e)
         blob[4 * i] = (unsigned char)u, blob[4 * i + 1] = (unsigned char)(u >> 8);
         blob[4 * i + 2] = (unsigned char)(u >> 16), blob[4 * i + 3] = (unsigned char)(u >> 24);
     }
-    sqlite3_stmt *st = cs.sem_put;
-    sqlite3_reset(st);
-    sqlite3_bind_text(st, 1, p->scope_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, e->key_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, e->tenant_id);
-    sqlite3_bind_text(st, 4, e->model, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, p->embed_model, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 6, (int64_t)p->dims);
-    sqlite3_bind_blob64(st, 7, blob, p->dims * 4, SQLITE_STATIC);
-    sqlite3_bind_text(st, 8, p->prompt, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 9, e->created_ms);
-    sqlite3_bind_int64(st, 10, e->expires_ms);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
+    struct sdb_stmt *st = cs.sem_put;
+    sdb_reset(st);
+    sdb_bind_text(st, 1, p->scope_hash, -1, SDB_STATIC);
+    sdb_bind_text(st, 2, e->key_hash, -1, SDB_STATIC);
+    sdb_bind_int64(st, 3, e->tenant_id);
+    sdb_bind_text(st, 4, e->model, -1, SDB_STATIC);
+    sdb_bind_text(st, 5, p->embed_model, -1, SDB_STATIC);
+    sdb_bind_int64(st, 6, (int64_t)p->dims);
+    sdb_bind_blob64(st, 7, blob, p->dims * 4, SDB_STATIC);
+    sdb_bind_text(st, 8, p->prompt, -1, SDB_STATIC);
+    sdb_bind_int64(st, 9, e->created_ms);
+    sdb_bind_int64(st, 10, e->expires_ms);
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    sdb_clear_bindings(st);
     free(blob);
-    if (rc == SQLITE_DONE) {
+    if (rc == SDB_DONE) {
         cs.sem_puts++;
         return 0;
     }
-    if ((rc & 0xff) == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_TOOBIG) {
+    if ((rc & 0xff) == SDB_CONSTRAINT || (rc & 0xff) == SDB_TOOBIG) {
         log_warn("cache store: a semantic entry was refused by the database (%s); only its exact key is kept",
-                 sqlite3_errmsg(cs.db));
+                 sdb_errmsg(cs.db));
         return 0;
     }
     return -1;
@@ -228,25 +228,25 @@ static int sem_put(const struct cache_entry *e)
 
 int cache_store_audit(const struct semantic_audit *a)
 {
-    sqlite3_stmt *st = cs.sem_audit;
-    sqlite3_reset(st);
-    sqlite3_bind_int64(st, 1, a->ts_ms);
-    sqlite3_bind_text(st, 2, a->request_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, a->tenant_id);
-    sqlite3_bind_text(st, 4, a->model, -1, SQLITE_STATIC);
-    sqlite3_bind_double(st, 5, a->similarity);
-    sqlite3_bind_int64(st, 6, a->entry_id);
-    sqlite3_bind_text(st, 7, a->key_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 8, a->prompt, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 9, a->matched, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    if (rc == SQLITE_DONE)
+    struct sdb_stmt *st = cs.sem_audit;
+    sdb_reset(st);
+    sdb_bind_int64(st, 1, a->ts_ms);
+    sdb_bind_text(st, 2, a->request_id, -1, SDB_STATIC);
+    sdb_bind_int64(st, 3, a->tenant_id);
+    sdb_bind_text(st, 4, a->model, -1, SDB_STATIC);
+    sdb_bind_double(st, 5, a->similarity);
+    sdb_bind_int64(st, 6, a->entry_id);
+    sdb_bind_text(st, 7, a->key_hash, -1, SDB_STATIC);
+    sdb_bind_text(st, 8, a->prompt, -1, SDB_STATIC);
+    sdb_bind_text(st, 9, a->matched, -1, SDB_STATIC);
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    sdb_clear_bindings(st);
+    if (rc == SDB_DONE)
         return 0;
-    if ((rc & 0xff) == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_TOOBIG) {
+    if ((rc & 0xff) == SDB_CONSTRAINT || (rc & 0xff) == SDB_TOOBIG) {
         log_warn("cache store: a semantic hit audit row was refused by the database (%s); left out",
-                 sqlite3_errmsg(cs.db));
+                 sdb_errmsg(cs.db));
         return 0;
     }
     return -1;
@@ -257,42 +257,42 @@ int cache_store_put(const struct cache_entry *e)
     if (sum_if_due(e->created_ms) != 0)
         return -1;
     /* A key stored again (two misses raced, or the old one expired) replaces it. */
-    sqlite3_reset(cs.del_key);
-    sqlite3_bind_text(cs.del_key, 1, e->key_hash, -1, SQLITE_STATIC);
+    sdb_reset(cs.del_key);
+    sdb_bind_text(cs.del_key, 1, e->key_hash, -1, SDB_STATIC);
     if (delete_rows(cs.del_key, NULL) != 0)
         return -1;
-    sqlite3_stmt *st = cs.put;
+    struct sdb_stmt *st = cs.put;
     int64_t bytes = (int64_t)(e->body_len + e->chunks_len);
-    sqlite3_reset(st);
-    sqlite3_bind_text(st, 1, e->key_hash, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, kind_names[e->kind], -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, e->tenant_id);
-    sqlite3_bind_text(st, 4, e->model, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 5, e->routed_model, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 6, e->endpoint_id);
-    sqlite3_bind_int(st, 7, e->stream);
-    sqlite3_bind_text(st, 8, e->content_type, -1, SQLITE_STATIC);
-    sqlite3_bind_blob64(st, 9, e->body, e->body_len, SQLITE_STATIC);
+    sdb_reset(st);
+    sdb_bind_text(st, 1, e->key_hash, -1, SDB_STATIC);
+    sdb_bind_text(st, 2, kind_names[e->kind], -1, SDB_STATIC);
+    sdb_bind_int64(st, 3, e->tenant_id);
+    sdb_bind_text(st, 4, e->model, -1, SDB_STATIC);
+    sdb_bind_text(st, 5, e->routed_model, -1, SDB_STATIC);
+    sdb_bind_int64(st, 6, e->endpoint_id);
+    sdb_bind_int(st, 7, e->stream);
+    sdb_bind_text(st, 8, e->content_type, -1, SDB_STATIC);
+    sdb_bind_blob64(st, 9, e->body, e->body_len, SDB_STATIC);
     if (e->chunks)
-        sqlite3_bind_blob64(st, 10, e->chunks, e->chunks_len, SQLITE_STATIC);
+        sdb_bind_blob64(st, 10, e->chunks, e->chunks_len, SDB_STATIC);
     else
-        sqlite3_bind_null(st, 10);
-    sqlite3_bind_int64(st, 11, e->prompt_tokens);
-    sqlite3_bind_int64(st, 12, e->completion_tokens);
-    sqlite3_bind_int64(st, 13, bytes);
-    sqlite3_bind_int64(st, 14, e->created_ms);
-    sqlite3_bind_int64(st, 15, e->expires_ms);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    if (rc == SQLITE_DONE) {
+        sdb_bind_null(st, 10);
+    sdb_bind_int64(st, 11, e->prompt_tokens);
+    sdb_bind_int64(st, 12, e->completion_tokens);
+    sdb_bind_int64(st, 13, bytes);
+    sdb_bind_int64(st, 14, e->created_ms);
+    sdb_bind_int64(st, 15, e->expires_ms);
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    sdb_clear_bindings(st);
+    if (rc == SDB_DONE) {
         total_add(e->kind, bytes);
         cs.stores[e->kind]++;
         return e->sem ? sem_put(e) : 0;
     }
-    if ((rc & 0xff) == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_TOOBIG) {
+    if ((rc & 0xff) == SDB_CONSTRAINT || (rc & 0xff) == SDB_TOOBIG) {
         /* A bad entry must never stop the usage writer: it is left out. */
-        log_warn("cache store: an answer was refused by the database (%s); not cached", sqlite3_errmsg(cs.db));
+        log_warn("cache store: an answer was refused by the database (%s); not cached", sdb_errmsg(cs.db));
         return 0;
     }
     return -1;
@@ -301,12 +301,12 @@ int cache_store_put(const struct cache_entry *e)
 static int flush_hits(void)
 {
     for (int i = 0; i < cs.n_hit; i++) {
-        sqlite3_reset(cs.hits);
-        sqlite3_bind_text(cs.hits, 1, cs.hit[i].key, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(cs.hits, 2, cs.hit[i].n);
-        int rc = sqlite3_step(cs.hits);
-        sqlite3_reset(cs.hits);
-        if (rc != SQLITE_DONE)
+        sdb_reset(cs.hits);
+        sdb_bind_text(cs.hits, 1, cs.hit[i].key, -1, SDB_STATIC);
+        sdb_bind_int64(cs.hits, 2, cs.hit[i].n);
+        int rc = sdb_step(cs.hits);
+        sdb_reset(cs.hits);
+        if (rc != SDB_DONE)
             return -1;
     }
     cs.n_hit = 0;
@@ -334,8 +334,8 @@ int cache_store_trim(int64_t now)
     if (sum_if_due(now) != 0 || flush_hits() != 0)
         return -1;
     if (now - cs.last_expire_ms >= CACHE_EXPIRE_MS) {
-        sqlite3_reset(cs.expire);
-        sqlite3_bind_int64(cs.expire, 1, now);
+        sdb_reset(cs.expire);
+        sdb_bind_int64(cs.expire, 1, now);
         if (delete_rows(cs.expire, NULL) != 0)
             return -1;
         cs.last_expire_ms = now;
@@ -343,8 +343,8 @@ int cache_store_trim(int64_t now)
     /* R-CACHE-3: the oldest answers go, one by one, until the rest fits the cap. */
     for (int round = 0; total_now() > cs.conf->cache_max_bytes && round < 100000; round++) {
         int64_t before[2] = {cs.evictions[0], cs.evictions[1]};
-        sqlite3_reset(cs.evict);
-        sqlite3_bind_int(cs.evict, 1, 1);
+        sdb_reset(cs.evict);
+        sdb_bind_int(cs.evict, 1, 1);
         if (delete_rows(cs.evict, cs.evictions) != 0)
             return -1;
         if (cs.evictions[0] == before[0] && cs.evictions[1] == before[1]) {
@@ -356,8 +356,8 @@ int cache_store_trim(int64_t now)
     }
     /* R-CACHE-4: at most cache.semantic_max_entries semantic entries, the oldest out first. */
     if (cs.sem_puts) {
-        sqlite3_reset(cs.sem_evict);
-        sqlite3_bind_int64(cs.sem_evict, 1, cs.conf->semantic_max_entries);
+        sdb_reset(cs.sem_evict);
+        sdb_bind_int64(cs.sem_evict, 1, cs.conf->semantic_max_entries);
         if (delete_rows(cs.sem_evict, cs.evictions) != 0)
             return -1;
     }

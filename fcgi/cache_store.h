@@ -11,7 +11,7 @@
 #include "conf.h"
 #include "shm.h"
 
-#include <sqlite3.h>
+#include "sdb.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,7 +67,7 @@ void cache_store_entry_free(struct cache_entry *e);
 
 /* The writer's connection and what it counts into (metrics and the bytes
  * gauge). 0, or -1 (logged). */
-int cache_store_open(sqlite3 *db, const struct conf *c, struct shm *s);
+int cache_store_open(struct sdb *db, const struct conf *c, struct shm *s);
 void cache_store_close(void);
 
 /* Inside the writer's transaction. Each returns 0, or -1 for a failure a

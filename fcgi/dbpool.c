@@ -23,7 +23,7 @@ int dbpool_init(const char *path, int n, int wait_ms, int64_t mmap_bytes)
             return -1;
         /* The request path never waits on a locked database longer than
          * limits.quota_db_wait_ms: past it the request fails open (R-KEY-4). */
-        sqlite3_busy_timeout(pool[i].db, wait_ms);
+        sdb_busy_timeout(pool[i].db, wait_ms);
         /* Every commit of the usage writer empties a reader's page cache
          * (WAL: the next read transaction sees a changed database); mapped,
          * the pages come back without a read() each (the cache lookup's p99,
@@ -32,7 +32,7 @@ int dbpool_init(const char *path, int n, int wait_ms, int64_t mmap_bytes)
          * not an error; keys.db_mmap_bytes = 0 turns it off. */
         char pragma[64];
         snprintf(pragma, sizeof pragma, "PRAGMA mmap_size=%lld", (long long)mmap_bytes);
-        sqlite3_exec(pool[i].db, pragma, NULL, NULL, NULL);
+        sdb_exec(pool[i].db, pragma);
         pool_free[pool_nfree++] = i;
     }
     pool_n = n;
@@ -57,15 +57,15 @@ void dbpool_put(struct dbconn *c)
     pthread_mutex_unlock(&pool_lock);
 }
 
-sqlite3_stmt *dbpool_stmt(struct dbconn *c, enum dbq q, const char *sql)
+struct sdb_stmt *dbpool_stmt(struct dbconn *c, enum dbq q, const char *sql)
 {
     if (!c->st[q] &&
-        sqlite3_prepare_v3(c->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st[q], NULL) != SQLITE_OK) {
-        log_error("sqlite prepare: %s", sqlite3_errmsg(c->db));
+        sdb_prepare_persistent(c->db, sql, &c->st[q]) != SDB_OK) {
+        log_error("sqlite prepare: %s", sdb_errmsg(c->db));
         return NULL;
     }
-    sqlite3_reset(c->st[q]);
-    sqlite3_clear_bindings(c->st[q]);
+    sdb_reset(c->st[q]);
+    sdb_clear_bindings(c->st[q]);
     return c->st[q];
 }
 

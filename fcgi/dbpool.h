@@ -5,7 +5,7 @@
 #define SLUICE_DBPOOL_H
 
 #include <stdint.h>
-#include <sqlite3.h>
+#include "sdb.h"
 
 enum dbq {
     DBQ_QUOTA_CALLS, DBQ_QUOTA_TOKENS, DBQ_QUOTA_REFUND_CALLS, DBQ_QUOTA_SETTLE_TOKENS,
@@ -18,16 +18,16 @@ enum dbq {
 
 /* One connection; owned by the pool, lent to one thread at a time. */
 struct dbconn {
-    sqlite3 *db;
-    sqlite3_stmt *st[DBQ_COUNT];
+    struct sdb *db;
+    struct sdb_stmt *st[DBQ_COUNT];
 };
 
 int dbpool_init(const char *path, int n, int wait_ms, int64_t mmap_bytes);
 struct dbconn *dbpool_get(void);        /* waits for a free connection */
 void dbpool_put(struct dbconn *c);
-/* The statement for q, prepared on first use (SQLITE_PREPARE_PERSISTENT) and
+/* The statement for q, prepared on first use (sdb_prepare_persistent) and
  * reset with bindings cleared; NULL on error (logged). */
-sqlite3_stmt *dbpool_stmt(struct dbconn *c, enum dbq q, const char *sql);
+struct sdb_stmt *dbpool_stmt(struct dbconn *c, enum dbq q, const char *sql);
 int dbpool_exec(struct dbconn *c, const char *sql);
 
 #endif

@@ -53,10 +53,10 @@ int idem_parse_key(const char *h, char out[129])
     return n > 0 ? 0 : -1;
 }
 
-static char *col_dup(struct arena *a, sqlite3_stmt *st, int i, size_t *len)
+static char *col_dup(struct arena *a, struct sdb_stmt *st, int i, size_t *len)
 {
-    const void *p = sqlite3_column_blob(st, i);
-    size_t n = (size_t)sqlite3_column_bytes(st, i);
+    const void *p = sdb_column_blob(st, i);
+    size_t n = (size_t)sdb_column_bytes(st, i);
     if (len)
         *len = n;
     return p ? arena_strndup(a, p, n) : NULL;
@@ -65,20 +65,20 @@ static char *col_dup(struct arena *a, sqlite3_stmt *st, int i, size_t *len)
 static enum idem_begin idem_insert(struct dbconn *c, const char *scope, const char *key, const char *fp,
                                    int64_t now, int64_t ttl_ms)
 {
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_PUT, SQL_PUT);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_PUT, SQL_PUT);
     if (!st)
         return IDEM_DB_ERROR;
     int me = getpid();
-    sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 3, fp, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 4, me);
-    sqlite3_bind_int64(st, 5, (int64_t)shm_proc_start_time(me));
-    sqlite3_bind_int64(st, 6, now);
-    sqlite3_bind_int64(st, 7, now + ttl_ms);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? IDEM_OWNED : IDEM_DB_ERROR;
+    sdb_bind_text(st, 1, scope, -1, SDB_STATIC);
+    sdb_bind_text(st, 2, key, -1, SDB_STATIC);
+    sdb_bind_text(st, 3, fp, -1, SDB_STATIC);
+    sdb_bind_int(st, 4, me);
+    sdb_bind_int64(st, 5, (int64_t)shm_proc_start_time(me));
+    sdb_bind_int64(st, 6, now);
+    sdb_bind_int64(st, 7, now + ttl_ms);
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    return rc == SDB_DONE ? IDEM_OWNED : IDEM_DB_ERROR;
 }
 
 enum idem_begin idem_begin(struct dbconn *c, const char *scope, const char *key, const char *fp,
@@ -88,59 +88,59 @@ enum idem_begin idem_begin(struct dbconn *c, const char *scope, const char *key,
     if (dbpool_exec(c, "BEGIN IMMEDIATE") != 0)
         return IDEM_DB_ERROR;
     enum idem_begin res = IDEM_DB_ERROR;
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_GET, SQL_GET);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_GET, SQL_GET);
     if (!st)
         goto out;
-    sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
+    sdb_bind_text(st, 1, scope, -1, SDB_STATIC);
+    sdb_bind_text(st, 2, key, -1, SDB_STATIC);
+    int rc = sdb_step(st);
     /* An expired record may be replaced, unless its request is still running
      * (a stream longer than the TTL must not run twice). */
-    int expired = rc == SQLITE_ROW && sqlite3_column_int64(st, 7) < now &&
-                  !(sqlite3_column_text(st, 1) && strcmp((const char *)sqlite3_column_text(st, 1), "in_progress") == 0 &&
-                    shm_proc_alive(sqlite3_column_int(st, 2), (uint64_t)sqlite3_column_int64(st, 3)));
-    if (rc == SQLITE_DONE || expired) {
-        sqlite3_reset(st);
+    int expired = rc == SDB_ROW && sdb_column_int64(st, 7) < now &&
+                  !(sdb_column_text(st, 1) && strcmp((const char *)sdb_column_text(st, 1), "in_progress") == 0 &&
+                    shm_proc_alive(sdb_column_int(st, 2), (uint64_t)sdb_column_int64(st, 3)));
+    if (rc == SDB_DONE || expired) {
+        sdb_reset(st);
         res = idem_insert(c, scope, key, fp, now, ttl_ms);
         goto out;
     }
-    if (rc != SQLITE_ROW)
+    if (rc != SDB_ROW)
         goto out_reset;
-    const char *have_fp = (const char *)sqlite3_column_text(st, 0);
-    const char *state = (const char *)sqlite3_column_text(st, 1);
+    const char *have_fp = (const char *)sdb_column_text(st, 0);
+    const char *state = (const char *)sdb_column_text(st, 1);
     if (!have_fp || strcmp(have_fp, fp) != 0) {
         res = IDEM_MISMATCH;
     } else if (state && strcmp(state, "in_progress") == 0) {
-        int pid = sqlite3_column_int(st, 2);
-        uint64_t start = (uint64_t)sqlite3_column_int64(st, 3);
+        int pid = sdb_column_int(st, 2);
+        uint64_t start = (uint64_t)sdb_column_int64(st, 3);
         if (shm_proc_alive(pid, start)) {
             res = IDEM_IN_PROGRESS;
         } else {
             /* R-IDEM-3: the owner died mid-request; this request takes over. */
-            sqlite3_reset(st);
-            sqlite3_stmt *o = dbpool_stmt(c, DBQ_IDEM_OWNER, SQL_OWNER);
+            sdb_reset(st);
+            struct sdb_stmt *o = dbpool_stmt(c, DBQ_IDEM_OWNER, SQL_OWNER);
             int me = getpid();
             if (o) {
-                sqlite3_bind_text(o, 1, scope, -1, SQLITE_STATIC);
-                sqlite3_bind_text(o, 2, key, -1, SQLITE_STATIC);
-                sqlite3_bind_int(o, 3, me);
-                sqlite3_bind_int64(o, 4, (int64_t)shm_proc_start_time(me));
-                res = sqlite3_step(o) == SQLITE_DONE ? IDEM_OWNED : IDEM_DB_ERROR;
-                sqlite3_reset(o);
+                sdb_bind_text(o, 1, scope, -1, SDB_STATIC);
+                sdb_bind_text(o, 2, key, -1, SDB_STATIC);
+                sdb_bind_int(o, 3, me);
+                sdb_bind_int64(o, 4, (int64_t)shm_proc_start_time(me));
+                res = sdb_step(o) == SDB_DONE ? IDEM_OWNED : IDEM_DB_ERROR;
+                sdb_reset(o);
             }
             log_info("idempotency key of a dead owner (pid %d) taken over", pid);
             goto out;
         }
-    } else if (sqlite3_column_int(st, 8)) {
+    } else if (sdb_column_int(st, 8)) {
         res = IDEM_NOT_STORED;
     } else {
-        out->status = sqlite3_column_int(st, 4);
+        out->status = sdb_column_int(st, 4);
         out->content_type = col_dup(a, st, 5, NULL);
         out->body = col_dup(a, st, 6, &out->body_len);
         res = IDEM_REPLAY;
     }
 out_reset:
-    sqlite3_reset(st);
+    sdb_reset(st);
 out:
     if (res == IDEM_DB_ERROR || dbpool_exec(c, "COMMIT") != 0) {
         /* A failed COMMIT can leave the transaction open: never hand the
@@ -154,56 +154,56 @@ out:
 int idem_done(struct dbconn *c, const char *scope, const char *key, int status, const char *content_type,
               const char *body, size_t body_len)
 {
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_DONE, SQL_DONE);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_DONE, SQL_DONE);
     if (!st)
         return -1;
-    sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 3, status);
+    sdb_bind_text(st, 1, scope, -1, SDB_STATIC);
+    sdb_bind_text(st, 2, key, -1, SDB_STATIC);
+    sdb_bind_int(st, 3, status);
     if (content_type)
-        sqlite3_bind_text(st, 4, content_type, -1, SQLITE_STATIC);
+        sdb_bind_text(st, 4, content_type, -1, SDB_STATIC);
     if (body)
-        sqlite3_bind_blob64(st, 5, body, body_len, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 6, body ? (int64_t)body_len : 0);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : -1;
+        sdb_bind_blob64(st, 5, body, body_len, SDB_STATIC);
+    sdb_bind_int64(st, 6, body ? (int64_t)body_len : 0);
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    return rc == SDB_DONE ? 0 : -1;
 }
 
 int idem_release(struct dbconn *c, const char *scope, const char *key)
 {
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_DEL, SQL_DEL);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_DEL, SQL_DEL);
     if (!st)
         return -1;
-    sqlite3_bind_text(st, 1, scope, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : -1;
+    sdb_bind_text(st, 1, scope, -1, SDB_STATIC);
+    sdb_bind_text(st, 2, key, -1, SDB_STATIC);
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    return rc == SDB_DONE ? 0 : -1;
 }
 
 int idem_expire(struct dbconn *c, int64_t now, int limit)
 {
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_EXPIRE, SQL_EXPIRE);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_EXPIRE, SQL_EXPIRE);
     if (!st)
         return -1;
-    sqlite3_bind_int64(st, 1, now);
-    sqlite3_bind_int(st, 2, limit);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? sqlite3_changes(c->db) : -1;
+    sdb_bind_int64(st, 1, now);
+    sdb_bind_int(st, 2, limit);
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    return rc == SDB_DONE ? sdb_changes(c->db) : -1;
 }
 
 int idem_usage(struct dbconn *c, int64_t *records, int64_t *bytes)
 {
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_IDEM_BUDGET, SQL_BUDGET);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_BUDGET, SQL_BUDGET);
     if (!st)
         return -1;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *records = sqlite3_column_int64(st, 0);
-        *bytes = (int64_t)sqlite3_column_double(st, 1);
+    int rc = sdb_step(st);
+    if (rc == SDB_ROW) {
+        *records = sdb_column_int64(st, 0);
+        *bytes = (int64_t)sdb_column_double(st, 1);
     }
-    sqlite3_reset(st);
-    return rc == SQLITE_ROW ? 0 : -1;
+    sdb_reset(st);
+    return rc == SDB_ROW ? 0 : -1;
 }

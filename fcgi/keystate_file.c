@@ -240,7 +240,7 @@ db_failed:
     int64_t t = now_ms(), last = atomic_load(&warned_ms);
     if (t - last > 60000 && atomic_compare_exchange_strong(&warned_ms, &last, t))
         log_warn("request %s: quota database unavailable (%s); admitting without call quotas (logged once a "
-                 "minute)", r->request_id, sqlite3_errmsg(c->db));
+                 "minute)", r->request_id, sdb_errmsg(c->db));
     dbpool_exec(c, "ROLLBACK");
     dbpool_put(c);
     return 0;

@@ -71,19 +71,18 @@ static int period_load(struct request *r, enum layer which, int64_t now, int64_t
     int64_t start_s = which == LAYER_TENANT ? limits_month_start(now / 1000) : limits_day_start(now / 1000);
     int64_t id = which == LAYER_TENANT ? r->caller.tenant_id : r->caller.user_id;
     struct dbconn *c = dbpool_get();
-    sqlite3_stmt *st = NULL;
+    struct sdb_stmt *st = NULL;
     int rc = -1;
     *used = 0;
-    if (c && sqlite3_prepare_v2(c->db, which == LAYER_TENANT ? SQL_TENANT_TOKENS : SQL_USER_TOKENS, -1, &st,
-                                NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, id);
-        sqlite3_bind_int64(st, 2, start_s * 1000);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            *used = sqlite3_column_int64(st, 0);
+    if (c && sdb_prepare(c->db, which == LAYER_TENANT ? SQL_TENANT_TOKENS : SQL_USER_TOKENS, &st) == SDB_OK) {
+        sdb_bind_int64(st, 1, id);
+        sdb_bind_int64(st, 2, start_s * 1000);
+        if (sdb_step(st) == SDB_ROW) {
+            *used = sdb_column_int64(st, 0);
             rc = 0;
         }
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     if (c)
         dbpool_put(c);
     return rc;

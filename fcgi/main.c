@@ -556,7 +556,7 @@ static void *worker_main(void *arg)
  * and reaps shared-state rows of dead responders once a second. */
 static void *config_main(void *arg)
 {
-    sqlite3 *db = arg;
+    struct sdb *db = arg;
     /* From the version the published snapshot was built from, not the database's
      * now: a change committed in between must not wait for the next one. */
     struct snapshot *first = snapshot_acquire();
@@ -568,7 +568,7 @@ static void *config_main(void *arg)
         int64_t t0 = mono_ms();
         int64_t v = snapshot_db_version(db);
         if (v < 0 && t0 - last_warn >= 10000) {
-            log_warn("configuration version unreadable (%s); retrying every poll", sqlite3_errmsg(db));
+            log_warn("configuration version unreadable (%s); retrying every poll", sdb_errmsg(db));
             last_warn = t0;
         }
         if (v >= 0 && v != seen) {
@@ -723,12 +723,12 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_ALL);
     if (shm_attach(&shm, conf.state_file) != 0 || shm_register(&shm) != 0)
         return 1;
-    sqlite3 *cfg_db = db_open(conf.database, 0);
+    struct sdb *cfg_db = db_open(conf.database, 0);
     if (!cfg_db)
         return 1;
     /* A busy database must not stall the config poll for seconds: give up
      * quickly and try again at the next poll (R-CFG-1). */
-    sqlite3_busy_timeout(cfg_db, conf.config_poll_ms);
+    sdb_busy_timeout(cfg_db, conf.config_poll_ms);
     struct snapshot *s = snapshot_load(cfg_db, &shm);
     if (!s)
         return 1;

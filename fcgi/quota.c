@@ -23,69 +23,69 @@ static const char SQL_REFUND_CALL[] =
 static const char SQL_CURRENT[] = "SELECT calls, tokens FROM quota_counters WHERE key_id = ?1 AND period = ?2";
 
 /* Runs an UPSERT ... RETURNING: a row back means counted, none means refused. */
-static enum quota_result quota_step(struct dbconn *c, sqlite3_stmt *st, int64_t key_id, const char *period,
+static enum quota_result quota_step(struct dbconn *c, struct sdb_stmt *st, int64_t key_id, const char *period,
                                     int column, int64_t *current)
 {
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW) {
-        *current = sqlite3_column_int64(st, 0);
-        sqlite3_reset(st);
+    int rc = sdb_step(st);
+    if (rc == SDB_ROW) {
+        *current = sdb_column_int64(st, 0);
+        sdb_reset(st);
         return QUOTA_OK;
     }
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE) {
-        log_warn("quota: %s", sqlite3_errmsg(c->db));
+    sdb_reset(st);
+    if (rc != SDB_DONE) {
+        log_warn("quota: %s", sdb_errmsg(c->db));
         return QUOTA_DB_ERROR;
     }
     /* Refused: read the count for the 429 body (uncached; refusals are rare). */
-    sqlite3_stmt *q = NULL;
+    struct sdb_stmt *q = NULL;
     *current = 0;
-    if (sqlite3_prepare_v2(c->db, SQL_CURRENT, -1, &q, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(q, 1, key_id);
-        sqlite3_bind_text(q, 2, period, -1, SQLITE_STATIC);
-        if (sqlite3_step(q) == SQLITE_ROW)
-            *current = sqlite3_column_int64(q, column);
+    if (sdb_prepare(c->db, SQL_CURRENT, &q) == SDB_OK) {
+        sdb_bind_int64(q, 1, key_id);
+        sdb_bind_text(q, 2, period, -1, SDB_STATIC);
+        if (sdb_step(q) == SDB_ROW)
+            *current = sdb_column_int64(q, column);
     }
-    sqlite3_finalize(q);
+    sdb_finalize(q);
     return QUOTA_REFUSED;
 }
 
 enum quota_result quota_take_call(struct dbconn *c, int64_t key_id, const char *period, int64_t limit,
                                   int64_t *current)
 {
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_QUOTA_CALLS, SQL_CALLS);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_QUOTA_CALLS, SQL_CALLS);
     if (!st)
         return QUOTA_DB_ERROR;
-    sqlite3_bind_int64(st, 1, key_id);
-    sqlite3_bind_text(st, 2, period, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, limit);
+    sdb_bind_int64(st, 1, key_id);
+    sdb_bind_text(st, 2, period, -1, SDB_STATIC);
+    sdb_bind_int64(st, 3, limit);
     return quota_step(c, st, key_id, period, 0, current);
 }
 
 enum quota_result quota_take_tokens(struct dbconn *c, int64_t key_id, const char *period, int64_t want,
                                     int64_t limit, int64_t *current)
 {
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_QUOTA_TOKENS, SQL_TOKENS);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_QUOTA_TOKENS, SQL_TOKENS);
     if (!st)
         return QUOTA_DB_ERROR;
-    sqlite3_bind_int64(st, 1, key_id);
-    sqlite3_bind_text(st, 2, period, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, want > limit ? limit : want);
-    sqlite3_bind_int64(st, 4, limit);
+    sdb_bind_int64(st, 1, key_id);
+    sdb_bind_text(st, 2, period, -1, SDB_STATIC);
+    sdb_bind_int64(st, 3, want > limit ? limit : want);
+    sdb_bind_int64(st, 4, limit);
     return quota_step(c, st, key_id, period, 1, current);
 }
 
 int quota_refund_call(struct dbconn *c, int64_t key_id, const char *period)
 {
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_QUOTA_REFUND_CALLS, SQL_REFUND_CALL);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_QUOTA_REFUND_CALLS, SQL_REFUND_CALL);
     if (!st)
         return -1;
-    sqlite3_bind_int64(st, 1, key_id);
-    sqlite3_bind_text(st, 2, period, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE) {
-        log_warn("quota refund: %s", sqlite3_errmsg(c->db));
+    sdb_bind_int64(st, 1, key_id);
+    sdb_bind_text(st, 2, period, -1, SDB_STATIC);
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    if (rc != SDB_DONE) {
+        log_warn("quota refund: %s", sdb_errmsg(c->db));
         return -1;
     }
     return 0;
@@ -93,16 +93,16 @@ int quota_refund_call(struct dbconn *c, int64_t key_id, const char *period)
 
 int quota_settle_tokens(struct dbconn *c, int64_t key_id, const char *period, int64_t delta)
 {
-    sqlite3_stmt *st = dbpool_stmt(c, DBQ_QUOTA_SETTLE_TOKENS, SQL_SETTLE);
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_QUOTA_SETTLE_TOKENS, SQL_SETTLE);
     if (!st)
         return -1;
-    sqlite3_bind_int64(st, 1, key_id);
-    sqlite3_bind_text(st, 2, period, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, delta);
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (rc != SQLITE_DONE) {
-        log_warn("quota settle: %s", sqlite3_errmsg(c->db));
+    sdb_bind_int64(st, 1, key_id);
+    sdb_bind_text(st, 2, period, -1, SDB_STATIC);
+    sdb_bind_int64(st, 3, delta);
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    if (rc != SDB_DONE) {
+        log_warn("quota settle: %s", sdb_errmsg(c->db));
         return -1;
     }
     return 0;
@@ -137,19 +137,19 @@ static int64_t quota_sum(int64_t a, int64_t b)
 
 static int quota_load(struct dbconn *c, int64_t key_id, const char *period, int64_t *calls, int64_t *tokens)
 {
-    sqlite3_stmt *q = NULL;
+    struct sdb_stmt *q = NULL;
     *calls = *tokens = 0;
-    if (!c || sqlite3_prepare_v2(c->db, SQL_CURRENT, -1, &q, NULL) != SQLITE_OK)
+    if (!c || sdb_prepare(c->db, SQL_CURRENT, &q) != SDB_OK)
         return -1;
-    sqlite3_bind_int64(q, 1, key_id);
-    sqlite3_bind_text(q, 2, period, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW) {
-        *calls = sqlite3_column_int64(q, 0);
-        *tokens = sqlite3_column_int64(q, 1);
+    sdb_bind_int64(q, 1, key_id);
+    sdb_bind_text(q, 2, period, -1, SDB_STATIC);
+    int rc = sdb_step(q);
+    if (rc == SDB_ROW) {
+        *calls = sdb_column_int64(q, 0);
+        *tokens = sdb_column_int64(q, 1);
     }
-    sqlite3_finalize(q);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+    sdb_finalize(q);
+    return rc == SDB_ROW || rc == SDB_DONE ? 0 : -1;
 }
 
 int quota_preload(struct dbconn *c, int64_t key_id, const struct quota_ask *a, struct quota_loaded *out)

@@ -20,8 +20,8 @@ static struct usage_record *q_head, *q_tail;   /* owned by the queue until writt
 static int q_len, q_stop;
 static pthread_t q_thread;
 static const struct conf *q_conf;
-static sqlite3 *q_db;
-static sqlite3_stmt *st_event, *st_daily, *st_route, *st_settle;
+static struct sdb *q_db;
+static struct sdb_stmt *st_event, *st_daily, *st_route, *st_settle;
 static struct shm *q_shm;                     /* set before start, then read-only */
 static int pending_len;                       /* records taken from the queue, not yet written */
 
@@ -34,7 +34,7 @@ struct outage {
     int64_t recovered_ms;         /* the first batch written again, 0 = still failing */
 };
 static struct outage outage;
-static char last_error[256];      /* sqlite3_errmsg of the failed batch, before its ROLLBACK */
+static char last_error[256];      /* sdb_errmsg of the failed batch, before its ROLLBACK */
 
 static const char SQL_EVENT[] =
     "INSERT INTO usage_events (ts_ms, request_id, tenant_id, user_id, key_id, endpoint_id, replica_id,"
@@ -70,19 +70,19 @@ static const char SQL_QUOTA_ADD[] =
     " VALUES (?1, ?2, max(?3, 0), max(min(?4, 4611686018427387904), 0))"
     " ON CONFLICT (key_id, period) DO UPDATE SET calls = max(calls + ?3, 0),"
     " tokens = CASE WHEN ?4 > 4611686018427387904 - tokens THEN 4611686018427387904 ELSE max(tokens + ?4, 0) END";
-static sqlite3_stmt *st_quota;
+static struct sdb_stmt *st_quota;
 
 /* Steps a write of the batch: 0 done, or refused by the schema (that one record's
  * row is logged and left out: a bad record must never stop the writer for
  * good); -1 for anything a retry may cure (busy, locked, I/O). */
-static int step_kept(sqlite3_stmt *st, const char *what)
+static int step_kept(struct sdb_stmt *st, const char *what)
 {
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE)
+    int rc = sdb_step(st);
+    if (rc == SDB_DONE)
         return 0;
-    if ((rc & 0xff) == SQLITE_CONSTRAINT || (rc & 0xff) == SQLITE_MISMATCH || (rc & 0xff) == SQLITE_TOOBIG) {
+    if ((rc & 0xff) == SDB_CONSTRAINT || (rc & 0xff) == SDB_MISMATCH || (rc & 0xff) == SDB_TOOBIG) {
         log_error("usage writer: a %s was refused by the database (%s); left out", what,
-                  sqlite3_errmsg(sqlite3_db_handle(st)));
+                  sdb_errmsg(sdb_stmt_db(st)));
         return 0;
     }
     return -1;
@@ -90,53 +90,53 @@ static int step_kept(sqlite3_stmt *st, const char *what)
 
 static int quota_add(int64_t key_id, const char *period, int64_t calls, int64_t tokens)
 {
-    sqlite3_reset(st_quota);
-    sqlite3_bind_int64(st_quota, 1, key_id);
-    sqlite3_bind_text(st_quota, 2, period, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st_quota, 3, calls);
-    sqlite3_bind_int64(st_quota, 4, tokens);
+    sdb_reset(st_quota);
+    sdb_bind_int64(st_quota, 1, key_id);
+    sdb_bind_text(st_quota, 2, period, -1, SDB_TRANSIENT);
+    sdb_bind_int64(st_quota, 3, calls);
+    sdb_bind_int64(st_quota, 4, tokens);
     return step_kept(st_quota, "quota counter update");
 }
 
-static int bind_text(sqlite3_stmt *st, int i, const char *s)
+static int bind_text(struct sdb_stmt *st, int i, const char *s)
 {
-    return s && *s ? sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT) : sqlite3_bind_null(st, i);
+    return s && *s ? sdb_bind_text(st, i, s, -1, SDB_TRANSIENT) : sdb_bind_null(st, i);
 }
 
 static int write_event(const struct usage_record *u)
 {
-    sqlite3_stmt *e = st_event;
-    sqlite3_reset(e);
-    sqlite3_bind_int64(e, 1, u->ts_ms);
-    sqlite3_bind_text(e, 2, u->request_id, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(e, 3, u->tenant_id);
-    sqlite3_bind_int64(e, 4, u->user_id);
-    sqlite3_bind_int64(e, 5, u->key_id);
-    sqlite3_bind_int64(e, 6, u->endpoint_id);
-    sqlite3_bind_int64(e, 7, u->replica_id);
-    sqlite3_bind_int64(e, 8, u->route_id);
-    sqlite3_bind_text(e, 9, u->model, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(e, 10, u->routed_model, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(e, 11, u->path, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(e, 12, u->prompt_tokens);
-    sqlite3_bind_int64(e, 13, u->completion_tokens);
-    sqlite3_bind_int64(e, 14, u->latency_ms);
-    sqlite3_bind_int64(e, 15, u->ttft_ms);
-    sqlite3_bind_int(e, 16, u->status);
+    struct sdb_stmt *e = st_event;
+    sdb_reset(e);
+    sdb_bind_int64(e, 1, u->ts_ms);
+    sdb_bind_text(e, 2, u->request_id, -1, SDB_TRANSIENT);
+    sdb_bind_int64(e, 3, u->tenant_id);
+    sdb_bind_int64(e, 4, u->user_id);
+    sdb_bind_int64(e, 5, u->key_id);
+    sdb_bind_int64(e, 6, u->endpoint_id);
+    sdb_bind_int64(e, 7, u->replica_id);
+    sdb_bind_int64(e, 8, u->route_id);
+    sdb_bind_text(e, 9, u->model, -1, SDB_TRANSIENT);
+    sdb_bind_text(e, 10, u->routed_model, -1, SDB_TRANSIENT);
+    sdb_bind_text(e, 11, u->path, -1, SDB_TRANSIENT);
+    sdb_bind_int64(e, 12, u->prompt_tokens);
+    sdb_bind_int64(e, 13, u->completion_tokens);
+    sdb_bind_int64(e, 14, u->latency_ms);
+    sdb_bind_int64(e, 15, u->ttft_ms);
+    sdb_bind_int(e, 16, u->status);
     bind_text(e, 17, u->error_code);
     bind_text(e, 18, u->finish_reason);
-    sqlite3_bind_int(e, 19, u->retries);
-    sqlite3_bind_int(e, 20, u->stream);
-    sqlite3_bind_int(e, 21, u->usage_estimated);
-    sqlite3_bind_int64(e, 22, u->cache_read_tokens);
-    sqlite3_bind_int64(e, 23, u->cache_creation_tokens);
-    sqlite3_bind_int64(e, 24, u->reasoning_tokens);
-    sqlite3_bind_int64(e, 25, u->queue_ms);
-    sqlite3_bind_int(e, 26, u->cached);
+    sdb_bind_int(e, 19, u->retries);
+    sdb_bind_int(e, 20, u->stream);
+    sdb_bind_int(e, 21, u->usage_estimated);
+    sdb_bind_int64(e, 22, u->cache_read_tokens);
+    sdb_bind_int64(e, 23, u->cache_creation_tokens);
+    sdb_bind_int64(e, 24, u->reasoning_tokens);
+    sdb_bind_int64(e, 25, u->queue_ms);
+    sdb_bind_int(e, 26, u->cached);
     bind_text(e, 27, u->content_rule);
     bind_text(e, 28, u->affinity);
     bind_text(e, 29, u->cache_outcome);
-    sqlite3_bind_int(e, 30, u->shadow);
+    sdb_bind_int(e, 30, u->shadow);
     return step_kept(e, "usage event");
 }
 
@@ -159,22 +159,22 @@ static int same_group(const struct daily_sum *d, const char *day, const struct u
 
 static int write_daily(const struct daily_sum *d)
 {
-    sqlite3_stmt *st = d->by_route ? st_route : st_daily;
+    struct sdb_stmt *st = d->by_route ? st_route : st_daily;
     int i = 1;
-    sqlite3_reset(st);
-    sqlite3_bind_text(st, i++, d->day, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, i++, d->first->tenant_id);
-    sqlite3_bind_int64(st, i++, d->first->user_id);
+    sdb_reset(st);
+    sdb_bind_text(st, i++, d->day, -1, SDB_TRANSIENT);
+    sdb_bind_int64(st, i++, d->first->tenant_id);
+    sdb_bind_int64(st, i++, d->first->user_id);
     if (d->by_route) {
-        sqlite3_bind_int64(st, i++, d->first->endpoint_id);
-        sqlite3_bind_int64(st, i++, d->first->replica_id);
+        sdb_bind_int64(st, i++, d->first->endpoint_id);
+        sdb_bind_int64(st, i++, d->first->replica_id);
     } else
-        sqlite3_bind_int64(st, i++, d->first->key_id);
-    sqlite3_bind_text(st, i++, d->first->model, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, i++, d->requests);
-    sqlite3_bind_int64(st, i++, d->errors);
-    sqlite3_bind_int64(st, i++, d->prompt_tokens);
-    sqlite3_bind_int64(st, i++, d->completion_tokens);
+        sdb_bind_int64(st, i++, d->first->key_id);
+    sdb_bind_text(st, i++, d->first->model, -1, SDB_TRANSIENT);
+    sdb_bind_int64(st, i++, d->requests);
+    sdb_bind_int64(st, i++, d->errors);
+    sdb_bind_int64(st, i++, d->prompt_tokens);
+    sdb_bind_int64(st, i++, d->completion_tokens);
     return step_kept(st, d->by_route ? "daily route aggregate" : "daily aggregate");
 }
 
@@ -256,8 +256,8 @@ static int write_batch(struct usage_record *list)
     struct daily_sum sums[MAX_GROUPS], rsums[MAX_GROUPS];
     int nsums = 0, nrsums = 0;
     /* Not db_exec: its generic "sqlite:" line would say the same as the outage's. */
-    if (sqlite3_exec(q_db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
-        str_copy(last_error, sizeof last_error, sqlite3_errmsg(q_db));
+    if (sdb_exec(q_db, "BEGIN IMMEDIATE") != SDB_OK) {
+        str_copy(last_error, sizeof last_error, sdb_errmsg(q_db));
         return -1;
     }
     enum { MAX_QUOTA_SUMS = 64 };
@@ -283,10 +283,10 @@ static int write_batch(struct usage_record *list)
             (u->sem_audit && cache_store_audit(u->sem_audit) != 0))
             goto fail;
         if (u->settle_key_id) {
-            sqlite3_reset(st_settle);
-            sqlite3_bind_int64(st_settle, 1, u->settle_key_id);
-            sqlite3_bind_text(st_settle, 2, u->settle_period, -1, SQLITE_TRANSIENT);
-            sqlite3_bind_int64(st_settle, 3, u->settle_tokens);
+            sdb_reset(st_settle);
+            sdb_bind_int64(st_settle, 1, u->settle_key_id);
+            sdb_bind_text(st_settle, 2, u->settle_period, -1, SDB_TRANSIENT);
+            sdb_bind_int64(st_settle, 3, u->settle_tokens);
             if (step_kept(st_settle, "token settlement") != 0)
                 goto fail;
         }
@@ -312,7 +312,7 @@ static int write_batch(struct usage_record *list)
         return 0;
     }
 fail:
-    str_copy(last_error, sizeof last_error, sqlite3_errmsg(q_db));
+    str_copy(last_error, sizeof last_error, sdb_errmsg(q_db));
     cache_store_done(0);            /* undone while the write lock is still held: no re-sum sees half */
     db_exec(q_db, "ROLLBACK");
     return -1;
@@ -476,12 +476,12 @@ int usage_writer_start(const struct conf *c)
     q_db = db_open(c->database, 0);
     if (!q_db)
         return -1;
-    if (sqlite3_prepare_v3(q_db, SQL_EVENT, -1, SQLITE_PREPARE_PERSISTENT, &st_event, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(q_db, SQL_DAILY, -1, SQLITE_PREPARE_PERSISTENT, &st_daily, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(q_db, SQL_ROUTE, -1, SQLITE_PREPARE_PERSISTENT, &st_route, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(q_db, SQL_SETTLE, -1, SQLITE_PREPARE_PERSISTENT, &st_settle, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v3(q_db, SQL_QUOTA_ADD, -1, SQLITE_PREPARE_PERSISTENT, &st_quota, NULL) != SQLITE_OK) {
-        log_error("usage writer: %s", sqlite3_errmsg(q_db));
+    if (sdb_prepare_persistent(q_db, SQL_EVENT, &st_event) != SDB_OK ||
+        sdb_prepare_persistent(q_db, SQL_DAILY, &st_daily) != SDB_OK ||
+        sdb_prepare_persistent(q_db, SQL_ROUTE, &st_route) != SDB_OK ||
+        sdb_prepare_persistent(q_db, SQL_SETTLE, &st_settle) != SDB_OK ||
+        sdb_prepare_persistent(q_db, SQL_QUOTA_ADD, &st_quota) != SDB_OK) {
+        log_error("usage writer: %s", sdb_errmsg(q_db));
         return -1;
     }
     if (cache_store_open(q_db, c, q_shm) != 0)
@@ -534,11 +534,11 @@ void usage_writer_stop(void)
     pthread_mutex_unlock(&q_lock);
     pthread_join(q_thread, NULL);
     log_flush_repeats(1);         /* the writer was the one flushing them */
-    sqlite3_finalize(st_event);
-    sqlite3_finalize(st_daily);
-    sqlite3_finalize(st_route);
-    sqlite3_finalize(st_settle);
-    sqlite3_finalize(st_quota);
+    sdb_finalize(st_event);
+    sdb_finalize(st_daily);
+    sdb_finalize(st_route);
+    sdb_finalize(st_settle);
+    sdb_finalize(st_quota);
     cache_store_close();
     db_close(q_db);
 }

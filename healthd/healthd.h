@@ -9,7 +9,7 @@
 #include "shm.h"
 
 #include <curl/curl.h>
-#include <sqlite3.h>
+#include "sdb.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,29 +53,29 @@ struct hd_config {
 /* ---- record.c: every database read and write of sluice-healthd ---- */
 
 /* Reads endpoints, replicas, nodes and active alerts into cfg (strings in a). */
-int record_load(sqlite3 *db, struct arena *a, struct hd_config *cfg);
-int record_begin(sqlite3 *db);                  /* BEGIN IMMEDIATE */
-int record_commit(sqlite3 *db);                 /* COMMIT, ROLLBACK on failure */
-void record_rollback(sqlite3 *db);
-int record_failures(sqlite3 *db, int64_t replica_id, int failures);
+int record_load(struct sdb *db, struct arena *a, struct hd_config *cfg);
+int record_begin(struct sdb *db);                  /* BEGIN IMMEDIATE */
+int record_commit(struct sdb *db);                 /* COMMIT, ROLLBACK on failure */
+void record_rollback(struct sdb *db);
+int record_failures(struct sdb *db, int64_t replica_id, int failures);
 /* R-HC-2: healthy = 0, audit record, ENDPOINT_UNHEALTHY alert (once per replica). */
-int record_removed(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e, int failures,
+int record_removed(struct sdb *db, const struct hd_replica *r, const struct hd_endpoint *e, int failures,
                    const char *reason);
 /* R-HC-2: healthy = 1, failures 0, alert RECOVERED, audit record (how: probe, data plane, ...). */
-int record_recovered(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e, const char *how);
+int record_recovered(struct sdb *db, const struct hd_replica *r, const struct hd_endpoint *e, const char *how);
 /* R-HC-4: resolves the replica's stale ACTIVE alert (it is healthy already). */
-int record_resolve_alert(sqlite3 *db, int64_t replica_id);
+int record_resolve_alert(struct sdb *db, int64_t replica_id);
 /* R-HC-4: resolves alerts of replicas that no longer exist. */
-int record_resolve_orphans(sqlite3 *db);
+int record_resolve_orphans(struct sdb *db);
 /* R-WAKE-1: a woken sleeping replica becomes `running`, with an audit record. */
-int record_woken(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e);
+int record_woken(struct sdb *db, const struct hd_replica *r, const struct hd_endpoint *e);
 /* R-HC-7: the node's last GPU temperature (not a configuration change). */
-int record_temperature(sqlite3 *db, int64_t node_id, int deci_celsius, int64_t at_s);
+int record_temperature(struct sdb *db, int64_t node_id, int deci_celsius, int64_t at_s);
 
 /* ---- round.c: one round ---- */
 
 struct round {
-    sqlite3 *db;
+    struct sdb *db;
     struct shm *shm;
     const struct conf *conf;
     int64_t seq;                  /* round number since the epoch (now / round_ms): business probes every N */

@@ -197,7 +197,7 @@ int main(int argc, char **argv)
     int lock_fd = lock_take(conf.database, conf.health_lock_wait_ms);
     if (lock_fd < 0)
         return 0;               /* R-HC-9: one at a time; the running one does the work */
-    sqlite3 *db = db_open(conf.database, 0);
+    struct sdb *db = db_open(conf.database, 0);
     struct shm shm = {NULL, -1};
     ino_t ino = 0;
     if (!db || shm_follow(&shm, conf.state_file, &ino) != 0) {

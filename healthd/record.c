@@ -12,99 +12,99 @@
 #define ALERT_TYPE "ENDPOINT_UNHEALTHY"
 
 /* Runs one statement; types: 'i' int64_t, 't' const char * (NULL binds NULL). */
-static int run(sqlite3 *db, const char *sql, const char *types, ...)
+static int run(struct sdb *db, const char *sql, const char *types, ...)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        log_error("healthd: %s", sqlite3_errmsg(db));
+    struct sdb_stmt *st;
+    if (sdb_prepare(db, sql, &st) != SDB_OK) {
+        log_error("healthd: %s", sdb_errmsg(db));
         return -1;
     }
     va_list ap;
     va_start(ap, types);
     for (int i = 0; types[i]; i++) {
         if (types[i] == 'i') {
-            sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+            sdb_bind_int64(st, i + 1, va_arg(ap, int64_t));
         } else {
             const char *s = va_arg(ap, const char *);
             if (s)
-                sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT);
+                sdb_bind_text(st, i + 1, s, -1, SDB_TRANSIENT);
             else
-                sqlite3_bind_null(st, i + 1);
+                sdb_bind_null(st, i + 1);
         }
     }
     va_end(ap);
-    int rc = sqlite3_step(st);
-    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        log_error("healthd: %s", sqlite3_errmsg(db));
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -1;
+    int rc = sdb_step(st);
+    if (rc != SDB_DONE && rc != SDB_ROW)
+        log_error("healthd: %s", sdb_errmsg(db));
+    sdb_finalize(st);
+    return rc == SDB_DONE || rc == SDB_ROW ? 0 : -1;
 }
 
-static int64_t count(sqlite3 *db, const char *sql)
+static int64_t count(struct sdb *db, const char *sql)
 {
-    sqlite3_stmt *st;
+    struct sdb_stmt *st;
     int64_t n = -1;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    if (sdb_prepare(db, sql, &st) != SDB_OK)
         return -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    if (sdb_step(st) == SDB_ROW)
+        n = sdb_column_int64(st, 0);
+    sdb_finalize(st);
     return n;
 }
 
-static const char *text(struct arena *a, sqlite3_stmt *st, int col)
+static const char *text(struct arena *a, struct sdb_stmt *st, int col)
 {
-    const unsigned char *t = sqlite3_column_text(st, col);
+    const unsigned char *t = sdb_column_text(st, col);
     return t ? arena_strdup(a, (const char *)t) : NULL;
 }
 
 /* Steps sql and hands each row to row(); at most max rows. Returns the count or -1. */
-static int each(sqlite3 *db, const char *sql, int max, void (*row)(void *, struct arena *, sqlite3_stmt *, int),
+static int each(struct sdb *db, const char *sql, int max, void (*row)(void *, struct arena *, struct sdb_stmt *, int),
                 void *arg, struct arena *a)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        log_error("healthd: %s", sqlite3_errmsg(db));
+    struct sdb_stmt *st;
+    if (sdb_prepare(db, sql, &st) != SDB_OK) {
+        log_error("healthd: %s", sdb_errmsg(db));
         return -1;
     }
     int rc, n = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < max)
+    while ((rc = sdb_step(st)) == SDB_ROW && n < max)
         row(arg, a, st, n++);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
-        log_error("healthd: %s", sqlite3_errmsg(db));
+    sdb_finalize(st);
+    if (rc != SDB_ROW && rc != SDB_DONE) {
+        log_error("healthd: %s", sdb_errmsg(db));
         return -1;
     }
     return n;
 }
 
-static void endpoint_row(void *arg, struct arena *a, sqlite3_stmt *st, int i)
+static void endpoint_row(void *arg, struct arena *a, struct sdb_stmt *st, int i)
 {
     struct hd_endpoint *e = &((struct hd_endpoint *)arg)[i];
-    e->id = sqlite3_column_int64(st, 0);
-    e->tenant_id = sqlite3_column_int64(st, 1);
+    e->id = sdb_column_int64(st, 0);
+    e->tenant_id = sdb_column_int64(st, 1);
     e->name = text(a, st, 2);
     e->health_path = text(a, st, 3);
     e->protocol = text(a, st, 4);
     /* R-SEC-9: stored sealed; a credential that cannot be opened is logged and not sent. */
-    char *auth = secret_open_endpoint(sqlite3_db_filename(sqlite3_db_handle(st), "main"), e->id, e->name,
-                                      (const char *)sqlite3_column_text(st, 5));
+    char *auth = secret_open_endpoint(sdb_filename(sdb_stmt_db(st)), e->id, e->name,
+                                      (const char *)sdb_column_text(st, 5));
     e->upstream_auth = auth ? arena_strdup(a, auth) : NULL;
     secret_free(auth);
-    e->health_check = sqlite3_column_int(st, 6);
-    e->failure_threshold = sqlite3_column_int(st, 7);
-    e->start_period_seconds = sqlite3_column_int(st, 8);
-    e->business_probe_rounds = sqlite3_column_int(st, 9);
+    e->health_check = sdb_column_int(st, 6);
+    e->failure_threshold = sdb_column_int(st, 7);
+    e->start_period_seconds = sdb_column_int(st, 8);
+    e->business_probe_rounds = sdb_column_int(st, 9);
     e->probe_model = text(a, st, 10);
     e->anthropic_version = text(a, st, 11);
     e->slot = -1;
 }
 
-static void replica_row(void *arg, struct arena *a, sqlite3_stmt *st, int i)
+static void replica_row(void *arg, struct arena *a, struct sdb_stmt *st, int i)
 {
     struct hd_replica *r = &((struct hd_replica *)arg)[i];
-    r->id = sqlite3_column_int64(st, 0);
-    r->ep = (int)sqlite3_column_int64(st, 1);          /* endpoint id until record_load maps it */
+    r->id = sdb_column_int64(st, 0);
+    r->ep = (int)sdb_column_int64(st, 1);          /* endpoint id until record_load maps it */
     char *url = (char *)text(a, st, 2);
     size_t n = url ? strlen(url) : 0;
     while (n > 0 && url[n - 1] == '/')
@@ -112,27 +112,27 @@ static void replica_row(void *arg, struct arena *a, sqlite3_stmt *st, int i)
     r->url = url ? url : "";
     r->engine = text(a, st, 3);
     r->state = text(a, st, 4);
-    r->healthy = sqlite3_column_int(st, 5);
-    r->failures = sqlite3_column_int(st, 6);
-    r->started_s = sqlite3_column_int64(st, 7);
-    r->has_alert = sqlite3_column_int(st, 8);
+    r->healthy = sdb_column_int(st, 5);
+    r->failures = sdb_column_int(st, 6);
+    r->started_s = sdb_column_int64(st, 7);
+    r->has_alert = sdb_column_int(st, 8);
     r->slot = -1;
 }
 
-static void node_row(void *arg, struct arena *a, sqlite3_stmt *st, int i)
+static void node_row(void *arg, struct arena *a, struct sdb_stmt *st, int i)
 {
     struct hd_node *nd = &((struct hd_node *)arg)[i];
-    nd->id = sqlite3_column_int64(st, 0);
+    nd->id = sdb_column_int64(st, 0);
     nd->name = text(a, st, 1);
     const char *url = text(a, st, 2);
     nd->metrics_url = url && *url ? url : NULL;
-    nd->has_pushed = sqlite3_column_type(st, 3) != SQLITE_NULL && sqlite3_column_type(st, 4) != SQLITE_NULL;
-    nd->pushed_deci = (int)(sqlite3_column_double(st, 3) * 10 + (sqlite3_column_double(st, 3) >= 0 ? 0.5 : -0.5));
-    nd->pushed_at_s = sqlite3_column_int64(st, 4);
+    nd->has_pushed = sdb_column_type(st, 3) != SDB_NULL && sdb_column_type(st, 4) != SDB_NULL;
+    nd->pushed_deci = (int)(sdb_column_double(st, 3) * 10 + (sdb_column_double(st, 3) >= 0 ? 0.5 : -0.5));
+    nd->pushed_at_s = sdb_column_int64(st, 4);
     nd->slot = -1;
 }
 
-int record_load(sqlite3 *db, struct arena *a, struct hd_config *cfg)
+int record_load(struct sdb *db, struct arena *a, struct hd_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     if (run(db, "BEGIN", "") != 0)
@@ -186,9 +186,9 @@ out:
     return rc;
 }
 
-int record_begin(sqlite3 *db) { return run(db, "BEGIN IMMEDIATE", ""); }
+int record_begin(struct sdb *db) { return run(db, "BEGIN IMMEDIATE", ""); }
 
-int record_commit(sqlite3 *db)
+int record_commit(struct sdb *db)
 {
     if (run(db, "COMMIT", "") == 0)
         return 0;
@@ -196,16 +196,16 @@ int record_commit(sqlite3 *db)
     return -1;
 }
 
-void record_rollback(sqlite3 *db) { run(db, "ROLLBACK", ""); }
+void record_rollback(struct sdb *db) { run(db, "ROLLBACK", ""); }
 
-int record_failures(sqlite3 *db, int64_t replica_id, int failures)
+int record_failures(struct sdb *db, int64_t replica_id, int failures)
 {
     /* Not a configuration change: 003_health.sql's trigger ignores this column. */
     return run(db, "UPDATE replicas SET consecutive_failures = ?1 WHERE id = ?2", "ii", (int64_t)failures,
                replica_id);
 }
 
-static int audit(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e, const char *action,
+static int audit(struct sdb *db, const struct hd_replica *r, const struct hd_endpoint *e, const char *action,
                  int healthy_before, int healthy_after, int failures, const char *why)
 {
     return run(db,
@@ -219,7 +219,7 @@ static int audit(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoi
                r->state, why, strcmp(action, "wake") == 0 ? "running" : r->state);
 }
 
-int record_removed(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e, int failures,
+int record_removed(struct sdb *db, const struct hd_replica *r, const struct hd_endpoint *e, int failures,
                    const char *reason)
 {
     char msg[512];
@@ -236,7 +236,7 @@ int record_removed(sqlite3 *db, const struct hd_replica *r, const struct hd_endp
                "iiit", e->tenant_id, e->id, r->id, msg);
 }
 
-int record_resolve_alert(sqlite3 *db, int64_t replica_id)
+int record_resolve_alert(struct sdb *db, int64_t replica_id)
 {
     return run(db,
                "UPDATE alerts SET status = 'RECOVERED', resolved_at = CAST(strftime('%s','now') AS INTEGER)"
@@ -244,7 +244,7 @@ int record_resolve_alert(sqlite3 *db, int64_t replica_id)
                "i", replica_id);
 }
 
-int record_recovered(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e, const char *how)
+int record_recovered(struct sdb *db, const struct hd_replica *r, const struct hd_endpoint *e, const char *how)
 {
     if (run(db, "UPDATE replicas SET healthy = 1, consecutive_failures = 0 WHERE id = ?1", "i", r->id) != 0 ||
         record_resolve_alert(db, r->id) != 0)
@@ -252,7 +252,7 @@ int record_recovered(sqlite3 *db, const struct hd_replica *r, const struct hd_en
     return audit(db, r, e, "recover", 0, 1, 0, how);
 }
 
-int record_resolve_orphans(sqlite3 *db)
+int record_resolve_orphans(struct sdb *db)
 {
     return run(db,
                "UPDATE alerts SET status = 'RECOVERED', resolved_at = CAST(strftime('%s','now') AS INTEGER)"
@@ -260,7 +260,7 @@ int record_resolve_orphans(sqlite3 *db)
                " AND replica_id NOT IN (SELECT id FROM replicas)", "");
 }
 
-int record_woken(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoint *e)
+int record_woken(struct sdb *db, const struct hd_replica *r, const struct hd_endpoint *e)
 {
     /* The state change also restarts the start grace (003_health.sql trigger). */
     if (run(db, "UPDATE replicas SET state = 'running' WHERE id = ?1 AND state = 'sleeping'", "i", r->id) != 0)
@@ -268,7 +268,7 @@ int record_woken(sqlite3 *db, const struct hd_replica *r, const struct hd_endpoi
     return audit(db, r, e, "wake", r->healthy, r->healthy, r->failures, "woken on demand");
 }
 
-int record_temperature(sqlite3 *db, int64_t node_id, int deci_celsius, int64_t at_s)
+int record_temperature(struct sdb *db, int64_t node_id, int deci_celsius, int64_t at_s)
 {
     return run(db, "UPDATE nodes SET gpu_temperature = ?1 / 10.0, temperature_at = ?2 WHERE id = ?3", "iii",
                (int64_t)deci_celsius, at_s, node_id);

@@ -1,4 +1,4 @@
-/* db.c: SQLite connection set-up and schema migration. */
+/* db.c: opening the system of record and migrating its schema. */
 #include "db.h"
 
 #include "log.h"
@@ -10,36 +10,34 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int db_exec(sqlite3 *db, const char *sql)
+int db_exec(struct sdb *db, const char *sql)
 {
-    char *err = NULL;
-    if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK) {
-        log_error("sqlite: %s", err ? err : sqlite3_errmsg(db));
-        sqlite3_free(err);
+    if (sdb_exec(db, sql) != SDB_OK) {
+        log_error("%s: %s", sdb_engine_name(db), sdb_errmsg(db));
         return -1;
     }
     return 0;
 }
 
-int db_begin_read(sqlite3 *db) { return db_exec(db, "BEGIN"); }
+int db_begin_read(struct sdb *db) { return db_exec(db, "BEGIN"); }
 
-void db_end_read(sqlite3 *db) { db_exec(db, "COMMIT"); }
+void db_end_read(struct sdb *db) { db_exec(db, "COMMIT"); }
 
 int db_schema_version(void) { return db_migrations[db_migrations_count - 1].version; }
 
-static int db_user_version(sqlite3 *db)
+static int db_user_version(struct sdb *db)
 {
-    sqlite3_stmt *st;
+    struct sdb_stmt *st;
     int v = -1;
-    if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL) != SQLITE_OK)
+    if (sdb_prepare(db, "PRAGMA user_version", &st) != SDB_OK)
         return -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int(st, 0);
-    sqlite3_finalize(st);
+    if (sdb_step(st) == SDB_ROW)
+        v = sdb_column_int(st, 0);
+    sdb_finalize(st);
     return v;
 }
 
-static int db_migrate(sqlite3 *db, const char *path)
+static int db_migrate(struct sdb *db, const char *path)
 {
     /* BEGIN IMMEDIATE serialises concurrent first starts of several processes. */
     if (db_exec(db, "BEGIN IMMEDIATE") != 0)
@@ -90,9 +88,9 @@ int db_protect(const char *path)
     return rc;
 }
 
-sqlite3 *db_open(const char *path, int create)
+struct sdb *db_open(const char *path, int create)
 {
-    sqlite3 *db = NULL;
+    struct sdb *db = NULL;
     /* R-SEC-9: a new database is created 0640 here, not 0644 by SQLite, which gives its
      * -wal and -shm files the database's mode. */
     if (create && path[0] != ':' && strncmp(path, "file:", 5) != 0) {   /* not :memory: or a URI */
@@ -103,23 +101,19 @@ sqlite3 *db_open(const char *path, int create)
             close(fd);
         }
     }
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (create ? SQLITE_OPEN_CREATE : 0);
-    if (sqlite3_open_v2(path, &db, flags, NULL) != SQLITE_OK) {
-        log_error("cannot open database %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
-        sqlite3_close(db);
+    if (!(db = sdb_open(path, create)))
         return NULL;
-    }
-    sqlite3_busy_timeout(db, 5000);
+    sdb_busy_timeout(db, 5000);
     if (db_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;") != 0 ||
         db_migrate(db, path) != 0) {
-        sqlite3_close(db);
+        sdb_close(db);
         return NULL;
     }
     return db;
 }
 
-void db_close(sqlite3 *db)
+void db_close(struct sdb *db)
 {
     if (db)
-        sqlite3_close(db);
+        sdb_close(db);
 }

@@ -2,13 +2,13 @@
 #ifndef SLUICE_DB_H
 #define SLUICE_DB_H
 
-#include <sqlite3.h>
+#include "sdb.h"
 
 /* Opens (creating if asked) the database in WAL mode with a busy timeout and
  * foreign keys on, and brings the schema up to date (PRAGMA user_version).
  * Returns NULL and logs why on failure. The caller owns the handle. */
-sqlite3 *db_open(const char *path, int create);
-void db_close(sqlite3 *db);
+struct sdb *db_open(const char *path, int create);
+void db_close(struct sdb *db);
 
 /* R-SEC-9: the mode of the database file and its -wal and -shm. */
 #define DB_FILE_MODE 0640
@@ -17,11 +17,11 @@ void db_close(sqlite3 *db);
 int db_protect(const char *path);
 
 /* Runs SQL text with no parameters (schema, BEGIN/COMMIT). 0 or -1 (logged). */
-int db_exec(sqlite3 *db, const char *sql);
+int db_exec(struct sdb *db, const char *sql);
 
 /* A consistent read of several statements (BEGIN / COMMIT). */
-int db_begin_read(sqlite3 *db);
-void db_end_read(sqlite3 *db);
+int db_begin_read(struct sdb *db);
+void db_end_read(struct sdb *db);
 
 /* The schema version this build writes. */
 int db_schema_version(void);

@@ -17,7 +17,7 @@ int session_token_shape(const char *token)
     return 1;
 }
 
-int session_lookup(sqlite3 *db, const char *token, int64_t *user_id)
+int session_lookup(struct sdb *db, const char *token, int64_t *user_id)
 {
     char hash[65];
     if (!db || !session_token_shape(token))
@@ -25,17 +25,17 @@ int session_lookup(sqlite3 *db, const char *token, int64_t *user_id)
     /* Looked up by SHA-256: equal hashes are the only match, so the comparison
      * reveals nothing of the token (R-SEC-6). */
     sha256_hex(token, strlen(token), hash);
-    sqlite3_stmt *st = NULL;
+    struct sdb_stmt *st = NULL;
     int ret = -1;
-    if (sqlite3_prepare_v2(db, "SELECT user_id FROM sessions WHERE token_hash = ?1"
-                           " AND expires_at > ?2", -1, &st, NULL) != SQLITE_OK)
+    if (sdb_prepare(db, "SELECT user_id FROM sessions WHERE token_hash = ?1"
+                           " AND expires_at > ?2", &st) != SDB_OK)
         return -1;
-    if (sqlite3_bind_text(st, 1, hash, 64, SQLITE_TRANSIENT) == SQLITE_OK &&
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)time(NULL)) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW) {
-        *user_id = sqlite3_column_int64(st, 0);
+    if (sdb_bind_text(st, 1, hash, 64, SDB_TRANSIENT) == SDB_OK &&
+        sdb_bind_int64(st, 2, (int64_t)time(NULL)) == SDB_OK &&
+        sdb_step(st) == SDB_ROW) {
+        *user_id = sdb_column_int64(st, 0);
         ret = 0;
     }
-    sqlite3_finalize(st);
+    sdb_finalize(st);
     return ret;
 }

@@ -2,7 +2,7 @@
 #ifndef SLUICE_SESSION_H
 #define SLUICE_SESSION_H
 
-#include <sqlite3.h>
+#include "sdb.h"
 #include <stdint.h>
 
 /* A session token is "ses-" + 43 characters [A-Za-z0-9]. The admin CGI sets it as
@@ -19,6 +19,6 @@ int session_token_shape(const char *token);
 /* 0 with *user_id set when token names a live (unexpired) session; -1 otherwise
  * (malformed, unknown, expired, database error). Thread-safe on its own connection;
  * the token is hashed, never logged. */
-int session_lookup(sqlite3 *db, const char *token, int64_t *user_id);
+int session_lookup(struct sdb *db, const char *token, int64_t *user_id);
 
 #endif

@@ -14,57 +14,57 @@
 static pthread_mutex_t current_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct snapshot *current;   /* holds one reference of its own */
 
-int64_t snapshot_db_version(sqlite3 *db)
+int64_t snapshot_db_version(struct sdb *db)
 {
-    sqlite3_stmt *st;
+    struct sdb_stmt *st;
     int64_t v = -1;
-    if (sqlite3_prepare_v2(db, "SELECT v FROM config_version WHERE id = 1", -1, &st, NULL) != SQLITE_OK)
+    if (sdb_prepare(db, "SELECT v FROM config_version WHERE id = 1", &st) != SDB_OK)
         return -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    if (sdb_step(st) == SDB_ROW)
+        v = sdb_column_int64(st, 0);
+    sdb_finalize(st);
     return v;
 }
 
-static const char *col_str(struct arena *a, sqlite3_stmt *st, int i)
+static const char *col_str(struct arena *a, struct sdb_stmt *st, int i)
 {
-    const unsigned char *t = sqlite3_column_text(st, i);
+    const unsigned char *t = sdb_column_text(st, i);
     return t ? arena_strdup(a, (const char *)t) : NULL;
 }
 
 /* Runs a query and calls row() for each row; counts rows into *n. */
-static int each_row(sqlite3 *db, const char *sql, void (*row)(struct snapshot *, sqlite3_stmt *, int),
+static int each_row(struct sdb *db, const char *sql, void (*row)(struct snapshot *, struct sdb_stmt *, int),
                     struct snapshot *s, int *n)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        log_error("snapshot: %s", sqlite3_errmsg(db));
+    struct sdb_stmt *st;
+    if (sdb_prepare(db, sql, &st) != SDB_OK) {
+        log_error("snapshot: %s", sdb_errmsg(db));
         return -1;
     }
     int rc, i = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+    while ((rc = sdb_step(st)) == SDB_ROW) {
         if (row)
             row(s, st, i);
         i++;
     }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        log_error("snapshot: %s", sqlite3_errmsg(db));
+    sdb_finalize(st);
+    if (rc != SDB_DONE) {
+        log_error("snapshot: %s", sdb_errmsg(db));
         return -1;
     }
     *n = i;
     return 0;
 }
 
-static int64_t count(sqlite3 *db, const char *table_sql)
+static int64_t count(struct sdb *db, const char *table_sql)
 {
-    sqlite3_stmt *st;
+    struct sdb_stmt *st;
     int64_t n = -1;
-    if (sqlite3_prepare_v2(db, table_sql, -1, &st, NULL) != SQLITE_OK)
+    if (sdb_prepare(db, table_sql, &st) != SDB_OK)
         return -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        n = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    if (sdb_step(st) == SDB_ROW)
+        n = sdb_column_int64(st, 0);
+    sdb_finalize(st);
     return n;
 }
 
@@ -83,11 +83,11 @@ static int endpoint_index(const struct snapshot *s, int64_t id)
     return -1;
 }
 
-static void tenant_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void tenant_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
-    s->tenants[i].id = sqlite3_column_int64(st, 0);
+    s->tenants[i].id = sdb_column_int64(st, 0);
     s->tenants[i].name = col_str(&s->mem, st, 1);
-    s->tenants[i].weight = sqlite3_column_int(st, 2) > 0 ? sqlite3_column_int(st, 2) : 1;
+    s->tenants[i].weight = sdb_column_int(st, 2) > 0 ? sdb_column_int(st, 2) : 1;
     if (strcmp(s->tenants[i].name, "default") == 0)
         s->default_tenant_id = s->tenants[i].id;
 }
@@ -105,43 +105,43 @@ static enum lb_algorithm parse_algorithm(const char *a)
     return LB_ROUND_ROBIN;
 }
 
-static void endpoint_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void endpoint_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_endpoint *e = &s->endpoints[i];
-    e->id = sqlite3_column_int64(st, 0);
-    e->tenant_id = sqlite3_column_int64(st, 1);
+    e->id = sdb_column_int64(st, 0);
+    e->tenant_id = sdb_column_int64(st, 1);
     e->name = col_str(&s->mem, st, 2);
-    e->algorithm = parse_algorithm((const char *)sqlite3_column_text(st, 3));
-    const char *proto = (const char *)sqlite3_column_text(st, 4);
+    e->algorithm = parse_algorithm((const char *)sdb_column_text(st, 3));
+    const char *proto = (const char *)sdb_column_text(st, 4);
     e->protocol = proto && strcmp(proto, "anthropic") == 0 ? PROTO_ANTHROPIC : PROTO_OPENAI;
-    e->affinity = sqlite3_column_int(st, 5);
-    e->connect_timeout_ms = sqlite3_column_int(st, 6);
-    e->first_byte_timeout_ms = sqlite3_column_int(st, 7);
-    e->idle_timeout_ms = sqlite3_column_int(st, 8);
-    e->stream_guard = sqlite3_column_int(st, 9);
+    e->affinity = sdb_column_int(st, 5);
+    e->connect_timeout_ms = sdb_column_int(st, 6);
+    e->first_byte_timeout_ms = sdb_column_int(st, 7);
+    e->idle_timeout_ms = sdb_column_int(st, 8);
+    e->stream_guard = sdb_column_int(st, 9);
     /* R-SEC-9: stored sealed; the snapshot keeps the opened value (process memory). One
      * that cannot be opened is logged (secret.c) and counts as no credential. */
-    char *auth = secret_open_endpoint(sqlite3_db_filename(sqlite3_db_handle(st), "main"), e->id, e->name,
-                                      (const char *)sqlite3_column_text(st, 10));
+    char *auth = secret_open_endpoint(sdb_filename(sdb_stmt_db(st)), e->id, e->name,
+                                      (const char *)sdb_column_text(st, 10));
     e->upstream_auth = auth ? arena_strdup(&s->mem, auth) : NULL;
     secret_free(auth);
     e->first_replica = 0;
     e->n_replicas = 0;
     e->slot = -1;
     e->health_path = col_str(&s->mem, st, 11);
-    e->health_check = sqlite3_column_int(st, 12);
-    e->start_period_seconds = sqlite3_column_int(st, 13);
+    e->health_check = sdb_column_int(st, 12);
+    e->start_period_seconds = sdb_column_int(st, 13);
     const char *wake = col_str(&s->mem, st, 14);
     e->wake_url = wake && *wake ? wake : NULL;
     e->anthropic_version = col_str(&s->mem, st, 15);
     if (!e->anthropic_version || !*e->anthropic_version)
         e->anthropic_version = "2023-06-01";
-    e->default_max_tokens = sqlite3_column_int64(st, 16);
+    e->default_max_tokens = sdb_column_int64(st, 16);
     if (e->default_max_tokens <= 0)
         e->default_max_tokens = 4096;
-    e->max_concurrency = sqlite3_column_int(st, 17);
-    e->queue_max = sqlite3_column_int(st, 18);
-    e->queue_timeout_ms = sqlite3_column_int(st, 19);
+    e->max_concurrency = sdb_column_int(st, 17);
+    e->queue_max = sdb_column_int(st, 18);
+    e->queue_timeout_ms = sdb_column_int(st, 19);
     e->capped = e->max_concurrency > 0;
 }
 
@@ -160,38 +160,38 @@ static int node_index(const struct snapshot *s, int64_t id)
     return -1;
 }
 
-static void node_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void node_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_node *n = &s->nodes[i];
-    n->id = sqlite3_column_int64(st, 0);
+    n->id = sdb_column_int64(st, 0);
     n->name = col_str(&s->mem, st, 1);
-    const char *status = (const char *)sqlite3_column_text(st, 2);
+    const char *status = (const char *)sdb_column_text(st, 2);
     n->status = status && strcmp(status, "offline") == 0    ? NODE_OFFLINE
                 : status && strcmp(status, "borrowed") == 0 ? NODE_BORROWED
                                                             : NODE_ONLINE;
     n->slot = -1;
 }
 
-static void replica_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void replica_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_replica *r = &s->replicas[i];
-    r->id = sqlite3_column_int64(st, 0);
-    r->endpoint = endpoint_index(s, sqlite3_column_int64(st, 1));
+    r->id = sdb_column_int64(st, 0);
+    r->endpoint = endpoint_index(s, sdb_column_int64(st, 1));
     char *url = (char *)col_str(&s->mem, st, 2);
     size_t n = strlen(url);
     while (n > 0 && url[n - 1] == '/')
         url[--n] = '\0';
     r->url = url;
     r->engine = col_str(&s->mem, st, 3);
-    r->weight = sqlite3_column_int(st, 4);
-    r->max_concurrency = sqlite3_column_int(st, 5);
-    const char *state = (const char *)sqlite3_column_text(st, 6);
+    r->weight = sdb_column_int(st, 4);
+    r->max_concurrency = sdb_column_int(st, 5);
+    const char *state = (const char *)sdb_column_text(st, 6);
     r->state = !state || strcmp(state, "running") == 0 ? REPLICA_RUNNING
                : strcmp(state, "sleeping") == 0       ? REPLICA_SLEEPING
                                                       : REPLICA_DISABLED;
-    r->healthy = sqlite3_column_int(st, 7);
+    r->healthy = sdb_column_int(st, 7);
     r->slot = -1;
-    r->node = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : node_index(s, sqlite3_column_int64(st, 8));
+    r->node = sdb_column_type(st, 8) == SDB_NULL ? -1 : node_index(s, sdb_column_int64(st, 8));
 }
 
 static enum cache_mode parse_cache_mode(const char *m)
@@ -203,23 +203,23 @@ static enum cache_mode parse_cache_mode(const char *m)
     return CACHE_OFF;
 }
 
-static void route_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void route_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_route *r = &s->routes[i];
-    r->id = sqlite3_column_int64(st, 0);
-    r->tenant_id = sqlite3_column_int64(st, 1);
+    r->id = sdb_column_int64(st, 0);
+    r->tenant_id = sdb_column_int64(st, 1);
     r->model = col_str(&s->mem, st, 2);
-    r->endpoint = endpoint_index(s, sqlite3_column_int64(st, 3));
-    r->priority = sqlite3_column_int(st, 4);
-    r->weight = sqlite3_column_int(st, 5);
+    r->endpoint = endpoint_index(s, sdb_column_int64(st, 3));
+    r->priority = sdb_column_int(st, 4);
+    r->weight = sdb_column_int(st, 5);
     const char *t = col_str(&s->mem, st, 6);
     r->target_model = t && *t ? t : NULL;
-    r->created_at = sqlite3_column_int64(st, 7);
-    r->cache = sqlite3_column_type(st, 8) == SQLITE_NULL ? CACHE_INHERIT
-               : parse_cache_mode((const char *)sqlite3_column_text(st, 8));
-    r->cache_ttl_s = sqlite3_column_int(st, 9);
-    r->mirror = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : endpoint_index(s, sqlite3_column_int64(st, 10));
-    r->mirror_percent = sqlite3_column_int(st, 11);
+    r->created_at = sdb_column_int64(st, 7);
+    r->cache = sdb_column_type(st, 8) == SDB_NULL ? CACHE_INHERIT
+               : parse_cache_mode((const char *)sdb_column_text(st, 8));
+    r->cache_ttl_s = sdb_column_int(st, 9);
+    r->mirror = sdb_column_type(st, 10) == SDB_NULL ? -1 : endpoint_index(s, sdb_column_int64(st, 10));
+    r->mirror_percent = sdb_column_int(st, 11);
 }
 
 static enum role parse_role(const char *r)
@@ -261,53 +261,53 @@ static const char **split_list(struct arena *a, const char *text, int *n)
     return out;
 }
 
-static void key_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void key_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_key *k = &s->keys[i];
-    const char *hash = (const char *)sqlite3_column_text(st, 0);
+    const char *hash = (const char *)sdb_column_text(st, 0);
     snprintf(k->hash, sizeof k->hash, "%s", hash ? hash : "");
-    k->id = sqlite3_column_int64(st, 1);
-    k->user_id = sqlite3_column_int64(st, 2);
-    k->tenant_id = sqlite3_column_int64(st, 3);
-    k->endpoint = sqlite3_column_type(st, 4) == SQLITE_NULL
-                      ? -1 : endpoint_index(s, sqlite3_column_int64(st, 4));
-    k->role = parse_role((const char *)sqlite3_column_text(st, 5));
+    k->id = sdb_column_int64(st, 1);
+    k->user_id = sdb_column_int64(st, 2);
+    k->tenant_id = sdb_column_int64(st, 3);
+    k->endpoint = sdb_column_type(st, 4) == SDB_NULL
+                      ? -1 : endpoint_index(s, sdb_column_int64(st, 4));
+    k->role = parse_role((const char *)sdb_column_text(st, 5));
     k->user_name = col_str(&s->mem, st, 6);
-    k->qps_limit = sqlite3_column_int64(st, 7);
-    k->concurrency_limit = sqlite3_column_int64(st, 8);
-    k->daily_limit = sqlite3_column_int64(st, 9);
-    k->monthly_quota = sqlite3_column_int64(st, 10);
-    k->tpm_limit = sqlite3_column_int64(st, 11);
-    k->monthly_token_quota = sqlite3_column_int64(st, 12);
+    k->qps_limit = sdb_column_int64(st, 7);
+    k->concurrency_limit = sdb_column_int64(st, 8);
+    k->daily_limit = sdb_column_int64(st, 9);
+    k->monthly_quota = sdb_column_int64(st, 10);
+    k->tpm_limit = sdb_column_int64(st, 11);
+    k->monthly_token_quota = sdb_column_int64(st, 12);
     k->has_limits = k->qps_limit > 0 || k->concurrency_limit > 0 || k->daily_limit > 0 ||
                     k->monthly_quota > 0 || k->tpm_limit > 0 || k->monthly_token_quota > 0;
     k->slot = -1;
-    k->auto_enabled = sqlite3_column_type(st, 13) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 13) != 0;
+    k->auto_enabled = sdb_column_type(st, 13) == SDB_NULL ? -1 : sdb_column_int(st, 13) != 0;
     const char *strategy = col_str(&s->mem, st, 14);
     k->auto_strategy = strategy && *strategy ? strategy : NULL;
-    k->priority = sqlite3_column_int(st, 15);
+    k->priority = sdb_column_int(st, 15);
     /* R-PRIO-2: without a maximum a key may only ask for less than its own tier. */
-    k->max_priority = sqlite3_column_type(st, 16) == SQLITE_NULL ? k->priority : sqlite3_column_int(st, 16);
-    k->require_labels = split_list(&s->mem, (const char *)sqlite3_column_text(st, 17), &k->n_require_labels);
+    k->max_priority = sdb_column_type(st, 16) == SDB_NULL ? k->priority : sdb_column_int(st, 16);
+    k->require_labels = split_list(&s->mem, (const char *)sdb_column_text(st, 17), &k->n_require_labels);
 }
 
 /* A user's key ceiling as the limits of its login sessions (R-SEC-5). */
-static void session_limits_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void session_limits_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_key *k = &s->session_limits[i];
     memset(k, 0, sizeof *k);
-    k->user_id = sqlite3_column_int64(st, 0);
+    k->user_id = sdb_column_int64(st, 0);
     k->id = SNAP_SESSION_KEY_BASE + k->user_id;
-    k->tenant_id = sqlite3_column_int64(st, 1);
+    k->tenant_id = sdb_column_int64(st, 1);
     k->endpoint = -1;
-    k->role = parse_role((const char *)sqlite3_column_text(st, 2));
+    k->role = parse_role((const char *)sdb_column_text(st, 2));
     k->user_name = col_str(&s->mem, st, 3);
-    k->qps_limit = sqlite3_column_int64(st, 4);
-    k->concurrency_limit = sqlite3_column_int64(st, 5);
-    k->daily_limit = sqlite3_column_int64(st, 6);
-    k->monthly_quota = sqlite3_column_int64(st, 7);
-    k->tpm_limit = sqlite3_column_int64(st, 8);
-    k->monthly_token_quota = sqlite3_column_int64(st, 9);
+    k->qps_limit = sdb_column_int64(st, 4);
+    k->concurrency_limit = sdb_column_int64(st, 5);
+    k->daily_limit = sdb_column_int64(st, 6);
+    k->monthly_quota = sdb_column_int64(st, 7);
+    k->tpm_limit = sdb_column_int64(st, 8);
+    k->monthly_token_quota = sdb_column_int64(st, 9);
     k->has_limits = 1;
     k->slot = -1;
     k->auto_enabled = -1;
@@ -329,81 +329,81 @@ const struct snap_key *snapshot_session_limits(const struct snapshot *s, int64_t
     return NULL;
 }
 
-static double col_real_or(sqlite3_stmt *st, int i, double unknown)
+static double col_real_or(struct sdb_stmt *st, int i, double unknown)
 {
-    return sqlite3_column_type(st, i) == SQLITE_NULL ? unknown : sqlite3_column_double(st, i);
+    return sdb_column_type(st, i) == SDB_NULL ? unknown : sdb_column_double(st, i);
 }
 
-static void policy_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void policy_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_policy *p = &s->policies[i];
     p->model = col_str(&s->mem, st, 0);
     p->purpose = col_str(&s->mem, st, 1);
-    p->routing_enabled = sqlite3_column_int(st, 2);
+    p->routing_enabled = sdb_column_int(st, 2);
     p->quality = col_real_or(st, 3, -1);
     p->price_in = col_real_or(st, 4, -1);
     p->price_out = col_real_or(st, 5, -1);
-    p->supports_tools = sqlite3_column_int(st, 6);
-    p->supports_vision = sqlite3_column_int(st, 7);
-    p->max_context = sqlite3_column_int64(st, 8);
-    p->max_output = sqlite3_column_int64(st, 9);
-    p->shrink_max_tokens = sqlite3_column_int(st, 10);
-    p->cache = parse_cache_mode((const char *)sqlite3_column_text(st, 11));
-    p->cache_ttl_s = sqlite3_column_int(st, 12);
-    p->default_greedy = sqlite3_column_int(st, 13);
-    p->clamp_max_tokens = sqlite3_column_int(st, 14);
+    p->supports_tools = sdb_column_int(st, 6);
+    p->supports_vision = sdb_column_int(st, 7);
+    p->max_context = sdb_column_int64(st, 8);
+    p->max_output = sdb_column_int64(st, 9);
+    p->shrink_max_tokens = sdb_column_int(st, 10);
+    p->cache = parse_cache_mode((const char *)sdb_column_text(st, 11));
+    p->cache_ttl_s = sdb_column_int(st, 12);
+    p->default_greedy = sdb_column_int(st, 13);
+    p->clamp_max_tokens = sdb_column_int(st, 14);
     p->semantic_threshold = col_real_or(st, 15, -1);
     p->description = col_str(&s->mem, st, 16);
-    p->tenants = split_list(&s->mem, (const char *)sqlite3_column_text(st, 17), &p->n_tenants);
-    p->labels = split_list(&s->mem, (const char *)sqlite3_column_text(st, 18), &p->n_labels);
+    p->tenants = split_list(&s->mem, (const char *)sdb_column_text(st, 17), &p->n_tenants);
+    p->labels = split_list(&s->mem, (const char *)sdb_column_text(st, 18), &p->n_labels);
 }
 
-static void semrule_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void semrule_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_semrule *r = &s->semrules[i];
-    const char *action = (const char *)sqlite3_column_text(st, 4);
-    r->id = sqlite3_column_int64(st, 0);
+    const char *action = (const char *)sdb_column_text(st, 4);
+    r->id = sdb_column_int64(st, 0);
     r->name = col_str(&s->mem, st, 1);
-    r->tenant_id = sqlite3_column_int64(st, 2);     /* NULL reads as 0: every tenant */
+    r->tenant_id = sdb_column_int64(st, 2);     /* NULL reads as 0: every tenant */
     r->pattern = col_str(&s->mem, st, 3);
     r->action = action && strcmp(action, "forbid") == 0 ? SEMRULE_FORBID : SEMRULE_FORCE;
     r->model = col_str(&s->mem, st, 5);
     r->label = col_str(&s->mem, st, 6);
 }
 
-static void rule_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void rule_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_rule *r = &s->rules[i];
-    const char *kind = (const char *)sqlite3_column_text(st, 3), *action = (const char *)sqlite3_column_text(st, 5),
-               *scope = (const char *)sqlite3_column_text(st, 6);
-    r->id = sqlite3_column_int64(st, 0);
+    const char *kind = (const char *)sdb_column_text(st, 3), *action = (const char *)sdb_column_text(st, 5),
+               *scope = (const char *)sdb_column_text(st, 6);
+    r->id = sdb_column_int64(st, 0);
     r->name = col_str(&s->mem, st, 1);
-    r->tenant_id = sqlite3_column_int64(st, 2);     /* NULL reads as 0: every tenant */
+    r->tenant_id = sdb_column_int64(st, 2);     /* NULL reads as 0: every tenant */
     r->kind = kind && strcmp(kind, "keyword") == 0 ? RULE_KEYWORD : RULE_PATTERN;
     r->pattern = col_str(&s->mem, st, 4);
     r->action = action && strcmp(action, "flag") == 0 ? RULE_FLAG : RULE_BLOCK;
     r->scope = scope && strcmp(scope, "output") == 0 ? RULE_OUTPUT : RULE_INPUT;
 }
 
-static void quota_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void quota_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
     struct snap_quota *q = &s->quotas[i];
-    q->id = sqlite3_column_int64(st, 0);
-    const char *scope = (const char *)sqlite3_column_text(st, 1);
+    q->id = sdb_column_int64(st, 0);
+    const char *scope = (const char *)sdb_column_text(st, 1);
     q->scope = !scope ? QSCOPE_MODEL
                : strcmp(scope, "tenant") == 0   ? QSCOPE_TENANT
                : strcmp(scope, "user") == 0     ? QSCOPE_USER
                : strcmp(scope, "endpoint") == 0 ? QSCOPE_ENDPOINT
                                                 : QSCOPE_MODEL;
-    q->target_id = sqlite3_column_int64(st, 2);
+    q->target_id = sdb_column_int64(st, 2);
     q->model = col_str(&s->mem, st, 3);
     if (!q->model)
         q->model = "";
-    q->concurrency = sqlite3_column_int64(st, 4);
-    q->rpm = sqlite3_column_int64(st, 5);
-    q->daily_tokens = sqlite3_column_int64(st, 6);
-    q->monthly_tokens = sqlite3_column_int64(st, 7);
-    q->queue_max = sqlite3_column_type(st, 8) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 8);
+    q->concurrency = sdb_column_int64(st, 4);
+    q->rpm = sdb_column_int64(st, 5);
+    q->daily_tokens = sdb_column_int64(st, 6);
+    q->monthly_tokens = sdb_column_int64(st, 7);
+    q->queue_max = sdb_column_type(st, 8) == SDB_NULL ? -1 : sdb_column_int(st, 8);
     q->slot = -1;
 }
 
@@ -516,10 +516,10 @@ static void setting_apply(struct snapshot *s, const struct settings_def *d,
 
 /* A stored setting read through the schema: unknown keys are ignored, and a text that no
  * longer parses keeps the default (logged once per process, naming the key). */
-static void setting_row(struct snapshot *s, sqlite3_stmt *st, int i)
+static void setting_row(struct snapshot *s, struct sdb_stmt *st, int i)
 {
-    const struct settings_def *d = settings_find((const char *)sqlite3_column_text(st, 0));
-    const char *text = (const char *)sqlite3_column_text(st, 1);
+    const struct settings_def *d = settings_find((const char *)sdb_column_text(st, 0));
+    const char *text = (const char *)sdb_column_text(st, 1);
     struct settings_value v;   /* may point into text: applied (copied) before the next step */
     if (!d || !text)
         return;
@@ -550,7 +550,7 @@ static void snapshot_publish_caps(const struct snapshot *s, struct shm *shm)
     }
 }
 
-struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
+struct snapshot *snapshot_load(struct sdb *db, struct shm *shm)
 {
     struct snapshot *s = xcalloc(1, sizeof *s);
     arena_init(&s->mem);
@@ -561,7 +561,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     }
     int n;
     if (db_begin_read(db) != 0) {
-        log_error("snapshot: cannot begin a read: %s", sqlite3_errmsg(db));
+        log_error("snapshot: cannot begin a read: %s", sdb_errmsg(db));
         goto fail;
     }
     s->version = snapshot_db_version(db);
@@ -578,7 +578,7 @@ struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm)
     int64_t nk = count(db, "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL") +
                  count(db, "SELECT count(*) FROM endpoints WHERE key_hash IS NOT NULL");
     if (s->version < 0 || nt < 0 || ne < 0 || nr < 0 || nro < 0 || nk < 0 || nn < 0 || np < 0 || nsl < 0 || nq < 0 || nru < 0 || nsr < 0) {
-        log_error("snapshot: cannot count the configuration: %s", sqlite3_errmsg(db));
+        log_error("snapshot: cannot count the configuration: %s", sdb_errmsg(db));
         goto fail_read;
     }
     s->tenants = arena_alloc(&s->mem, sizeof *s->tenants * (size_t)(nt + 1));

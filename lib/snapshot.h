@@ -10,7 +10,7 @@
 #include "arena.h"
 #include "shm.h"
 
-#include <sqlite3.h>
+#include "sdb.h"
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -193,9 +193,9 @@ struct snapshot {
 };
 
 /* Reads the configuration version counter; -1 on error. */
-int64_t snapshot_db_version(sqlite3 *db);
+int64_t snapshot_db_version(struct sdb *db);
 /* Builds a snapshot from the database; NULL on error (logged). */
-struct snapshot *snapshot_load(sqlite3 *db, struct shm *shm);
+struct snapshot *snapshot_load(struct sdb *db, struct shm *shm);
 void snapshot_free(struct snapshot *s);
 
 /* Process-wide current snapshot. publish takes ownership of s. */

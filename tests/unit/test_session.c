@@ -5,20 +5,20 @@
 #include "session.h"
 #include "util.h"
 
-#include <sqlite3.h>
+#include "sdb.h"
 #include <time.h>
 
-static void add(sqlite3 *db, const char *token, int64_t user, int64_t expires)
+static void add(struct sdb *db, const char *token, int64_t user, int64_t expires)
 {
     char hash[65];
-    sqlite3_stmt *st;
+    struct sdb_stmt *st;
     sha256_hex(token, strlen(token), hash);
-    sqlite3_prepare_v2(db, "INSERT INTO sessions VALUES (?1, ?2, 'csrf', 0, ?3)", -1, &st, NULL);
-    sqlite3_bind_text(st, 1, hash, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(st, 2, user);
-    sqlite3_bind_int64(st, 3, expires);
-    CHECK(sqlite3_step(st) == SQLITE_DONE, "insert session");
-    sqlite3_finalize(st);
+    sdb_prepare(db, "INSERT INTO sessions VALUES (?1, ?2, 'csrf', 0, ?3)", &st);
+    sdb_bind_text(st, 1, hash, -1, SDB_TRANSIENT);
+    sdb_bind_int64(st, 2, user);
+    sdb_bind_int64(st, 3, expires);
+    CHECK(sdb_step(st) == SDB_DONE, "insert session");
+    sdb_finalize(st);
 }
 
 int main(void)
@@ -38,10 +38,9 @@ int main(void)
         CHECK(session_token_shape(shapes[i].token) == shapes[i].shape, "shape of %s", shapes[i].token);
     CHECK(!session_token_shape(NULL), "NULL");
 
-    sqlite3 *db;
-    sqlite3_open(":memory:", &db);
-    sqlite3_exec(db, "CREATE TABLE sessions (token_hash TEXT PRIMARY KEY, user_id INTEGER, csrf_token TEXT,"
-                 " created_at INTEGER, expires_at INTEGER)", NULL, NULL, NULL);
+    struct sdb *db = sdb_open(":memory:", 1);
+    sdb_exec(db, "CREATE TABLE sessions (token_hash TEXT PRIMARY KEY, user_id INTEGER, csrf_token TEXT,"
+                 " created_at INTEGER, expires_at INTEGER)");
     const char *live = "ses-LiveLiveLiveLiveLiveLiveLiveLiveLiveLive123";
     const char *old = "ses-OldOldOldOldOldOldOldOldOldOldOldOldOld1234";
     add(db, live, 7, (int64_t)time(NULL) + 60);
@@ -54,6 +53,6 @@ int main(void)
     CHECK(session_lookup(db, "ses-UnknownUnknownUnknownUnknownUnknownUnkno", &uid) == -1, "unknown");
     CHECK(session_lookup(db, "ses-x' OR '1'='1", &uid) == -1, "malformed never reaches SQL");
     CHECK(session_lookup(NULL, live, &uid) == -1, "no database");
-    sqlite3_close(db);
+    sdb_close(db);
     return check_done();
 }
