@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, add_endpoint, http_request, run_tests, wait_for
+from harness import Fake, Gateway, add_endpoint, http_request, run_tests, wait_for
 
 BIG = 9223372036854775000        # near INT64_MAX
 
@@ -27,7 +27,7 @@ def setup():
                    conf={"limits": "max_body_bytes = 65536; max_response_bytes = 67108864; max_sse_event_bytes = 4194304;"})
     c.gw.ctl("tenant", "add", "acme")
     c.gw.ctl("user", "add", "alice", "--tenant", "acme", "--role", "member")
-    p = subprocess.run([CTL, "--db", c.gw.db, "--json", "user", "add", "bob", "--tenant", "acme", "--role", "member",
+    p = subprocess.run(c.gw.ctl_argv() + ["--json", "user", "add", "bob", "--tenant", "acme", "--role", "member",
                         "--password-stdin"], input="bob-Secret-pw-9\n", capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     c.bob = json.loads(p.stdout)["id"]

@@ -414,11 +414,11 @@ class Gateway:
         finally:
             con.close()
 
-    def write_lock(self):
+    def write_lock(self, exclusive=False):
         """A context manager: while in it, nobody else can write the database (readers still
-        can): SQLite's BEGIN IMMEDIATE on the file, on PostgreSQL every table of the schema
-        locked IN EXCLUSIVE MODE. Rolled back at the end."""
-        return _WriteLock(self)
+        can): SQLite's BEGIN IMMEDIATE (exclusive: BEGIN EXCLUSIVE) on the file, on PostgreSQL
+        every table of the schema locked IN EXCLUSIVE MODE. Rolled back at the end."""
+        return _WriteLock(self, exclusive)
 
     def upstream_auth(self, endpoint_id):
         """R-SEC-9: the endpoint's stored upstream_auth opened with the key file (open_sealed):
@@ -661,8 +661,8 @@ class Gateway:
 
 
 class _WriteLock:
-    def __init__(self, gw):
-        self.gw, self.con = gw, None
+    def __init__(self, gw, exclusive):
+        self.gw, self.exclusive, self.con = gw, exclusive, None
 
     def __enter__(self):
         if pg.enabled():
@@ -673,7 +673,7 @@ class _WriteLock:
             cur.execute("LOCK TABLE %s IN EXCLUSIVE MODE" % tables)
         else:
             self.con = sqlite3.connect(self.gw.db, timeout=10, isolation_level=None)
-            self.con.execute("BEGIN IMMEDIATE")
+            self.con.execute("BEGIN EXCLUSIVE" if self.exclusive else "BEGIN IMMEDIATE")
         return self
 
     def __exit__(self, *exc):

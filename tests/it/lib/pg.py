@@ -178,6 +178,11 @@ def _stop_server():
 _TOKEN = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\?(\d*)|%|[^'\"?%]+", re.S)
 _REWRITES = [
     (re.compile(r"strftime\(\s*'%s'\s*,\s*'now'\s*\)", re.I), "CAST(EXTRACT(EPOCH FROM now()) AS BIGINT)"),
+    # SQLite's storage classes from PostgreSQL's column types (typeof of one column).
+    (re.compile(r"\btypeof\(\s*(\w+)\s*\)", re.I),
+     r"(CASE WHEN \1 IS NULL THEN 'null' WHEN pg_typeof(\1)::text IN ('bigint', 'integer', 'smallint') THEN 'integer' "
+     r"WHEN pg_typeof(\1)::text IN ('double precision', 'real', 'numeric') THEN 'real' "
+     r"WHEN pg_typeof(\1)::text = 'bytea' THEN 'blob' ELSE 'text' END)"),
 ]
 
 
