@@ -544,7 +544,7 @@ struct json_object *ops_init(struct sdb *db, const char *path, struct ops_error 
     struct json_object *res = NULL;
     if (ops_run(db, err, "INSERT INTO tenants (name) VALUES ('default') ON CONFLICT (name) DO NOTHING",
                 "") != 0 ||
-        ops_query_i64(db, err, &version, "PRAGMA user_version", "") != 1 ||
+        (version = db_stored_version(db)) < 0 ||
         ops_endpoint_seal_all(db, key_path, sizeof key_path, &sealed, err) != 0)
         goto out;
     res = json_object_new_object();
@@ -558,7 +558,7 @@ out:
     /* The clear values just sealed may linger in free space and in the WAL: the database
      * is rewritten and the WAL emptied (once, when something was sealed). */
     int64_t busy = 1;
-    if (res && sealed > 0 &&
+    if (res && sealed > 0 && sdb_filename(db) &&      /* a server keeps its own files */
         (db_exec(db, "VACUUM") != 0 ||
          ops_query_i64(db, &(struct ops_error){0}, &busy, "PRAGMA wal_checkpoint(TRUNCATE)", "") != 1 ||
          busy != 0))
