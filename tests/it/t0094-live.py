@@ -139,7 +139,8 @@ def test_stats_json_models_and_endpoints(c):
 
 def test_stats_text_tables(c):
     """Without --json: a table per section, one line per model and endpoint."""
-    p = subprocess.run(c.gw.ctl_argv() + ["stats"], capture_output=True, text=True, timeout=30)
+    p = subprocess.run(c.gw.ctl_argv() + ["stats", "--state", os.path.join(c.gw.dir, "sluice.state")],
+                       capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.split("\n")
     i = lines.index("models:")

@@ -359,7 +359,12 @@ class Gateway:
         return [CTL, "--db", self.db] + (["--key-file", self.key_file] if pg.enabled() else [])
 
     def ctl(self, *args, check=True):
-        p = subprocess.run(self.ctl_argv() + ["--json"] + [str(a) for a in args],
+        args = [str(a) for a in args]
+        # The pool's state file is beside the database by default: a URL has no "beside",
+        # so on PostgreSQL the commands that read it are told where it is.
+        if pg.enabled() and "--state" not in args and (args[:1] == ["stats"] or args[:2] == ["node", "temperature"]):
+            args += ["--state", os.path.join(self.dir, "sluice.state")]
+        p = subprocess.run(self.ctl_argv() + ["--json"] + args,
                            capture_output=True, text=True, timeout=30)
         if check and p.returncode != 0:
             raise AssertionError("sluicectl %s failed (%d): %s %s" % (" ".join(map(str, args)), p.returncode,
