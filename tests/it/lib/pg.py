@@ -161,6 +161,8 @@ def server(outdir):
     if _server is None:
         _server = Server(outdir)
         atexit.register(_stop_server)
+        print("   PostgreSQL for this test: %s (initdb %.2f s, start %.2f s)" % ((_server.sock,) + _server.started_in),
+              flush=True)
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return _server
