@@ -59,6 +59,7 @@ struct pg_stmt {
     PGresult *res;            /* after the first step, until reset */
     int row, nrows, ran;
     char *typed;              /* per parameter: sent with its bound type (see pg_step) */
+    int all_typed;
     unsigned char **blob;     /* bytea columns of the current row, decoded */
     size_t *blob_len;
     int nblob;
@@ -365,11 +366,21 @@ static int pg_step(struct sdb_stmt *st)
         const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
         const char *at = msg ? strstr(msg, "parameter $") : NULL;
         int which = at ? atoi(at + 11) : 0;
-        if (attempt < s->nparams && rs == PGRES_FATAL_ERROR && state &&
-            (strcmp(state, "42P18") == 0 || strcmp(state, "42P08") == 0) && which >= 1 && which <= s->nparams &&
-            !s->typed[which - 1]) {
+        int retry = 0;
+        if (attempt <= s->nparams && rs == PGRES_FATAL_ERROR && state) {
+            if ((strcmp(state, "42P18") == 0 || strcmp(state, "42P08") == 0) && which >= 1 &&
+                which <= s->nparams && !s->typed[which - 1]) {
+                s->typed[which - 1] = 1;
+                retry = 1;
+            } else if (strcmp(state, "42725") == 0 && !s->all_typed) {
+                /* $1 + $2: an operator no place decides; every parameter typed */
+                memset(s->typed, 1, (size_t)s->nparams);
+                s->all_typed = 1;
+                retry = 1;
+            }
+        }
+        if (retry) {
             PQclear(r);
-            s->typed[which - 1] = 1;
             if (inside)
                 simple(db, "ROLLBACK TO SAVEPOINT sdb_statement");
             continue;
