@@ -132,8 +132,15 @@ static struct sdb *pg_open(const char *where, int create)
     struct pg *db = xcalloc(1, sizeof *db);
     db->base.e = &sdb_pg_engine;
     db->c = c;
-    /* A statement waits for a lock as SQLite's busy timeout does (db_open sets it). */
-    if (simple(db, "SET client_min_messages = warning") != 0) {
+    /* date(..., 'localtime') is the process's local day, as with SQLite: the
+     * session's time zone is the process's TZ where one is set. */
+    const char *tz = getenv("TZ");
+    char set_tz[160] = "";
+    if (tz && *tz && *tz != ':' && strlen(tz) < 100 && !strpbrk(tz, "'\\"))
+        snprintf(set_tz, sizeof set_tz, "; SET TimeZone = '%s'", tz);
+    char setup[256];
+    snprintf(setup, sizeof setup, "SET client_min_messages = warning%s", set_tz);
+    if (simple(db, setup) != 0) {
         log_error("database %s: %s", where, db->err);
         PQfinish(c);
         free(db);
