@@ -38,6 +38,8 @@ struct pg {
     int code;                 /* the last statement's SDB_ code, extended */
     int64_t changes;
     int lock_ms;
+    uint64_t generation;      /* the session: a reset makes a new one (prepared statements gone) */
+    uint64_t names;           /* prepared statements named so far */
 };
 
 struct param {
@@ -60,6 +62,10 @@ struct pg_stmt {
     int row, nrows, ran;
     char *typed;              /* per parameter: sent with its bound type (see pg_step) */
     int all_typed;
+    int persistent;
+    int unpreparable;         /* the server cannot prepare it without values */
+    uint64_t prepared;        /* the session (pg.generation) it is prepared in; 0: not */
+    char name[32];
     unsigned char **blob;     /* bytea columns of the current row, decoded */
     size_t *blob_len;
     int nblob;
@@ -132,6 +138,7 @@ static struct sdb *pg_open(const char *where, int create)
     struct pg *db = xcalloc(1, sizeof *db);
     db->base.e = &sdb_pg_engine;
     db->c = c;
+    db->generation = 1;
     /* date(..., 'localtime') is the process's local day, as with SQLite: the
      * session's time zone is the process's TZ where one is set. */
     const char *tz = getenv("TZ");
@@ -163,8 +170,8 @@ static const char *pg_filename(const struct sdb *db)
 
 static int pg_prepare(struct sdb *db, const char *sql, int persistent, struct sdb_stmt **out)
 {
-    (void)persistent;         /* statements are sent whole each time (parse cost: see DESIGN) */
     struct pg_stmt *s = xcalloc(1, sizeof *s);
+    s->persistent = persistent;
     s->base.e = &sdb_pg_engine;
     s->base.db = db;
     s->kind = pg_sql_kind(sql);
@@ -325,6 +332,69 @@ static int run_control(struct pg_stmt *s)
     return rc == 0 ? SDB_DONE : db->code & 0xff;
 }
 
+/* Sends one statement and returns its result. Inside a transaction it runs under
+ * a savepoint, sent with it in one pipeline (one round trip): a failure leaves the
+ * transaction as it was, for the caller to go on or roll back as on SQLite. */
+static PGresult *execute(struct pg *db, const char *name, const char *sql, int n, const Oid *types,
+                         const char *const *vals, const int *lens, const int *fmts, int inside)
+{
+    if (!inside)
+        return name ? PQexecPrepared(db->c, name, n, vals, lens, fmts, 0)
+                    : PQexecParams(db->c, sql, n, types, vals, lens, fmts, 0);
+    PGresult *res[3] = {NULL, NULL, NULL};
+    int sent = PQenterPipelineMode(db->c) &&
+               PQsendQueryParams(db->c, "SAVEPOINT sdb_statement", 0, NULL, NULL, NULL, NULL, 0) &&
+               (name ? PQsendQueryPrepared(db->c, name, n, vals, lens, fmts, 0)
+                     : PQsendQueryParams(db->c, sql, n, types, vals, lens, fmts, 0)) &&
+               PQsendQueryParams(db->c, "RELEASE SAVEPOINT sdb_statement", 0, NULL, NULL, NULL, NULL, 0) &&
+               PQpipelineSync(db->c);
+    for (int q = 0; sent && q < 3; q++) {
+        PGresult *r;
+        while ((r = PQgetResult(db->c))) {      /* a query's results end with NULL */
+            if (!res[q])
+                res[q] = r;
+            else
+                PQclear(r);
+        }
+    }
+    PGresult *r;
+    while (sent && (r = PQgetResult(db->c))) {  /* the sync */
+        int sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+        PQclear(r);
+        if (sync)
+            break;
+    }
+    PQexitPipelineMode(db->c);
+    PQclear(res[0]);
+    PQclear(res[2]);
+    ExecStatusType rs = PQresultStatus(res[1]);
+    if (!sent || !res[1] || (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK)) {
+        PGresult *u = PQexec(db->c, "ROLLBACK TO SAVEPOINT sdb_statement; RELEASE SAVEPOINT sdb_statement");
+        PQclear(u);
+    }
+    return res[1];
+}
+
+/* A persistent statement is prepared on the server once per session (parsed and
+ * planned once). One the server cannot type without values ($1 IS NULL alone) is
+ * sent whole each time instead. */
+static void prepare_server(struct pg *db, struct pg_stmt *s, int inside)
+{
+    snprintf(s->name, sizeof s->name, "sdb_%llu", (unsigned long long)++db->names);
+    if (inside)
+        PQclear(PQexec(db->c, "SAVEPOINT sdb_prepare"));
+    PGresult *r = PQprepare(db->c, s->name, s->sql, s->nparams, NULL);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (inside)
+        PQclear(PQexec(db->c, ok ? "RELEASE SAVEPOINT sdb_prepare"
+                                 : "ROLLBACK TO SAVEPOINT sdb_prepare; RELEASE SAVEPOINT sdb_prepare"));
+    if (ok)
+        s->prepared = db->generation;
+    else
+        s->unpreparable = 1;
+}
+
 static int pg_step(struct sdb_stmt *st)
 {
     struct pg_stmt *s = PS(st);
@@ -350,14 +420,17 @@ static int pg_step(struct sdb_stmt *st)
         lens[i] = s->p[i].len;
         fmts[i] = s->p[i].fmt;
     }
-    /* A NULL is written into the text: the NULL literal takes any place's type,
-     * where a parameter with no value has none to give. */
-    char *text = with_nulls(s);
-    int inside = PQtransactionStatus(db->c) == PQTRANS_INTRANS;
-    if (inside && simple(db, "SAVEPOINT sdb_statement") != 0) {
-        free(text);
-        return db->code & 0xff;
+    if (PQstatus(db->c) == CONNECTION_BAD && PQtransactionStatus(db->c) != PQTRANS_INTRANS) {
+        PQreset(db->c);             /* the server restarted: a new session, nothing prepared */
+        db->generation++;
     }
+    int inside = PQtransactionStatus(db->c) == PQTRANS_INTRANS;
+    if (s->persistent && !s->unpreparable && s->prepared != db->generation)
+        prepare_server(db, s, inside);
+    int prepared = s->persistent && !s->unpreparable && s->prepared == db->generation;
+    /* Unprepared, a NULL is written into the text: the NULL literal takes any place's
+     * type, where a parameter with no value has none to give. */
+    char *text = prepared ? NULL : with_nulls(s);
     PGresult *r;
     ExecStatusType rs;
     for (int attempt = 0;; attempt++) {
@@ -367,14 +440,14 @@ static int pg_step(struct sdb_stmt *st)
         for (int i = 0; i < s->nparams; i++)
             types[i] = !vals[i] || s->p[i].type == OID_BYTEA || s->typed[i] ? (s->p[i].type ? s->p[i].type : OID_TEXT)
                                                                            : 0;
-        r = PQexecParams(db->c, text ? text : s->sql, s->nparams, types, vals, lens, fmts, 0);
+        r = execute(db, prepared ? s->name : NULL, text ? text : s->sql, s->nparams, types, vals, lens, fmts, inside);
         rs = PQresultStatus(r);
         const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
         const char *at = msg ? strstr(msg, "parameter $") : NULL;
         int which = at ? atoi(at + 11) : 0;
         int retry = 0;
-        if (attempt <= s->nparams && rs == PGRES_FATAL_ERROR && state) {
+        if (!prepared && attempt <= s->nparams && rs == PGRES_FATAL_ERROR && state) {
             if ((strcmp(state, "42P18") == 0 || strcmp(state, "42P08") == 0) && which >= 1 &&
                 which <= s->nparams && !s->typed[which - 1]) {
                 s->typed[which - 1] = 1;
@@ -386,30 +459,17 @@ static int pg_step(struct sdb_stmt *st)
                 retry = 1;
             }
         }
-        if (retry) {
-            PQclear(r);
-            if (inside)
-                simple(db, "ROLLBACK TO SAVEPOINT sdb_statement");
-            continue;
-        }
-        break;
+        if (!retry)
+            break;
+        PQclear(r);
     }
     free(text);
     if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
-        set_error(db, code_of(PQresultErrorField(r, PG_DIAG_SQLSTATE)), PQresultErrorMessage(r));
+        set_error(db, r ? code_of(PQresultErrorField(r, PG_DIAG_SQLSTATE)) : SDB_ERROR,
+                  r ? PQresultErrorMessage(r) : PQerrorMessage(db->c));
         PQclear(r);
-        if (inside) {
-            int code = db->code;
-            char err[sizeof db->err];
-            memcpy(err, db->err, sizeof err);
-            simple(db, "ROLLBACK TO SAVEPOINT sdb_statement");
-            simple(db, "RELEASE SAVEPOINT sdb_statement");
-            set_error(db, code, err);
-        }
         return db->code & 0xff;
     }
-    if (inside)
-        simple(db, "RELEASE SAVEPOINT sdb_statement");
     const char *n = PQcmdTuples(r);
     db->changes = n && *n ? strtoll(n, NULL, 10) : 0;
     db->code = SDB_OK;
@@ -530,6 +590,13 @@ static int pg_clear_bindings(struct sdb_stmt *st)
 static int pg_finalize(struct sdb_stmt *st)
 {
     struct pg_stmt *s = PS(st);
+    struct pg *db = P(st->db);
+    if (s->prepared && s->prepared == db->generation && PQstatus(db->c) == CONNECTION_OK) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "DEALLOCATE %s", s->name);
+        if (PQtransactionStatus(db->c) == PQTRANS_IDLE)
+            PQclear(PQexec(db->c, sql));
+    }
     drop_result(s);
     pg_clear_bindings(st);
     free(s->p);
