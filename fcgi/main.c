@@ -563,8 +563,12 @@ static void *config_main(void *arg)
     int64_t seen = first->version, last_reap = 0, last_warn = 0;
     snapshot_release(first);
     while (!atomic_load(&stopping)) {
-        struct timespec pause = {conf.config_poll_ms / 1000, (conf.config_poll_ms % 1000) * 1000000L};
-        nanosleep(&pause, NULL);
+        /* PostgreSQL tells of a change another host committed at once (NOTIFY on
+         * the version); the poll stays, for a notice lost with its connection. */
+        if (sdb_wait_notice(db, "sluice_config", conf.config_poll_ms) < 0) {
+            struct timespec pause = {conf.config_poll_ms / 1000, (conf.config_poll_ms % 1000) * 1000000L};
+            nanosleep(&pause, NULL);
+        }
         int64_t t0 = mono_ms();
         int64_t v = snapshot_db_version(db);
         if (v < 0 && t0 - last_warn >= 10000) {
