@@ -345,6 +345,40 @@ def test_usage_rows_exactly_one_per_request_across_hosts(c):
     assert all(got[rid] == 1 for rid in ids), {rid: got[rid] for rid in ids if got[rid] != 1}
 
 
+def test_a_replica_banned_on_one_host_is_out_on_every_host_R_HC_5(c):
+    """A proxy failure on host A bans the replica there (R-HC-5) and tells the other
+    hosts through Redis: host B and C send it nothing while the ban lasts, where on
+    their own they would try it again (round robin) and retry each such request."""
+    bad, good = Fake("redis19-ban-a"), Fake("redis19-ban-b")
+    try:
+        add_endpoint(c.gw, "ep-ban", "acme", [bad, good])
+        c.gw.ctl("route", "add", "m-ban", "ep-ban", "--tenant", "acme")
+        key, _, _ = new_key(c)
+        for g in c.gws:
+            wait_for(lambda g=g: g.chat(key, model="m-ban").status == 200, 5, what="m-ban on %s" % g.name)
+        bad.reset()
+        good.reset()
+        bad.behavior("status=503")
+        # host A: until the bad replica was tried once (and the request retried on the good one)
+        for _ in range(4):
+            r = c.gws[0].chat(key, model="m-ban")
+            assert r.status == 200, r
+            if bad.stats()["requests"]:
+                break
+        tried = bad.stats()["requests"]
+        assert tried == 1, "host A should have tried the bad replica once, then banned it: %r" % bad.stats()
+        time.sleep(0.3)     # the news: one Redis round trip
+        for g in c.gws[1:]:
+            for i in range(6):
+                r = g.chat(key, model="m-ban")
+                assert r.status == 200, r
+        assert bad.stats()["requests"] == tried, \
+            "hosts B and C sent %d requests to the replica host A banned" % (bad.stats()["requests"] - tried)
+    finally:
+        bad.stop()
+        good.stop()
+
+
 if __name__ == "__main__":
     if not REDIS:
         print("skip - redis-server is not installed (apt-get install redis-server)")
