@@ -328,7 +328,7 @@ struct json_object *ops_query_page(struct sdb *db, struct ops_error *err, const 
     }
     /* Only our own SQL constants are composed here; every input stays bound. */
     if (nt + 3 > sizeof page_types ||
-        snprintf(count_sql, sizeof count_sql, "SELECT COUNT(*) FROM (%s)", sql) >= (int)sizeof count_sql ||
+        snprintf(count_sql, sizeof count_sql, "SELECT COUNT(*) FROM (%s) AS page", sql) >= (int)sizeof count_sql ||
         snprintf(page_sql, sizeof page_sql, "%s LIMIT ?%zu OFFSET ?%zu", sql, nt + 1, nt + 2) >=
             (int)sizeof page_sql) {
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "listing query too long");
@@ -343,7 +343,8 @@ struct json_object *ops_query_page(struct sdb *db, struct ops_error *err, const 
     struct sdb_stmt *st = NULL;
     if (cst) {
         st = ops_prepare_v(db, err, page_sql, types, ap2);
-        if (st && (sdb_bind_int64(st, (int)nt + 1, limit > 0 ? limit : -1) != SDB_OK ||
+        /* no limit: the largest, since PostgreSQL takes no -1 */
+        if (st && (sdb_bind_int64(st, (int)nt + 1, limit > 0 ? limit : INT64_MAX) != SDB_OK ||
                    sdb_bind_int64(st, (int)nt + 2, offset) != SDB_OK)) {
             ops_fail_db(err, db);
             sdb_finalize(st);

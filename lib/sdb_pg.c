@@ -21,6 +21,7 @@
 #include "sdb_pg_sql.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,9 @@ struct pg {
     int code;                 /* the last statement's SDB_ code, extended */
     int64_t changes;
     int lock_ms;
+    uint64_t generation;      /* the session: a reset makes a new one (prepared statements gone) */
+    uint64_t names;           /* prepared statements named so far */
+    int listening;            /* LISTEN sent in this session */
 };
 
 struct param {
@@ -59,6 +63,11 @@ struct pg_stmt {
     PGresult *res;            /* after the first step, until reset */
     int row, nrows, ran;
     char *typed;              /* per parameter: sent with its bound type (see pg_step) */
+    int all_typed;
+    int persistent;
+    int unpreparable;         /* the server cannot prepare it without values */
+    uint64_t prepared;        /* the session (pg.generation) it is prepared in; 0: not */
+    char name[32];
     unsigned char **blob;     /* bytea columns of the current row, decoded */
     size_t *blob_len;
     int nblob;
@@ -131,8 +140,16 @@ static struct sdb *pg_open(const char *where, int create)
     struct pg *db = xcalloc(1, sizeof *db);
     db->base.e = &sdb_pg_engine;
     db->c = c;
-    /* A statement waits for a lock as SQLite's busy timeout does (db_open sets it). */
-    if (simple(db, "SET client_min_messages = warning") != 0) {
+    db->generation = 1;
+    /* date(..., 'localtime') is the process's local day, as with SQLite: the
+     * session's time zone is the process's TZ where one is set. */
+    const char *tz = getenv("TZ");
+    char set_tz[160] = "";
+    if (tz && *tz && *tz != ':' && strlen(tz) < 100 && !strpbrk(tz, "'\\"))
+        snprintf(set_tz, sizeof set_tz, "; SET TimeZone = '%s'", tz);
+    char setup[256];
+    snprintf(setup, sizeof setup, "SET client_min_messages = warning%s", set_tz);
+    if (simple(db, setup) != 0) {
         log_error("database %s: %s", where, db->err);
         PQfinish(c);
         free(db);
@@ -155,8 +172,8 @@ static const char *pg_filename(const struct sdb *db)
 
 static int pg_prepare(struct sdb *db, const char *sql, int persistent, struct sdb_stmt **out)
 {
-    (void)persistent;         /* statements are sent whole each time (parse cost: see DESIGN) */
     struct pg_stmt *s = xcalloc(1, sizeof *s);
+    s->persistent = persistent;
     s->base.e = &sdb_pg_engine;
     s->base.db = db;
     s->kind = pg_sql_kind(sql);
@@ -317,6 +334,69 @@ static int run_control(struct pg_stmt *s)
     return rc == 0 ? SDB_DONE : db->code & 0xff;
 }
 
+/* Sends one statement and returns its result. Inside a transaction it runs under
+ * a savepoint, sent with it in one pipeline (one round trip): a failure leaves the
+ * transaction as it was, for the caller to go on or roll back as on SQLite. */
+static PGresult *execute(struct pg *db, const char *name, const char *sql, int n, const Oid *types,
+                         const char *const *vals, const int *lens, const int *fmts, int inside)
+{
+    if (!inside)
+        return name ? PQexecPrepared(db->c, name, n, vals, lens, fmts, 0)
+                    : PQexecParams(db->c, sql, n, types, vals, lens, fmts, 0);
+    PGresult *res[3] = {NULL, NULL, NULL};
+    int sent = PQenterPipelineMode(db->c) &&
+               PQsendQueryParams(db->c, "SAVEPOINT sdb_statement", 0, NULL, NULL, NULL, NULL, 0) &&
+               (name ? PQsendQueryPrepared(db->c, name, n, vals, lens, fmts, 0)
+                     : PQsendQueryParams(db->c, sql, n, types, vals, lens, fmts, 0)) &&
+               PQsendQueryParams(db->c, "RELEASE SAVEPOINT sdb_statement", 0, NULL, NULL, NULL, NULL, 0) &&
+               PQpipelineSync(db->c);
+    for (int q = 0; sent && q < 3; q++) {
+        PGresult *r;
+        while ((r = PQgetResult(db->c))) {      /* a query's results end with NULL */
+            if (!res[q])
+                res[q] = r;
+            else
+                PQclear(r);
+        }
+    }
+    PGresult *r;
+    while (sent && (r = PQgetResult(db->c))) {  /* the sync */
+        int sync = PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+        PQclear(r);
+        if (sync)
+            break;
+    }
+    PQexitPipelineMode(db->c);
+    PQclear(res[0]);
+    PQclear(res[2]);
+    ExecStatusType rs = PQresultStatus(res[1]);
+    if (!sent || !res[1] || (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK)) {
+        PGresult *u = PQexec(db->c, "ROLLBACK TO SAVEPOINT sdb_statement; RELEASE SAVEPOINT sdb_statement");
+        PQclear(u);
+    }
+    return res[1];
+}
+
+/* A persistent statement is prepared on the server once per session (parsed and
+ * planned once). One the server cannot type without values ($1 IS NULL alone) is
+ * sent whole each time instead. */
+static void prepare_server(struct pg *db, struct pg_stmt *s, int inside)
+{
+    snprintf(s->name, sizeof s->name, "sdb_%llu", (unsigned long long)++db->names);
+    if (inside)
+        PQclear(PQexec(db->c, "SAVEPOINT sdb_prepare"));
+    PGresult *r = PQprepare(db->c, s->name, s->sql, s->nparams, NULL);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    if (inside)
+        PQclear(PQexec(db->c, ok ? "RELEASE SAVEPOINT sdb_prepare"
+                                 : "ROLLBACK TO SAVEPOINT sdb_prepare; RELEASE SAVEPOINT sdb_prepare"));
+    if (ok)
+        s->prepared = db->generation;
+    else
+        s->unpreparable = 1;
+}
+
 static int pg_step(struct sdb_stmt *st)
 {
     struct pg_stmt *s = PS(st);
@@ -342,14 +422,18 @@ static int pg_step(struct sdb_stmt *st)
         lens[i] = s->p[i].len;
         fmts[i] = s->p[i].fmt;
     }
-    /* A NULL is written into the text: the NULL literal takes any place's type,
-     * where a parameter with no value has none to give. */
-    char *text = with_nulls(s);
-    int inside = PQtransactionStatus(db->c) == PQTRANS_INTRANS;
-    if (inside && simple(db, "SAVEPOINT sdb_statement") != 0) {
-        free(text);
-        return db->code & 0xff;
+    if (PQstatus(db->c) == CONNECTION_BAD && PQtransactionStatus(db->c) != PQTRANS_INTRANS) {
+        PQreset(db->c);             /* the server restarted: a new session, nothing prepared */
+        db->generation++;
+        db->listening = 0;
     }
+    int inside = PQtransactionStatus(db->c) == PQTRANS_INTRANS;
+    if (s->persistent && !s->unpreparable && s->prepared != db->generation)
+        prepare_server(db, s, inside);
+    int prepared = s->persistent && !s->unpreparable && s->prepared == db->generation;
+    /* Unprepared, a NULL is written into the text: the NULL literal takes any place's
+     * type, where a parameter with no value has none to give. */
+    char *text = prepared ? NULL : with_nulls(s);
     PGresult *r;
     ExecStatusType rs;
     for (int attempt = 0;; attempt++) {
@@ -359,39 +443,36 @@ static int pg_step(struct sdb_stmt *st)
         for (int i = 0; i < s->nparams; i++)
             types[i] = !vals[i] || s->p[i].type == OID_BYTEA || s->typed[i] ? (s->p[i].type ? s->p[i].type : OID_TEXT)
                                                                            : 0;
-        r = PQexecParams(db->c, text ? text : s->sql, s->nparams, types, vals, lens, fmts, 0);
+        r = execute(db, prepared ? s->name : NULL, text ? text : s->sql, s->nparams, types, vals, lens, fmts, inside);
         rs = PQresultStatus(r);
         const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
         const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
         const char *at = msg ? strstr(msg, "parameter $") : NULL;
         int which = at ? atoi(at + 11) : 0;
-        if (attempt < s->nparams && rs == PGRES_FATAL_ERROR && state &&
-            (strcmp(state, "42P18") == 0 || strcmp(state, "42P08") == 0) && which >= 1 && which <= s->nparams &&
-            !s->typed[which - 1]) {
-            PQclear(r);
-            s->typed[which - 1] = 1;
-            if (inside)
-                simple(db, "ROLLBACK TO SAVEPOINT sdb_statement");
-            continue;
+        int retry = 0;
+        if (!prepared && attempt <= s->nparams && rs == PGRES_FATAL_ERROR && state) {
+            if ((strcmp(state, "42P18") == 0 || strcmp(state, "42P08") == 0) && which >= 1 &&
+                which <= s->nparams && !s->typed[which - 1]) {
+                s->typed[which - 1] = 1;
+                retry = 1;
+            } else if (strcmp(state, "42725") == 0 && !s->all_typed) {
+                /* $1 + $2: an operator no place decides; every parameter typed */
+                memset(s->typed, 1, (size_t)s->nparams);
+                s->all_typed = 1;
+                retry = 1;
+            }
         }
-        break;
+        if (!retry)
+            break;
+        PQclear(r);
     }
     free(text);
     if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
-        set_error(db, code_of(PQresultErrorField(r, PG_DIAG_SQLSTATE)), PQresultErrorMessage(r));
+        set_error(db, r ? code_of(PQresultErrorField(r, PG_DIAG_SQLSTATE)) : SDB_ERROR,
+                  r ? PQresultErrorMessage(r) : PQerrorMessage(db->c));
         PQclear(r);
-        if (inside) {
-            int code = db->code;
-            char err[sizeof db->err];
-            memcpy(err, db->err, sizeof err);
-            simple(db, "ROLLBACK TO SAVEPOINT sdb_statement");
-            simple(db, "RELEASE SAVEPOINT sdb_statement");
-            set_error(db, code, err);
-        }
         return db->code & 0xff;
     }
-    if (inside)
-        simple(db, "RELEASE SAVEPOINT sdb_statement");
     const char *n = PQcmdTuples(r);
     db->changes = n && *n ? strtoll(n, NULL, 10) : 0;
     db->code = SDB_OK;
@@ -512,6 +593,13 @@ static int pg_clear_bindings(struct sdb_stmt *st)
 static int pg_finalize(struct sdb_stmt *st)
 {
     struct pg_stmt *s = PS(st);
+    struct pg *db = P(st->db);
+    if (s->prepared && s->prepared == db->generation && PQstatus(db->c) == CONNECTION_OK) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "DEALLOCATE %s", s->name);
+        if (PQtransactionStatus(db->c) == PQTRANS_IDLE)
+            PQclear(PQexec(db->c, sql));
+    }
     drop_result(s);
     pg_clear_bindings(st);
     free(s->p);
@@ -574,6 +662,45 @@ static int pg_busy_timeout(struct sdb *db, int ms)
     return simple(P(db), sql) == 0 ? SDB_OK : SDB_ERROR;
 }
 
+static int pg_wait_notice(struct sdb *sdb, const char *channel, int timeout_ms)
+{
+    struct pg *db = P(sdb);
+    if (!db->listening) {
+        char *id = PQescapeIdentifier(db->c, channel, strlen(channel));
+        char sql[160];
+        snprintf(sql, sizeof sql, "LISTEN %s", id ? id : "sluice_config");
+        PQfreemem(id);
+        if (simple(db, sql) != 0)
+            return -1;
+        db->listening = 1;
+    }
+    int got = 0;
+    PGnotify *n;
+    PQconsumeInput(db->c);
+    while ((n = PQnotifies(db->c))) {           /* arrived with an earlier result */
+        got = 1;
+        PQfreemem(n);
+    }
+    if (got)
+        return 1;
+    struct pollfd pfd = {PQsocket(db->c), POLLIN, 0};
+    if (pfd.fd < 0) {
+        db->listening = 0;
+        return -1;
+    }
+    if (poll(&pfd, 1, timeout_ms) <= 0)
+        return 0;
+    if (!PQconsumeInput(db->c)) {
+        db->listening = 0;                      /* the connection broke: LISTEN again after it is back */
+        return -1;
+    }
+    while ((n = PQnotifies(db->c))) {
+        got = 1;
+        PQfreemem(n);
+    }
+    return got;
+}
+
 const struct sdb_engine sdb_pg_engine = {
     .name = "postgresql",
     .claims = pg_claims,
@@ -604,6 +731,7 @@ const struct sdb_engine sdb_pg_engine = {
     .get_autocommit = pg_get_autocommit,
     .busy_timeout = pg_busy_timeout,
     .create_function3 = NULL,
+    .wait_notice = pg_wait_notice,
 };
 
 #endif

@@ -7,7 +7,6 @@ record and one redis-server this test starts itself (a unix socket in its out di
 persistence, stopped by PID). Skipped (counted as skipped) only when redis-server is absent."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,40 +16,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 import harness
 from harness import Fake, Gateway, add_endpoint, burst, run_tests, wait_for
-
-REDIS = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
+from redis_server import REDIS, Redis
 LEASE_S = 3
-
-
-class Redis:
-    """A redis-server of the test's own on a unix socket, no persistence."""
-
-    def __init__(self, folder):
-        self.dir = folder
-        os.makedirs(folder, exist_ok=True)
-        self.sock = os.path.join(folder, "redis.sock")
-        self.proc = None
-        self.start()
-
-    def start(self):
-        if os.path.exists(self.sock):
-            os.unlink(self.sock)
-        log = open(os.path.join(self.dir, "redis.log"), "ab")
-        self.proc = subprocess.Popen([REDIS, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", "700",
-                                      "--save", "", "--appendonly", "no", "--dir", self.dir, "--daemonize", "no"],
-                                     stdout=log, stderr=log)
-        wait_for(lambda: os.path.exists(self.sock), 10, what="redis-server's socket")
-        return self
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
 
 
 class Ctx:
@@ -337,12 +304,79 @@ def test_monthly_tokens_settled_in_redis_and_sqlite(c):
     month = "m:" + time.strftime("%Y-%m", time.gmtime())
 
     def settled():
-        used = c.gw.sql("SELECT total(prompt_tokens + completion_tokens) FROM usage_events WHERE key_id = ? "
+        used = c.gw.sql("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM usage_events WHERE key_id = ? "
                         "AND status = 200", kid)[0][0]
         row = c.gw.sql("SELECT tokens FROM quota_counters WHERE key_id = ? AND period = ?", kid, month)
         in_redis = redis_cli(c, "HGET", "sluice:k:{%d}:%s" % (kid, month), "tokens")
         return used and row and row[0][0] == int(used) and in_redis == str(int(used))
     wait_for(settled, 5, what="the month's tokens settled to the real usage in Redis and SQLite")
+
+
+def test_route_change_on_host_a_applies_on_host_c_within_2s(c):
+    """Configuration reaches every responder of every host from the shared system of
+    record (each responder's config poll), within 2 s of the change on another host."""
+    key, _, _ = new_key(c)
+    model = "m-moved-%d" % os.getpid()
+    before = c.gws[2].chat(key, model=model)
+    assert before.status == 404, before
+    t0 = time.monotonic()
+    c.gws[0].ctl("route", "add", model, "ep", "--tenant", "acme")
+    # every responder of host C: several calls, since each lands on any of its responders
+    wait_for(lambda: all(c.gws[2].chat(key, model=model).status == 200 for _ in range(4)), 2.0,
+             what="the route added on host A served by host C")
+    took = time.monotonic() - t0
+    assert took < 2.0, took
+
+
+def test_usage_rows_exactly_one_per_request_across_hosts(c):
+    """R-USE-1 across hosts: every request leaves one usage row, written by the host that
+    served it, none twice."""
+    key, kid, _ = new_key(c)
+    ids = ["req-one-%d-%d" % (os.getpid(), i) for i in range(30)]
+    for i, rid in enumerate(ids):
+        r = on_host(c, i).chat(key, headers={"X-Request-Id": rid})
+        assert r.status == 200, r
+
+    def written():
+        rows = c.gw.sql("SELECT request_id, COUNT(*) FROM usage_events WHERE key_id = ? GROUP BY request_id", kid)
+        got = {r[0]: r[1] for r in rows}
+        return all(rid in got for rid in ids) and got
+    got = wait_for(written, 5, what="the usage rows of 30 requests over three hosts")
+    assert all(got[rid] == 1 for rid in ids), {rid: got[rid] for rid in ids if got[rid] != 1}
+
+
+def test_a_replica_banned_on_one_host_is_out_on_every_host_R_HC_5(c):
+    """A proxy failure on host A bans the replica there (R-HC-5) and tells the other
+    hosts through Redis: host B and C send it nothing while the ban lasts, where on
+    their own they would try it again (round robin) and retry each such request."""
+    bad, good = Fake("redis19-ban-a"), Fake("redis19-ban-b")
+    try:
+        add_endpoint(c.gw, "ep-ban", "acme", [bad, good])
+        c.gw.ctl("route", "add", "m-ban", "ep-ban", "--tenant", "acme")
+        key, _, _ = new_key(c)
+        for g in c.gws:
+            wait_for(lambda g=g: g.chat(key, model="m-ban").status == 200, 5, what="m-ban on %s" % g.name)
+        bad.reset()
+        good.reset()
+        bad.behavior("status=503")
+        # host A: until the bad replica was tried once (and the request retried on the good one)
+        for _ in range(4):
+            r = c.gws[0].chat(key, model="m-ban")
+            assert r.status == 200, r
+            if bad.stats()["requests"]:
+                break
+        tried = bad.stats()["requests"]
+        assert tried == 1, "host A should have tried the bad replica once, then banned it: %r" % bad.stats()
+        time.sleep(0.3)     # the news: one Redis round trip
+        for g in c.gws[1:]:
+            for i in range(6):
+                r = g.chat(key, model="m-ban")
+                assert r.status == 200, r
+        assert bad.stats()["requests"] == tried, \
+            "hosts B and C sent %d requests to the replica host A banned" % (bad.stats()["requests"] - tried)
+    finally:
+        bad.stop()
+        good.stop()
 
 
 if __name__ == "__main__":
