@@ -162,7 +162,9 @@ def test_create_takes_effect_then_delete_is_gone_R_GUARD_3(c):
     assert r.status == 200 and r.headers["x-content-flag"] == "api-flag", r.headers
     expect(c.root.delete("/api/v1/rules/%d" % made["id"]), 200)
     expect(c.root.delete("/api/v1/rules/%d" % flag["id"]), 200)
-    wait_for(lambda: chat(c, c.key_a, "the word charlie").status == 200, 5, what="rule gone")
+    # Two deletes, two configuration changes: a responder may pick up the first before the second.
+    wait_for(lambda: chat(c, c.key_a, "the word charlie").status == 200 and
+             chat(c, c.key_b, "deltaaa").headers.get("x-content-flag") is None, 5, what="both rules gone")
     r = chat(c, c.key_b, "deltaaa")
     assert r.status == 200 and r.headers.get("x-content-flag") is None, r.headers
     expect(c.root.delete("/api/v1/rules/%d" % made["id"]), 404)

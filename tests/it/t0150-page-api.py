@@ -478,8 +478,8 @@ def test_a_rare_combination_pages_in_bounded_windows(c):
     t0 = int(time.time() * 1000) - 86400000 * 3
     gw.sql_write("""WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 24000)
                     INSERT INTO usage_events (ts_ms, request_id, tenant_id, model, routed_model, status)
-                    SELECT ?1 + i, 'bulk-' || i, 999, CASE WHEN i % 2 THEN 'mz' ELSE 'other' END,
-                           CASE WHEN i % 2 THEN 'mz' ELSE 'other' END, CASE WHEN i % 2 THEN 200 ELSE 599 END
+                    SELECT ?1 + i, 'bulk-' || i, 999, CASE WHEN i % 2 = 1 THEN 'mz' ELSE 'other' END,
+                           CASE WHEN i % 2 = 1 THEN 'mz' ELSE 'other' END, CASE WHEN i % 2 = 1 THEN 200 ELSE 599 END
                     FROM s""", t0)
     gw.sql_write("INSERT INTO usage_events (ts_ms, request_id, tenant_id, model, routed_model, status)"
                  " VALUES (?, 'the-one', 999, 'mz', 'mz', 599)", t0)

@@ -182,6 +182,8 @@ _REWRITES = [
     (re.compile(r"strftime\(\s*'%s'\s*,\s*'now'\s*\)", re.I), "CAST(EXTRACT(EPOCH FROM now()) AS BIGINT)"),
     # SQLite's total(): a sum that is 0.0, not NULL, over no rows.
     (re.compile(r"\btotal\(([^()]*)\)", re.I), r"COALESCE(SUM(\1), 0.0)"),
+    # json_extract(x, '$.name') of one top-level member, as text.
+    (re.compile(r"\bjson_extract\(((?:[^()]|\([^()]*\))*?),\s*'\$\.(\w+)'\)", re.I), r"((\1)::json ->> '\2')"),
     # SQLite's storage classes from PostgreSQL's column types (typeof of one column).
     (re.compile(r"\btypeof\(\s*(\w+)\s*\)", re.I),
      r"(CASE WHEN \1 IS NULL THEN 'null' WHEN pg_typeof(\1)::text IN ('bigint', 'integer', 'smallint') THEN 'integer' "
