@@ -447,7 +447,11 @@ def test_affinity_and_cache_outcomes_are_recorded(c):
     gw.sql_write("INSERT INTO model_policies (model, cache, cache_ttl_s) VALUES ('mc', 'exact', 60)")
     sess = {"X-Session-Id": "t0150-session"}
     wait_for(lambda: c.gw.request("GET", "/v1/models", key=key).status == 200, 5, what="key live")
-    wait_for(lambda: chat(c, key, "warm", model="mc").status == 200, 5, what="routes live")
+    # the policy live on every responder (each answers with x-cache), not only the routes
+    def warm(i):
+        return gw.request("POST", "/v1/chat/completions", {"model": "mc", "temperature": 0, "messages": [
+            {"role": "user", "content": "warm %d %f" % (i, time.time())}]}, key=key).headers.get("x-cache")
+    wait_for(lambda: all(warm(i) for i in range(4)), 5, what="routes and the cache policy live")
     r1 = gw.request("POST", "/v1/chat/completions", {"model": "ms", "messages": [{"role": "user", "content": "s"}]},
                     key=key, headers=sess)
     r2 = gw.request("POST", "/v1/chat/completions", {"model": "ms", "messages": [{"role": "user", "content": "s"}]},
@@ -478,8 +482,8 @@ def test_a_rare_combination_pages_in_bounded_windows(c):
     t0 = int(time.time() * 1000) - 86400000 * 3
     gw.sql_write("""WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 24000)
                     INSERT INTO usage_events (ts_ms, request_id, tenant_id, model, routed_model, status)
-                    SELECT ?1 + i, 'bulk-' || i, 999, CASE WHEN i % 2 THEN 'mz' ELSE 'other' END,
-                           CASE WHEN i % 2 THEN 'mz' ELSE 'other' END, CASE WHEN i % 2 THEN 200 ELSE 599 END
+                    SELECT ?1 + i, 'bulk-' || i, 999, CASE WHEN i % 2 = 1 THEN 'mz' ELSE 'other' END,
+                           CASE WHEN i % 2 = 1 THEN 'mz' ELSE 'other' END, CASE WHEN i % 2 = 1 THEN 200 ELSE 599 END
                     FROM s""", t0)
     gw.sql_write("INSERT INTO usage_events (ts_ms, request_id, tenant_id, model, routed_model, status)"
                  " VALUES (?, 'the-one', 999, 'mz', 'mz', 599)", t0)
