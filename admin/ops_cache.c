@@ -14,7 +14,8 @@
 #define CACHE_NOW_MS "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
 #define CACHE_COUNTS \
     "COUNT(*), COALESCE(SUM(bytes), 0), COALESCE(SUM(hits), 0)," \
-    " COALESCE(SUM(expires_ms <= " CACHE_NOW_MS "), 0), COALESCE(SUM(kind = 'semantic'), 0)"
+    " COALESCE(SUM(CASE WHEN expires_ms <= " CACHE_NOW_MS " THEN 1 ELSE 0 END), 0)," \
+    " COALESCE(SUM(CASE WHEN kind = 'semantic' THEN 1 ELSE 0 END), 0)"     /* counts, on either engine */
 
 static struct json_object *cache_row(struct sdb_stmt *st)
 {

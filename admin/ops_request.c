@@ -100,7 +100,7 @@ static const char *req_driver_term(const struct ops_request_filter *f, int t)
         return "e.status = ?5 AND e.status <> 200";
     if (t == T_CLASS && f->status_class.v != 2)
         return "e.status / 100 = ?6 AND e.status <> 200";
-    return t >= 0 ? req_terms[t] : "1";
+    return t >= 0 ? req_terms[t] : "1 = 1";   /* true, as both engines spell it */
 }
 
 /* from, to, cursor: ranges of every index's ts_ms; a mirror's event is no caller's request (R-SHD-1) */
@@ -221,8 +221,8 @@ struct json_object *ops_request_list(struct sdb *db, const struct ops_request_fi
         }
     }
     /* The other filters, checked on each event of the window. */
-    char others[512] = "1", win[2048], sql[3072];
-    size_t used = 1;
+    char others[512] = "1 = 1", win[2048], sql[3072];
+    size_t used = strlen(others);
     for (int t = 0; t < T_NTERMS; t++)
         if (t != driver && req_set(f, (enum req_term)t)) {
             int w = snprintf(others + used, sizeof others - used, " AND %s", req_terms[t]);

@@ -22,6 +22,7 @@
 #include "metrics_render.h"
 #include "models.h"
 #include "observe.h"
+#include "kv_redis.h"
 #include "park.h"
 #include "passive_share.h"
 #include "reply.h"
@@ -740,7 +741,8 @@ int main(int argc, char **argv)
     snapshot_publish(s);
     usage_writer_set_shm(&shm);    /* its failures and backlog in /metrics (before its thread starts) */
     if (usage_writer_start(&conf) != 0 || admit_init(&conf) != 0 || access_log_start(&conf) != 0 ||
-        spans_start(&conf) != 0 || passive_share_start(conf.state, &shm) != 0)
+        spans_start(&conf) != 0 || passive_share_start(conf.state, &shm) != 0 ||
+        kv_start(conf.state) != 0)
         return 1;
     shadow_start(&conf, &shm);      /* R-SHD-1: without it, routes are not mirrored (logged) */
     int type;

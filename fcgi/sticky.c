@@ -1,6 +1,7 @@
 /* sticky.c: the affinity lookup and update against the pool-wide table (R-AFF-1..6). */
 #include "sticky.h"
 
+#include "kv_redis.h"
 #include "log.h"
 #include "pathcheck.h"
 #include "util.h"
@@ -11,6 +12,50 @@
 
 #define STICKY_TTL_MS (30LL * 60 * 1000)   /* R-AFF-4: sliding 30 min */
 #define STICKY_INPUT_CAP 8192               /* R-AFF-2: length-capped input */
+
+/* ---- across gateway hosts (issue 19) ----
+ * With `state` a Redis every mapping is written there too (sluice:aff:<hash>, the
+ * same lifetime), and a key this host's table does not hold is asked there before
+ * it counts as a miss: a session keeps its replica on whichever host it lands. */
+
+static int state_timeout(const struct request *r)
+{
+    return r->snap->state_timeout_ms > 0 ? r->snap->state_timeout_ms : 200;
+}
+
+static void kv_name(char out[80], const unsigned char h[32])
+{
+    static const char hex[] = "0123456789abcdef";
+    memcpy(out, "sluice:aff:", 11);
+    for (int i = 0; i < 32; i++) {
+        out[11 + 2 * i] = hex[h[i] >> 4];
+        out[12 + 2 * i] = hex[h[i] & 15];
+    }
+    out[75] = 0;
+}
+
+/* The other hosts' mappings of keys (0: none), most specific first. */
+static void remote_get(const struct request *r, const unsigned char (*hash)[32], int n, int64_t *ids)
+{
+    char names[AFF_LEVELS][80];
+    const char *keys[AFF_LEVELS];
+    for (int i = 0; i < n; i++) {
+        kv_name(names[i], hash[i]);
+        keys[i] = names[i];
+    }
+    kv_get(keys, n, ids, state_timeout(r));
+}
+
+static void remote_put(const struct request *r, const unsigned char (*hash)[32], const int64_t *ids, int n)
+{
+    char names[AFF_LEVELS][80];
+    const char *keys[AFF_LEVELS];
+    for (int i = 0; i < n; i++) {
+        kv_name(names[i], hash[i]);
+        keys[i] = names[i];
+    }
+    kv_put(keys, ids, n, STICKY_TTL_MS, state_timeout(r));
+}
 
 int sticky_applies(const struct request *r, const struct snap_endpoint *e)
 {
@@ -77,6 +122,22 @@ int sticky_lookup(struct request *r, const struct snap_endpoint *e, const int *c
         }
     }
     pthread_mutex_unlock(&a->lock);
+    if (!st->replica_id && kv_on()) {
+        unsigned char hash[AFF_LEVELS][32];
+        int level[AFF_LEVELS], k = 0;
+        int64_t ids[AFF_LEVELS];
+        for (int l = 0; l < AFF_LEVELS; l++)
+            if (st->keys.present[l]) {
+                memcpy(hash[k], st->keys.hash[l], 32);
+                level[k++] = l;
+            }
+        remote_get(r, (const unsigned char (*)[32])hash, k, ids);
+        for (int i = 0; i < k && !st->replica_id; i++)
+            if (ids[i] > 0) {
+                st->replica_id = ids[i];
+                st->level = level[i];
+            }
+    }
     if (!st->replica_id)
         return -1;
     int pos = -1;
@@ -127,6 +188,17 @@ void sticky_commit(struct request *r, const struct snap_endpoint *e, int replica
                 aff_table_store(a->entries, r->conf->affinity_max_entries, st->keys.hash[l], rid, now, STICKY_TTL_MS);
         pthread_mutex_unlock(&a->lock);
     }
+    if (kv_on()) {
+        unsigned char hash[AFF_LEVELS][32];
+        int64_t ids[AFF_LEVELS];
+        int n = 0;
+        for (int l = 0; l < AFF_LEVELS; l++)
+            if (st->keys.present[l]) {
+                memcpy(hash[n], st->keys.hash[l], 32);
+                ids[n++] = rid;
+            }
+        remote_put(r, (const unsigned char (*)[32])hash, ids, n);
+    }
     int lvl = st->outcome == STICKY_MISS ? 0 : st->level;
     atomic_fetch_add(&r->shm->r->affinity.outcomes[st->outcome][lvl], 1);
     if (st->outcome == STICKY_MISS)
@@ -165,6 +237,21 @@ enum pin_result sticky_pin_lookup(struct request *r, const char *id, int64_t *re
     int64_t owner = aff_table_lookup(a->entries, r->conf->affinity_max_entries, any, now, STICKY_TTL_MS);
     int64_t rid = aff_table_lookup(a->entries, r->conf->affinity_max_entries, mine, now, STICKY_TTL_MS);
     pthread_mutex_unlock(&a->lock);
+    if (!owner && kv_on()) {            /* an id another host's replica made */
+        unsigned char hash[2][32];
+        int64_t ids[2];
+        memcpy(hash[0], any, 32);
+        memcpy(hash[1], mine, 32);
+        remote_get(r, (const unsigned char (*)[32])hash, 2, ids);
+        owner = ids[0];
+        rid = owner == r->caller.tenant_id ? ids[1] : 0;
+        if (owner && (a = table_lock(r))) {
+            aff_table_store(a->entries, r->conf->affinity_max_entries, any, owner, now, STICKY_TTL_MS);
+            if (rid)
+                aff_table_store(a->entries, r->conf->affinity_max_entries, mine, rid, now, STICKY_TTL_MS);
+            pthread_mutex_unlock(&a->lock);
+        }
+    }
     /* Another tenant's id is not found, exactly as an unknown one would be to
      * that tenant, but it must not reach the replica that holds it either. */
     if (owner && owner != r->caller.tenant_id)
@@ -185,9 +272,17 @@ void sticky_pin_store(struct request *r, const char *id, int64_t replica_id)
     int64_t owner = aff_table_lookup(a->entries, r->conf->affinity_max_entries, any, now, STICKY_TTL_MS);
     /* An id is its first creator's: a second tenant reporting the same id (two
      * upstreams that number alike) neither takes it over nor reaches it. */
-    if (!owner || owner == r->caller.tenant_id) {
+    int mine_now = !owner || owner == r->caller.tenant_id;
+    if (mine_now) {
         aff_table_store(a->entries, r->conf->affinity_max_entries, any, r->caller.tenant_id, now, STICKY_TTL_MS);
         aff_table_store(a->entries, r->conf->affinity_max_entries, mine, replica_id, now, STICKY_TTL_MS);
     }
     pthread_mutex_unlock(&a->lock);
+    if (mine_now && kv_on()) {
+        unsigned char hash[2][32];
+        int64_t ids[2] = {r->caller.tenant_id, replica_id};
+        memcpy(hash[0], any, 32);
+        memcpy(hash[1], mine, 32);
+        remote_put(r, (const unsigned char (*)[32])hash, ids, 2);
+    }
 }

@@ -190,11 +190,13 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 
-    if (access(conf.database, F_OK) != 0) {
+    if (!sdb_is_url(conf.database) && access(conf.database, F_OK) != 0) {
         log_error("database %s does not exist (create it with: sluicectl --db PATH init)", conf.database);
         return 1;
     }
-    int lock_fd = lock_take(conf.database, conf.health_lock_wait_ms);
+    /* One at a time per host (R-HC-9): each host's healthd fills its own state file, so
+     * with a database on a server the lock is beside the state file. */
+    int lock_fd = lock_take(sdb_is_url(conf.database) ? conf.state_file : conf.database, conf.health_lock_wait_ms);
     if (lock_fd < 0)
         return 0;               /* R-HC-9: one at a time; the running one does the work */
     struct sdb *db = db_open(conf.database, 0);

@@ -5,7 +5,9 @@
 #include "log.h"
 #include "secret.h"
 
+#include <json-c/json.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ACTOR "sluice-healthd"
@@ -205,18 +207,39 @@ int record_failures(struct sdb *db, int64_t replica_id, int failures)
                replica_id);
 }
 
+/* The replica as the audit row shows it (made here, not by SQL: one text on either engine). */
+static char *audit_replica(const struct hd_replica *r, const struct hd_endpoint *e, int healthy, int failures,
+                           const char *why, const char *state)
+{
+    struct json_object *o = json_object_new_object();
+    json_object_object_add(o, "id", json_object_new_int64(r->id));
+    json_object_object_add(o, "endpoint", json_object_new_string(e->name));
+    json_object_object_add(o, "url", json_object_new_string(r->url));
+    json_object_object_add(o, "healthy", json_object_new_boolean(healthy));
+    if (failures >= 0) {
+        json_object_object_add(o, "consecutive_failures", json_object_new_int64(failures));
+        json_object_object_add(o, "reason", why ? json_object_new_string(why) : NULL);
+    }
+    json_object_object_add(o, "state", state ? json_object_new_string(state) : NULL);
+    char *text = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+    if (!text)
+        abort();
+    return text;
+}
+
 static int audit(struct sdb *db, const struct hd_replica *r, const struct hd_endpoint *e, const char *action,
                  int healthy_before, int healthy_after, int failures, const char *why)
 {
-    return run(db,
-               "INSERT INTO audit_log (actor, tenant_id, action, object_type, object_id, before, after)"
-               " VALUES ('" ACTOR "', ?1, ?2, 'replica', ?3,"
-               " json_object('id', ?3, 'endpoint', ?4, 'url', ?5, 'healthy', json(?6), 'state', ?9),"
-               " json_object('id', ?3, 'endpoint', ?4, 'url', ?5, 'healthy', json(?7),"
-               "   'consecutive_failures', ?8, 'reason', ?10, 'state', ?11))",
-               "itittttittt", e->tenant_id, action, r->id, e->name, r->url,
-               healthy_before ? "true" : "false", healthy_after ? "true" : "false", (int64_t)failures,
-               r->state, why, strcmp(action, "wake") == 0 ? "running" : r->state);
+    char *before = audit_replica(r, e, healthy_before, -1, NULL, r->state);
+    char *after = audit_replica(r, e, healthy_after, failures, why, strcmp(action, "wake") == 0 ? "running" : r->state);
+    int rc = run(db,
+                 "INSERT INTO audit_log (actor, tenant_id, action, object_type, object_id, before, after)"
+                 " VALUES ('" ACTOR "', ?1, ?2, 'replica', ?3, ?4, ?5)",
+                 "ititt", e->tenant_id, action, r->id, before, after);
+    free(before);
+    free(after);
+    return rc;
 }
 
 int record_removed(struct sdb *db, const struct hd_replica *r, const struct hd_endpoint *e, int failures,

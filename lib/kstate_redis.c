@@ -57,6 +57,8 @@ int kstate_release(struct kstate_hold *h, int give_back, int64_t tpm_actual, int
 
 #else
 
+#include "redis_conn.h"
+
 #include <hiredis/hiredis.h>
 
 static const char ADMIT_LUA[] =
@@ -262,27 +264,10 @@ static int load_scripts(redisContext *c)
     return 0;
 }
 
-static int simple_ok(redisContext *c, redisReply *r, const char *what)
-{
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r && r->type == REDIS_REPLY_ERROR)
-        log_warn("state %s: %s: %s", url_text, what, r->str);
-    if (r)
-        freeReplyObject(r);
-    return ok;
-}
-
 static redisContext *conn_open(int timeout_ms)
 {
-    struct timeval tv = tv_of(timeout_ms);
-    redisContext *c = url.unix_socket ? redisConnectUnixWithTimeout(url.path, tv)
-                                      : redisConnectWithTimeout(url.host, url.port, tv);
-    if (!c || c->err)
-        goto failed;
-    redisSetTimeout(c, tv);
-    if (url.password[0] && !simple_ok(c, redisCommand(c, "AUTH %s", url.password), "AUTH"))
-        goto failed;
-    if (url.db && !simple_ok(c, redisCommand(c, "SELECT %d", url.db), "SELECT"))
+    redisContext *c = redis_connect(&url, timeout_ms, 1);
+    if (!c)
         goto failed;
     if (load_scripts(c) != 0)
         goto failed;

@@ -10,6 +10,8 @@
 
 #ifdef SLUICE_HIREDIS
 
+#include "redis_conn.h"
+
 #include <hiredis/hiredis.h>
 #include <time.h>
 #include <pthread.h>
@@ -23,29 +25,8 @@ static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
 static redisContext *pub;          /* the publishing connection; under pub_lock */
 static int64_t pub_down_until_ms;  /* no new connection before this (mono), under pub_lock */
 
-static redisContext *bus_connect(int timeout_ms)
-{
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *c = bus_url.unix_socket ? redisConnectUnixWithTimeout(bus_url.path, tv)
-                                          : redisConnectWithTimeout(bus_url.host, bus_url.port, tv);
-    if (!c || c->err) {
-        if (c)
-            redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    if (bus_url.password[0]) {
-        redisReply *r = redisCommand(c, "AUTH %s", bus_url.password);
-        int ok = r && r->type != REDIS_REPLY_ERROR;
-        if (r)
-            freeReplyObject(r);
-        if (!ok) {
-            redisFree(c);
-            return NULL;
-        }
-    }
-    return c;           /* pub/sub channels are not per database: no SELECT */
-}
+/* pub/sub channels are not per database: no SELECT */
+static redisContext *bus_connect(int timeout_ms) { return redis_connect(&bus_url, timeout_ms, 0); }
 
 static void *bus_main(void *arg)
 {

@@ -19,6 +19,7 @@
 #include "arena.h"
 #include "log.h"
 #include "sdb_pg_sql.h"
+#include "util.h"
 
 #include <libpq-fe.h>
 #include <poll.h>
@@ -42,6 +43,8 @@ struct pg {
     uint64_t generation;      /* the session: a reset makes a new one (prepared statements gone) */
     uint64_t names;           /* prepared statements named so far */
     int listening;            /* LISTEN sent in this session */
+    int in_tx;                /* between a BEGIN and its COMMIT / ROLLBACK */
+    int64_t reset_after_ms;   /* no reconnect before (mono) */
 };
 
 struct param {
@@ -62,8 +65,8 @@ struct pg_stmt {
     struct param *p;
     PGresult *res;            /* after the first step, until reset */
     int row, nrows, ran;
-    char *typed;              /* per parameter: sent with its bound type (see pg_step) */
-    int all_typed;
+    char *typed;              /* per parameter: sent with its bound type (param_types) */
+    int int_untyped;          /* integers sent untyped (param_types) */
     int persistent;
     int unpreparable;         /* the server cannot prepare it without values */
     uint64_t prepared;        /* the session (pg.generation) it is prepared in; 0: not */
@@ -122,15 +125,65 @@ static int simple(struct pg *db, const char *sql)
     ExecStatusType s = PQresultStatus(r);
     int ok = s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
     if (!ok)
-        set_error(db, code_of(PQresultErrorField(r, PG_DIAG_SQLSTATE)), PQresultErrorMessage(r));
+        set_error(db, r ? code_of(PQresultErrorField(r, PG_DIAG_SQLSTATE)) : SDB_ERROR,
+                  r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r) : PQerrorMessage(db->c));
     PQclear(r);
     return ok ? 0 : -1;
+}
+
+/* What a session needs, at open and again after every reconnect: quiet NOTICEs, the
+ * process's time zone (date(..., 'localtime') is the process's local day, as with
+ * SQLite), and the lock wait sdb_busy_timeout set. */
+static int session_setup(struct pg *db)
+{
+    const char *tz = getenv("TZ");
+    char set_tz[160] = "", set_lock[64] = "";
+    if (tz && *tz && *tz != ':' && strlen(tz) < 100 && !strpbrk(tz, "'\\"))
+        snprintf(set_tz, sizeof set_tz, "; SET TimeZone = '%s'", tz);
+    if (db->lock_ms > 0)
+        snprintf(set_lock, sizeof set_lock, "; SET lock_timeout = %d", db->lock_ms);
+    char setup[300];
+    snprintf(setup, sizeof setup, "SET client_min_messages = warning%s%s", set_tz, set_lock);
+    return simple(db, setup);
+}
+
+/* A connection the server dropped (a restart, a killed backend). Outside a
+ * transaction it is opened again, at most once a second; inside one nothing can be
+ * saved: every statement fails until the caller's ROLLBACK, and a COMMIT fails, so
+ * no half of a transaction is ever written without the rest. 0 usable, -1 not. */
+static int ensure_connected(struct pg *db)
+{
+    if (PQstatus(db->c) == CONNECTION_OK)
+        return 0;
+    if (db->in_tx) {
+        set_error(db, SDB_ERROR, "the connection to the database was lost inside a transaction");
+        return -1;
+    }
+    int64_t now = mono_ms();
+    if (now < db->reset_after_ms) {
+        set_error(db, SDB_ERROR, "the database does not answer (reconnecting)");
+        return -1;
+    }
+    db->reset_after_ms = now + 1000;
+    PQreset(db->c);
+    if (PQstatus(db->c) != CONNECTION_OK) {
+        set_error(db, SDB_ERROR, PQerrorMessage(db->c));
+        return -1;
+    }
+    db->generation++;             /* a new session: nothing prepared, nothing LISTENed */
+    db->listening = 0;
+    return session_setup(db) == 0 ? 0 : -1;
 }
 
 static struct sdb *pg_open(const char *where, int create)
 {
     (void)create;             /* the database itself is the operator's (CREATE DATABASE) */
-    PGconn *c = PQconnectdb(where);
+    /* A server that does not answer fails a connect in 5 s, and a dead peer is found
+     * by keepalives, not by a request waiting on it; the URL may say otherwise. */
+    const char *const keys[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                                "keepalives_count", "dbname", NULL};
+    const char *const vals[] = {"5", "1", "10", "5", "3", where, NULL};
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
     if (!c || PQstatus(c) != CONNECTION_OK) {
         log_error("cannot open database %s: %s", where, c ? PQerrorMessage(c) : "out of memory");
         PQfinish(c);
@@ -141,15 +194,7 @@ static struct sdb *pg_open(const char *where, int create)
     db->base.e = &sdb_pg_engine;
     db->c = c;
     db->generation = 1;
-    /* date(..., 'localtime') is the process's local day, as with SQLite: the
-     * session's time zone is the process's TZ where one is set. */
-    const char *tz = getenv("TZ");
-    char set_tz[160] = "";
-    if (tz && *tz && *tz != ':' && strlen(tz) < 100 && !strpbrk(tz, "'\\"))
-        snprintf(set_tz, sizeof set_tz, "; SET TimeZone = '%s'", tz);
-    char setup[256];
-    snprintf(setup, sizeof setup, "SET client_min_messages = warning%s", set_tz);
-    if (simple(db, setup) != 0) {
+    if (session_setup(db) != 0) {
         log_error("database %s: %s", where, db->err);
         PQfinish(c);
         free(db);
@@ -308,6 +353,7 @@ static int run_control(struct pg_stmt *s)
         return SDB_DONE;
     case PG_SQL_BEGIN_READ:
         rc = simple(db, "BEGIN ISOLATION LEVEL REPEATABLE READ");
+        db->in_tx = rc == 0;
         break;
     case PG_SQL_BEGIN_WRITE: {
         char sql[96];
@@ -320,13 +366,25 @@ static int run_control(struct pg_stmt *s)
             simple(db, "ROLLBACK");
             set_error(db, code, err);
         }
+        db->in_tx = rc == 0;
         break;
     }
-    case PG_SQL_COMMIT:
-        rc = simple(db, "COMMIT");
+    case PG_SQL_COMMIT: {
+        /* A transaction an error aborted answers COMMIT with ROLLBACK: not a commit. */
+        PGresult *r = PQexec(db->c, "COMMIT");
+        int ok = PQresultStatus(r) == PGRES_COMMAND_OK && strcmp(PQcmdStatus(r), "COMMIT") == 0;
+        if (!ok)
+            set_error(db, r && PQresultStatus(r) == PGRES_FATAL_ERROR
+                              ? code_of(PQresultErrorField(r, PG_DIAG_SQLSTATE)) : SDB_ERROR,
+                      r && *PQresultErrorMessage(r) ? PQresultErrorMessage(r) : "the transaction was rolled back");
+        PQclear(r);
+        rc = ok ? 0 : -1;
+        db->in_tx = 0;
         break;
+    }
     case PG_SQL_ROLLBACK:
         rc = PQtransactionStatus(db->c) == PQTRANS_IDLE ? 0 : simple(db, "ROLLBACK");
+        db->in_tx = 0;
         break;
     default:
         return SDB_ERROR;
@@ -377,24 +435,84 @@ static PGresult *execute(struct pg *db, const char *name, const char *sql, int n
     return res[1];
 }
 
+/* The type each parameter is sent with. Integers and reals go typed (int8, float8):
+ * an untyped one takes its place's type, and GREATEST($1, 0) would make that an
+ * int4 that a token count or a time in ms overflows. Text goes untyped, so the
+ * server reads it as the column's type. Where a place wants another type
+ * (substr(x, 1, $1) wants an int4) the integers go untyped (int_untyped); where a
+ * place says nothing ($1 IS NULL alone) that parameter goes with its bound type
+ * (typed[i]), as the server names it. */
+static void param_types(const struct pg_stmt *s, const char *const *vals, Oid *types)
+{
+    for (int i = 0; i < s->nparams; i++) {
+        unsigned t = s->p[i].type;
+        if (!vals[i])
+            types[i] = OID_TEXT;              /* unreferenced (a NULL is in the text) */
+        else if (t == OID_BYTEA)
+            types[i] = t;
+        else if (t)
+            types[i] = s->int_untyped && !s->typed[i] ? 0 : t;
+        else
+            types[i] = s->typed[i] ? OID_TEXT : 0;
+    }
+}
+
+/* After a failed attempt: does another typing of the parameters deserve a try? */
+static int retype(struct pg_stmt *s, const PGresult *r)
+{
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+    const char *at = msg ? strstr(msg, "parameter $") : NULL;
+    int which = at ? atoi(at + 11) : 0;
+    if (PQresultStatus(r) != PGRES_FATAL_ERROR || !state)
+        return 0;
+    if ((strcmp(state, "42P18") == 0 || strcmp(state, "42P08") == 0) && which >= 1 && which <= s->nparams &&
+        !s->typed[which - 1]) {
+        s->typed[which - 1] = 1;
+        return 1;
+    }
+    if ((strcmp(state, "42883") == 0 || strcmp(state, "42725") == 0) && !s->int_untyped) {
+        s->int_untyped = 1;                   /* a function or operator wants its own integer type */
+        return 1;
+    }
+    return 0;
+}
+
 /* A persistent statement is prepared on the server once per session (parsed and
  * planned once). One the server cannot type without values ($1 IS NULL alone) is
  * sent whole each time instead. */
-static void prepare_server(struct pg *db, struct pg_stmt *s, int inside)
+static void prepare_server(struct pg *db, struct pg_stmt *s, const char *const *vals, int inside)
 {
     snprintf(s->name, sizeof s->name, "sdb_%llu", (unsigned long long)++db->names);
-    if (inside)
-        PQclear(PQexec(db->c, "SAVEPOINT sdb_prepare"));
-    PGresult *r = PQprepare(db->c, s->name, s->sql, s->nparams, NULL);
-    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-    PQclear(r);
-    if (inside)
-        PQclear(PQexec(db->c, ok ? "RELEASE SAVEPOINT sdb_prepare"
-                                 : "ROLLBACK TO SAVEPOINT sdb_prepare; RELEASE SAVEPOINT sdb_prepare"));
-    if (ok)
-        s->prepared = db->generation;
-    else
+    Oid types[s->nparams ? s->nparams : 1];
+    PGresult *r = NULL;
+    for (int attempt = 0; attempt <= s->nparams + 1; attempt++) {
+        PQclear(r);
+        param_types(s, vals, types);
+        for (int i = 0; i < s->nparams; i++)
+            if (!vals[i] && !s->typed[i])
+                types[i] = 0;                 /* no value to type it by: the server's inference */
+        if (inside)
+            PQclear(PQexec(db->c, "SAVEPOINT sdb_prepare"));
+        r = PQprepare(db->c, s->name, s->sql, s->nparams, types);
+        int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+        if (inside)
+            PQclear(PQexec(db->c, ok ? "RELEASE SAVEPOINT sdb_prepare"
+                                     : "ROLLBACK TO SAVEPOINT sdb_prepare; RELEASE SAVEPOINT sdb_prepare"));
+        if (ok) {
+            s->prepared = db->generation;
+            PQclear(r);
+            return;
+        }
+        if (!retype(s, r))
+            break;
+    }
+    /* The statement itself cannot be prepared (its types): sent whole from now on. A
+     * failure of the moment (a lock, the connection) is tried again next time. */
+    const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+    if (state && strncmp(state, "42", 2) == 0)
         s->unpreparable = 1;
+    PQclear(r);
 }
 
 static int pg_step(struct sdb_stmt *st)
@@ -412,6 +530,13 @@ static int pg_step(struct sdb_stmt *st)
         return SDB_ROW;
     }
     s->ran = 1;
+    if (ensure_connected(db) != 0) {
+        if (s->kind == PG_SQL_ROLLBACK) {   /* the server rolled it back with the session */
+            db->in_tx = 0;
+            return SDB_DONE;
+        }
+        return db->code & 0xff;
+    }
     if (s->kind != PG_SQL_OTHER)
         return run_control(s);
     const char *vals[s->nparams ? s->nparams : 1];
@@ -422,14 +547,9 @@ static int pg_step(struct sdb_stmt *st)
         lens[i] = s->p[i].len;
         fmts[i] = s->p[i].fmt;
     }
-    if (PQstatus(db->c) == CONNECTION_BAD && PQtransactionStatus(db->c) != PQTRANS_INTRANS) {
-        PQreset(db->c);             /* the server restarted: a new session, nothing prepared */
-        db->generation++;
-        db->listening = 0;
-    }
     int inside = PQtransactionStatus(db->c) == PQTRANS_INTRANS;
     if (s->persistent && !s->unpreparable && s->prepared != db->generation)
-        prepare_server(db, s, inside);
+        prepare_server(db, s, vals, inside);
     int prepared = s->persistent && !s->unpreparable && s->prepared == db->generation;
     /* Unprepared, a NULL is written into the text: the NULL literal takes any place's
      * type, where a parameter with no value has none to give. */
@@ -437,32 +557,10 @@ static int pg_step(struct sdb_stmt *st)
     PGresult *r;
     ExecStatusType rs;
     for (int attempt = 0;; attempt++) {
-        /* Untyped parameters take their place's type (substr(x, 1, $1) wants an
-         * int4); one whose place says nothing ($1 IS NULL) is sent with its bound
-         * type from then on, as the server names it. */
-        for (int i = 0; i < s->nparams; i++)
-            types[i] = !vals[i] || s->p[i].type == OID_BYTEA || s->typed[i] ? (s->p[i].type ? s->p[i].type : OID_TEXT)
-                                                                           : 0;
+        param_types(s, vals, types);
         r = execute(db, prepared ? s->name : NULL, text ? text : s->sql, s->nparams, types, vals, lens, fmts, inside);
         rs = PQresultStatus(r);
-        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        const char *msg = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
-        const char *at = msg ? strstr(msg, "parameter $") : NULL;
-        int which = at ? atoi(at + 11) : 0;
-        int retry = 0;
-        if (!prepared && attempt <= s->nparams && rs == PGRES_FATAL_ERROR && state) {
-            if ((strcmp(state, "42P18") == 0 || strcmp(state, "42P08") == 0) && which >= 1 &&
-                which <= s->nparams && !s->typed[which - 1]) {
-                s->typed[which - 1] = 1;
-                retry = 1;
-            } else if (strcmp(state, "42725") == 0 && !s->all_typed) {
-                /* $1 + $2: an operator no place decides; every parameter typed */
-                memset(s->typed, 1, (size_t)s->nparams);
-                s->all_typed = 1;
-                retry = 1;
-            }
-        }
-        if (!retry)
+        if (prepared || attempt > s->nparams || !r || !retype(s, r))
             break;
         PQclear(r);
     }
@@ -473,8 +571,10 @@ static int pg_step(struct sdb_stmt *st)
         PQclear(r);
         return db->code & 0xff;
     }
-    const char *n = PQcmdTuples(r);
-    db->changes = n && *n ? strtoll(n, NULL, 10) : 0;
+    /* as sqlite3_changes: rows an INSERT, UPDATE or DELETE touched; a SELECT leaves it */
+    const char *tag = PQcmdStatus(r), *n = PQcmdTuples(r);
+    if (strncmp(tag, "INSERT", 6) == 0 || strncmp(tag, "UPDATE", 6) == 0 || strncmp(tag, "DELETE", 6) == 0)
+        db->changes = n && *n ? strtoll(n, NULL, 10) : 0;
     db->code = SDB_OK;
     s->res = r;
     s->nrows = rs == PGRES_TUPLES_OK ? PQntuples(r) : 0;
@@ -539,7 +639,7 @@ static const void *pg_column_blob(struct sdb_stmt *st, int i)
         s->blob[i] = PQunescapeBytea((const unsigned char *)v, &n);
         s->blob_len[i] = n;
     }
-    return s->blob[i];
+    return s->blob_len[i] ? s->blob[i] : NULL;      /* SQLite's empty blob is NULL too */
 }
 
 static int pg_column_bytes(struct sdb_stmt *st, int i)

@@ -240,7 +240,9 @@ static char *text_of(struct buf *b)
     return b->data;
 }
 
-#define EPOCH_NOW "CAST(EXTRACT(EPOCH FROM statement_timestamp()) AS BIGINT)"
+/* floor: PostgreSQL rounds a cast to an integer where SQLite truncates ('%s' is the
+ * second that began, as time() says) */
+#define EPOCH_NOW "CAST(floor(EXTRACT(EPOCH FROM statement_timestamp())) AS BIGINT)"
 
 static void rewrite(const struct toks *ts, size_t from, size_t to, struct rw *c);
 
@@ -327,8 +329,8 @@ static void rewrite(const struct toks *ts, size_t from, size_t to, struct rw *c)
             continue;
         }
         if (t->k == TK_WORD) {
-            if (is_word(t, "RETURNING"))
-                c->upsert = 0;
+            if (is_word(t, "RETURNING") || is_word(t, "SELECT"))
+                c->upsert = 0;      /* a subquery's columns are its own: left as they are */
             if (c->upsert && c->target[0] && upsert_column(ts, i, from, to)) {
                 buf_printf(&c->out, "%s.", c->target);
                 buf_append(&c->out, t->p, t->n);
@@ -341,7 +343,8 @@ static void rewrite(const struct toks *ts, size_t from, size_t to, struct rw *c)
                 continue;
             }
             size_t j = sig(ts, i + 1, to), k = j < to ? sig(ts, j + 1, to) : to;
-            if (is_word(t, "INTO") && j < to && ts->t[j].k == TK_WORD && ts->t[j].n < sizeof c->target)
+            if (is_word(t, "INTO") && j < to && (ts->t[j].k == TK_WORD || ts->t[j].k == TK_QID) &&
+                ts->t[j].n < sizeof c->target)
                 snprintf(c->target, sizeof c->target, "%.*s", (int)ts->t[j].n, ts->t[j].p);
             if (is_word(t, "UPDATE") && j < to && is_word(&ts->t[j], "SET")) {
                 size_t d = sig_before(ts, i, from);
@@ -377,8 +380,20 @@ static void rewrite(const struct toks *ts, size_t from, size_t to, struct rw *c)
                     continue;
                 }
             }
-            if (is_word(t, "LIKE")) {               /* SQLite's LIKE ignores ASCII case */
+            if (is_word(t, "LIKE")) {
+                /* SQLite's LIKE ignores ASCII case and has no escape character unless
+                 * one is given; PostgreSQL's takes a backslash as one. */
                 buf_puts(&c->out, "ILIKE");
+                size_t op = j, after = op < to ? sig(ts, op + 1, to) : to;
+                if (op < to && (ts->t[op].k == TK_PARAM || ts->t[op].k == TK_STR) &&
+                    !(after < to && is_word(&ts->t[after], "ESCAPE"))) {
+                    for (size_t x = i + 1; x < op; x++)
+                        buf_append(&c->out, ts->t[x].p, ts->t[x].n);
+                    rewrite(ts, op, op + 1, c);
+                    buf_puts(&c->out, " ESCAPE ''");
+                    i = op + 1;
+                    continue;
+                }
                 i++;
                 continue;
             }
@@ -690,8 +705,8 @@ char *pg_sql_next(const char **p)
         const struct tok *t = &ts.t[i];
         if (is_word(t, "TRIGGER"))
             trigger = 1;
-        else if (trigger && is_word(t, "BEGIN"))
-            depth++;
+        else if (trigger && (is_word(t, "BEGIN") || (depth > 0 && is_word(t, "CASE"))))
+            depth++;                    /* a CASE ... END inside the body is not its END */
         else if (trigger && depth > 0 && is_word(t, "END"))
             depth--;
         else if (depth == 0 && is_punct(t, ';'))

@@ -447,7 +447,11 @@ def test_affinity_and_cache_outcomes_are_recorded(c):
     gw.sql_write("INSERT INTO model_policies (model, cache, cache_ttl_s) VALUES ('mc', 'exact', 60)")
     sess = {"X-Session-Id": "t0150-session"}
     wait_for(lambda: c.gw.request("GET", "/v1/models", key=key).status == 200, 5, what="key live")
-    wait_for(lambda: chat(c, key, "warm", model="mc").status == 200, 5, what="routes live")
+    # the policy live on every responder (each answers with x-cache), not only the routes
+    def warm(i):
+        return gw.request("POST", "/v1/chat/completions", {"model": "mc", "temperature": 0, "messages": [
+            {"role": "user", "content": "warm %d %f" % (i, time.time())}]}, key=key).headers.get("x-cache")
+    wait_for(lambda: all(warm(i) for i in range(4)), 5, what="routes and the cache policy live")
     r1 = gw.request("POST", "/v1/chat/completions", {"model": "ms", "messages": [{"role": "user", "content": "s"}]},
                     key=key, headers=sess)
     r2 = gw.request("POST", "/v1/chat/completions", {"model": "ms", "messages": [{"role": "user", "content": "s"}]},

@@ -379,6 +379,36 @@ def test_a_replica_banned_on_one_host_is_out_on_every_host_R_HC_5(c):
         good.stop()
 
 
+def test_a_session_keeps_its_replica_on_every_host_R_AFF_1(c):
+    """Session affinity across hosts: the replica host A chose for a session (X-Session-Id)
+    is the one hosts B and C send it to, from the mapping in Redis (a miss in their own
+    table). On their own they would choose by load among four idle replicas, so with
+    four sessions a shared choice by luck is about one in 4^8."""
+    fakes = [Fake("redis19-aff-%d" % i) for i in range(4)]
+    try:
+        add_endpoint(c.gw, "ep-aff", "acme", fakes, algorithm="round_robin", affinity="on")
+        c.gw.ctl("route", "add", "m-aff", "ep-aff", "--tenant", "acme")
+        key, _, _ = new_key(c)
+        for g in c.gws:
+            wait_for(lambda g=g: g.chat(key, model="m-aff").status == 200, 5, what="m-aff on %s" % g.name)
+        for s in range(4):
+            sid = "sess-%d-%d" % (os.getpid(), s)
+            r = c.gws[0].chat(key, model="m-aff", content="turn one %d" % s, headers={"X-Session-Id": sid})
+            assert r.status == 200, r
+            first = r.headers.get("x-fake-upstream")
+            for g in c.gws[1:]:
+                r = g.chat(key, model="m-aff", content="turn two %d" % s, headers={"X-Session-Id": sid})
+                assert r.status == 200, r
+                assert r.headers.get("x-fake-upstream") == first, \
+                    "session %s: host A chose %s, %s sent it to %s (%s)" % (sid, first, g.name,
+                                                                           r.headers.get("x-fake-upstream"),
+                                                                           r.headers.get("x-session-affinity"))
+                assert (r.headers.get("x-session-affinity") or "").startswith("hit:"), r.headers
+    finally:
+        for f in fakes:
+            f.stop()
+
+
 if __name__ == "__main__":
     if not REDIS:
         print("skip - redis-server is not installed (apt-get install redis-server)")
