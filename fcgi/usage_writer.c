@@ -98,9 +98,19 @@ static int quota_add(int64_t key_id, const char *period, int64_t calls, int64_t 
     return step_kept(st_quota, "quota counter update");
 }
 
+/* The batch's texts are bound SDB_STATIC: the records and sums they point into live
+ * until write_batch returns, and every statement that holds them is reset before it
+ * does (release_binds). A copy of each (TRANSIENT) cost ~3 % of a request (issue 17). */
 static int bind_text(struct sdb_stmt *st, int i, const char *s)
 {
-    return s && *s ? sdb_bind_text(st, i, s, -1, SDB_TRANSIENT) : sdb_bind_null(st, i);
+    return s && *s ? sdb_bind_text(st, i, s, -1, SDB_STATIC) : sdb_bind_null(st, i);
+}
+
+static void release_binds(void)
+{
+    sdb_reset(st_event);
+    sdb_reset(st_daily);
+    sdb_reset(st_route);
 }
 
 static int write_event(const struct usage_record *u)
@@ -108,16 +118,16 @@ static int write_event(const struct usage_record *u)
     struct sdb_stmt *e = st_event;
     sdb_reset(e);
     sdb_bind_int64(e, 1, u->ts_ms);
-    sdb_bind_text(e, 2, u->request_id, -1, SDB_TRANSIENT);
+    sdb_bind_text(e, 2, u->request_id, -1, SDB_STATIC);
     sdb_bind_int64(e, 3, u->tenant_id);
     sdb_bind_int64(e, 4, u->user_id);
     sdb_bind_int64(e, 5, u->key_id);
     sdb_bind_int64(e, 6, u->endpoint_id);
     sdb_bind_int64(e, 7, u->replica_id);
     sdb_bind_int64(e, 8, u->route_id);
-    sdb_bind_text(e, 9, u->model, -1, SDB_TRANSIENT);
-    sdb_bind_text(e, 10, u->routed_model, -1, SDB_TRANSIENT);
-    sdb_bind_text(e, 11, u->path, -1, SDB_TRANSIENT);
+    sdb_bind_text(e, 9, u->model, -1, SDB_STATIC);
+    sdb_bind_text(e, 10, u->routed_model, -1, SDB_STATIC);
+    sdb_bind_text(e, 11, u->path, -1, SDB_STATIC);
     sdb_bind_int64(e, 12, u->prompt_tokens);
     sdb_bind_int64(e, 13, u->completion_tokens);
     sdb_bind_int64(e, 14, u->latency_ms);
@@ -162,7 +172,7 @@ static int write_daily(const struct daily_sum *d)
     struct sdb_stmt *st = d->by_route ? st_route : st_daily;
     int i = 1;
     sdb_reset(st);
-    sdb_bind_text(st, i++, d->day, -1, SDB_TRANSIENT);
+    sdb_bind_text(st, i++, d->day, -1, SDB_STATIC);
     sdb_bind_int64(st, i++, d->first->tenant_id);
     sdb_bind_int64(st, i++, d->first->user_id);
     if (d->by_route) {
@@ -170,12 +180,15 @@ static int write_daily(const struct daily_sum *d)
         sdb_bind_int64(st, i++, d->first->replica_id);
     } else
         sdb_bind_int64(st, i++, d->first->key_id);
-    sdb_bind_text(st, i++, d->first->model, -1, SDB_TRANSIENT);
+    sdb_bind_text(st, i++, d->first->model, -1, SDB_STATIC);
     sdb_bind_int64(st, i++, d->requests);
     sdb_bind_int64(st, i++, d->errors);
     sdb_bind_int64(st, i++, d->prompt_tokens);
     sdb_bind_int64(st, i++, d->completion_tokens);
-    return step_kept(st, d->by_route ? "daily route aggregate" : "daily aggregate");
+    int rc = step_kept(st, d->by_route ? "daily route aggregate" : "daily aggregate");
+    if (rc == 0)
+        sdb_reset(st);            /* d may be reused for another group (daily_add) */
+    return rc;
 }
 
 /* Adds u to its group of sums[0..*n) (max groups; full: written and started again). */
@@ -307,12 +320,14 @@ static int write_batch(struct usage_record *list)
             goto fail;
     if (cache_store_trim(now_ms()) != 0)
         goto fail;
+    release_binds();
     if (db_exec(q_db, "COMMIT") == 0) {
         cache_store_done(1);
         return 0;
     }
 fail:
     str_copy(last_error, sizeof last_error, sdb_errmsg(q_db));
+    release_binds();
     cache_store_done(0);            /* undone while the write lock is still held: no re-sum sees half */
     db_exec(q_db, "ROLLBACK");
     return -1;
