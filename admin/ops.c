@@ -328,7 +328,7 @@ struct json_object *ops_query_page(struct sdb *db, struct ops_error *err, const 
     }
     /* Only our own SQL constants are composed here; every input stays bound. */
     if (nt + 3 > sizeof page_types ||
-        snprintf(count_sql, sizeof count_sql, "SELECT COUNT(*) FROM (%s)", sql) >= (int)sizeof count_sql ||
+        snprintf(count_sql, sizeof count_sql, "SELECT COUNT(*) FROM (%s) AS page", sql) >= (int)sizeof count_sql ||
         snprintf(page_sql, sizeof page_sql, "%s LIMIT ?%zu OFFSET ?%zu", sql, nt + 1, nt + 2) >=
             (int)sizeof page_sql) {
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "listing query too long");
@@ -343,7 +343,8 @@ struct json_object *ops_query_page(struct sdb *db, struct ops_error *err, const 
     struct sdb_stmt *st = NULL;
     if (cst) {
         st = ops_prepare_v(db, err, page_sql, types, ap2);
-        if (st && (sdb_bind_int64(st, (int)nt + 1, limit > 0 ? limit : -1) != SDB_OK ||
+        /* no limit: the largest, since PostgreSQL takes no -1 */
+        if (st && (sdb_bind_int64(st, (int)nt + 1, limit > 0 ? limit : INT64_MAX) != SDB_OK ||
                    sdb_bind_int64(st, (int)nt + 2, offset) != SDB_OK)) {
             ops_fail_db(err, db);
             sdb_finalize(st);
@@ -544,7 +545,7 @@ struct json_object *ops_init(struct sdb *db, const char *path, struct ops_error 
     struct json_object *res = NULL;
     if (ops_run(db, err, "INSERT INTO tenants (name) VALUES ('default') ON CONFLICT (name) DO NOTHING",
                 "") != 0 ||
-        ops_query_i64(db, err, &version, "PRAGMA user_version", "") != 1 ||
+        (version = db_stored_version(db)) < 0 ||
         ops_endpoint_seal_all(db, key_path, sizeof key_path, &sealed, err) != 0)
         goto out;
     res = json_object_new_object();
@@ -558,7 +559,7 @@ out:
     /* The clear values just sealed may linger in free space and in the WAL: the database
      * is rewritten and the WAL emptied (once, when something was sealed). */
     int64_t busy = 1;
-    if (res && sealed > 0 &&
+    if (res && sealed > 0 && sdb_filename(db) &&      /* a server keeps its own files */
         (db_exec(db, "VACUUM") != 0 ||
          ops_query_i64(db, &(struct ops_error){0}, &busy, "PRAGMA wal_checkpoint(TRUNCATE)", "") != 1 ||
          busy != 0))

@@ -139,10 +139,10 @@ static int req_window_sql(char *out, size_t n, const struct ops_request_filter *
     if (driver == T_MODEL)
         w = snprintf(out, n,
                      "SELECT id, ts_ms FROM (SELECT * FROM (SELECT e.id, e.ts_ms FROM usage_events e WHERE e.model = ?8"
-                     " AND " REQ_RANGE " ORDER BY e.ts_ms DESC, e.id DESC LIMIT %s) UNION SELECT * FROM (SELECT e.id,"
+                     " AND " REQ_RANGE " ORDER BY e.ts_ms DESC, e.id DESC LIMIT %s) AS asked UNION SELECT * FROM (SELECT e.id,"
                      " e.ts_ms FROM usage_events e WHERE e.routed_model = ?8 AND e.routed_model <> e.model AND "
                      REQ_RANGE " ORDER BY e.ts_ms DESC,"
-                     " e.id DESC LIMIT %s)) ORDER BY ts_ms DESC, id DESC LIMIT %s", a, b, c, limit, a, b, c, limit, limit);
+                     " e.id DESC LIMIT %s) AS routed) AS either ORDER BY ts_ms DESC, id DESC LIMIT %s", a, b, c, limit, a, b, c, limit, limit);
     else
         w = snprintf(out, n, "SELECT e.id, e.ts_ms FROM usage_events e WHERE %s AND " REQ_RANGE
                      " ORDER BY e.ts_ms DESC, e.id DESC LIMIT %s",
@@ -164,7 +164,7 @@ static int64_t req_count(struct sdb *db, struct ops_error *err, const struct ops
 {
     char win[2048], sql[2200];
     if (req_window_sql(win, sizeof win, f, t, "?13") != 0 ||
-        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM (%s)", win) >= (int)sizeof sql) {
+        snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM (%s) AS page", win) >= (int)sizeof sql) {
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "requests query too long");
         return -1;
     }

@@ -127,6 +127,8 @@ static double usage_cost_fn(void *ctx, const char *m, int64_t prompt, int64_t co
     return hit ? ((double)prompt * hit->in + (double)completion * hit->out) / 1000.0 : 0.0;
 }
 
+enum { PRICED_NONE, PRICED_FN, PRICED_SQL };
+
 /* The report's SQL for the filters that are set (?1 tenant, ?2 from, ?3 to, ?4 user). */
 static int usage_sql(char *out, size_t n, enum usage_group g, int tenant, int from, int to,
                      int user, int priced)
@@ -137,7 +139,11 @@ static int usage_sql(char *out, size_t n, enum usage_group g, int tenant, int fr
                      " %s AS cost%s FROM %s d"
                      " WHERE %s AND %s AND %s AND %s GROUP BY 1) g%s%s",
                      usage_reports[g].cols, usage_reports[g].key,
-                     priced ? "SUM(usage_cost(d.model, d.prompt_tokens, d.completion_tokens))" : "0.0",
+                     priced == PRICED_FN ? "SUM(usage_cost(d.model, d.prompt_tokens, d.completion_tokens))"
+                     : priced == PRICED_SQL ? "SUM(COALESCE((SELECT (d.prompt_tokens * COALESCE(p.price_input_per_1k, 0)"
+                                              " + d.completion_tokens * COALESCE(p.price_output_per_1k, 0)) / 1000.0"
+                                              " FROM model_policies p WHERE p.model = d.model), 0))"
+                     : "0.0",
                      usage_reports[g].extra, usage_reports[g].table,
                      tenant ? "d.tenant_id = ?1" : "?1 IS NULL",
                      from ? "d.day >= ?2" : "?2 IS NULL", to ? "d.day <= ?3" : "?3 IS NULL",
@@ -433,16 +439,19 @@ struct json_object *ops_usage(struct sdb *db, const struct ops_list *l, const ch
     ops_setting(db, "usage_currency", &cur, currency, sizeof currency);
     /* Groups are few (models, users, keys, days, endpoints, replicas): one pass sums every
      * group for the totals and keeps only the page, so the report costs one indexed scan. */
-    char sql[1536];
+    char sql[2048];
     struct usage_prices prices = {NULL, 0, NULL};
     if (usage_prices_load(db, &prices, err) != 0)
         return NULL;
-    if (usage_sql(sql, sizeof sql, g, tid.set, from != NULL, to != NULL, uid.set, prices.n > 0) != 0) {
+    /* The price of a row: usage_cost() in C where the engine runs it (SQLite), else
+     * the same sum in SQL from model_policies (PostgreSQL). */
+    int priced = !prices.n ? PRICED_NONE : !sdb_filename(db) ? PRICED_SQL : PRICED_FN;
+    if (usage_sql(sql, sizeof sql, g, tid.set, from != NULL, to != NULL, uid.set, priced) != 0) {
         free(prices.p);
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "usage query too long");
         return NULL;
     }
-    if (prices.n && sdb_create_function3(db, "usage_cost", usage_cost_fn, &prices) != SDB_OK) {
+    if (priced == PRICED_FN && sdb_create_function3(db, "usage_cost", usage_cost_fn, &prices) != SDB_OK) {
         free(prices.p);
         ops_fail_db(err, db);
         return NULL;
@@ -492,7 +501,7 @@ struct json_object *ops_usage(struct sdb *db, const struct ops_list *l, const ch
         ops_fail_db(err, db);
     sdb_finalize(st);
     /* the function points at prices: gone from the connection before they are */
-    if (prices.n)
+    if (priced == PRICED_FN)
         sdb_create_function3(db, "usage_cost", NULL, NULL);
     free(prices.p);
     struct ops_i64 from_ms = {from != NULL, from ? usage_day_ms(from, 0) : 0};

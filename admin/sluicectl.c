@@ -938,7 +938,7 @@ int main(int argc, char **argv)
     secret_use_key_file(c.key_file);   /* R-SEC-9 */
     struct sdb *db = NULL;
     struct json_object *res = NULL;
-    if (!k->creates && access(c.db_path, F_OK) != 0) {
+    if (!k->creates && !sdb_is_url(c.db_path) && access(c.db_path, F_OK) != 0) {
         err.kind = OPS_ERR_NOT_FOUND;
         snprintf(err.message, sizeof err.message,
                  "database %s does not exist (create it with: sluicectl --db PATH init)",

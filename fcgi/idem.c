@@ -12,8 +12,12 @@ static const char SQL_GET[] =
     "SELECT fingerprint, state, owner_pid, owner_start, status, content_type, body, expires_at, body IS NULL"
     " FROM idempotency WHERE scope = ?1 AND idem_key = ?2";
 static const char SQL_PUT[] =
-    "INSERT OR REPLACE INTO idempotency (key_id, scope, idem_key, fingerprint, state, owner_pid, owner_start,"
-    " created_at, expires_at) VALUES (0, ?1, ?2, ?3, 'in_progress', ?4, ?5, ?6, ?7)";
+    "INSERT INTO idempotency (key_id, scope, idem_key, fingerprint, state, owner_pid, owner_start,"
+    " created_at, expires_at) VALUES (0, ?1, ?2, ?3, 'in_progress', ?4, ?5, ?6, ?7)"
+    " ON CONFLICT (scope, idem_key) DO UPDATE SET key_id = excluded.key_id, fingerprint = excluded.fingerprint,"
+    " state = excluded.state, owner_pid = excluded.owner_pid, owner_start = excluded.owner_start, status = NULL,"
+    " content_type = NULL, headers = NULL, body = NULL, body_bytes = 0, created_at = excluded.created_at,"
+    " expires_at = excluded.expires_at";      /* a new record in the old one's place, as REPLACE would */
 static const char SQL_OWNER[] =
     "UPDATE idempotency SET owner_pid = ?3, owner_start = ?4 WHERE scope = ?1 AND idem_key = ?2";
 static const char SQL_DONE[] =

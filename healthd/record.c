@@ -231,8 +231,8 @@ int record_removed(struct sdb *db, const struct hd_replica *r, const struct hd_e
         return -1;
     /* R-HC-2: deduplicated by (type, replica) through the partial unique index. */
     return run(db,
-               "INSERT OR IGNORE INTO alerts (type, severity, tenant_id, endpoint_id, replica_id, message)"
-               " VALUES ('" ALERT_TYPE "', 'ERROR', ?1, ?2, ?3, ?4)",
+               "INSERT INTO alerts (type, severity, tenant_id, endpoint_id, replica_id, message)"
+               " VALUES ('" ALERT_TYPE "', 'ERROR', ?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING",
                "iiit", e->tenant_id, e->id, r->id, msg);
 }
 

@@ -1,6 +1,8 @@
 /* conf.c: load sluice.conf with libconfig over built-in defaults. */
 #include "conf.h"
 
+#include "sdb.h"
+
 #include "state_url.h"
 
 #include <libconfig.h>
@@ -313,7 +315,8 @@ static int conf_path_value(struct conf_reader *rd, const config_setting_t *s, co
                            size_t cap)
 {
     int n;
-    if (!*v || strcmp(v, "-") == 0 || v[0] == '/' || !rd->dir[0])
+    /* database = "postgresql://…" names a server, not a file */
+    if (!*v || strcmp(v, "-") == 0 || v[0] == '/' || !rd->dir[0] || sdb_is_url(v))
         n = snprintf(dst, cap, "%s", v);
     else
         n = snprintf(dst, cap, "%s/%s", rd->dir, v);

@@ -25,11 +25,11 @@ void db_end_read(struct sdb *db) { db_exec(db, "COMMIT"); }
 
 int db_schema_version(void) { return db_migrations[db_migrations_count - 1].version; }
 
-static int db_user_version(struct sdb *db)
+int db_stored_version(struct sdb *db)
 {
     struct sdb_stmt *st;
     int v = -1;
-    if (sdb_prepare(db, "PRAGMA user_version", &st) != SDB_OK)
+    if (sdb_prepare(db, sdb_filename(db) ? "PRAGMA user_version" : "SELECT version FROM sluice_schema", &st) != SDB_OK)
         return -1;
     if (sdb_step(st) == SDB_ROW)
         v = sdb_column_int(st, 0);
@@ -42,7 +42,7 @@ static int db_migrate(struct sdb *db, const char *path)
     /* BEGIN IMMEDIATE serialises concurrent first starts of several processes. */
     if (db_exec(db, "BEGIN IMMEDIATE") != 0)
         return -1;
-    int have = db_user_version(db);
+    int have = db_stored_version(db);
     if (have < 0)
         goto fail;
     /* A newer sluice migrated it: these binaries do not know its tables, and
@@ -74,6 +74,8 @@ fail:
 
 int db_protect(const char *path)
 {
+    if (sdb_is_url(path))
+        return 0;               /* the server keeps its files */
     static const char *const suffix[] = {"", "-wal", "-shm"};
     int rc = 0;
     for (size_t i = 0; i < sizeof suffix / sizeof suffix[0]; i++) {
@@ -91,6 +93,16 @@ int db_protect(const char *path)
 struct sdb *db_open(const char *path, int create)
 {
     struct sdb *db = NULL;
+    if (sdb_is_url(path)) {
+        if (!(db = sdb_open(path, create)))
+            return NULL;
+        sdb_busy_timeout(db, 5000);
+        if (db_pg_migrate(db, path) != 0) {
+            sdb_close(db);
+            return NULL;
+        }
+        return db;
+    }
     /* R-SEC-9: a new database is created 0640 here, not 0644 by SQLite, which gives its
      * -wal and -shm files the database's mode. */
     if (create && path[0] != ':' && strncmp(path, "file:", 5) != 0) {   /* not :memory: or a URI */

@@ -1,4 +1,5 @@
-/* db.h: opening the SQLite system of record and applying migrations. */
+/* db.h: opening the system of record (an SQLite file or a PostgreSQL server) and
+ * applying migrations. */
 #ifndef SLUICE_DB_H
 #define SLUICE_DB_H
 
@@ -8,6 +9,8 @@
  * foreign keys on, and brings the schema up to date (PRAGMA user_version).
  * Returns NULL and logs why on failure. The caller owns the handle. */
 struct sdb *db_open(const char *path, int create);
+/* PostgreSQL's schema from the same migrations (db_pg.c); 0 or -1 (logged). */
+int db_pg_migrate(struct sdb *pg, const char *where);
 void db_close(struct sdb *db);
 
 /* R-SEC-9: the mode of the database file and its -wal and -shm. */
@@ -23,6 +26,8 @@ int db_exec(struct sdb *db, const char *sql);
 int db_begin_read(struct sdb *db);
 void db_end_read(struct sdb *db);
 
+/* The schema version the database is at; -1 on error. */
+int db_stored_version(struct sdb *db);
 /* The schema version this build writes. */
 int db_schema_version(void);
 

@@ -8,16 +8,11 @@
 /* The first engine whose claims() accepts a database's name opens it; SQLite,
  * last, takes any path. */
 static const struct sdb_engine *const sdb_engines[] = {
-#ifdef HAVE_LIBPQ
+#ifdef SLUICE_LIBPQ
     &sdb_pg_engine,
 #endif
     &sdb_sqlite_engine,
 };
-
-int sdb_is_url(const char *where)
-{
-    return where && (strncmp(where, "postgresql://", 13) == 0 || strncmp(where, "postgres://", 11) == 0);
-}
 
 struct sdb *sdb_open(const char *where, int create)
 {

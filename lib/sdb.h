@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 enum {
     SDB_OK = 0,
@@ -46,8 +47,12 @@ struct sdb_stmt;
  * schema is db_open's (db.h). NULL, logged, on failure. */
 struct sdb *sdb_open(const char *where, int create);
 void sdb_close(struct sdb *db);
-/* 1 when where names a PostgreSQL server rather than a file. */
-int sdb_is_url(const char *where);
+/* 1 when where names a PostgreSQL server rather than a file (inline: conf.c's
+ * pure parsing uses it without linking an engine). */
+static inline int sdb_is_url(const char *where)
+{
+    return where && (strncmp(where, "postgresql://", 13) == 0 || strncmp(where, "postgres://", 11) == 0);
+}
 /* The engine's name: "sqlite" or "postgresql". */
 const char *sdb_engine_name(const struct sdb *db);
 /* The file of an SQLite database; NULL for a server. */
@@ -136,7 +141,7 @@ struct sdb_stmt {
 };
 
 extern const struct sdb_engine sdb_sqlite_engine;
-#ifdef HAVE_LIBPQ
+#ifdef SLUICE_LIBPQ
 extern const struct sdb_engine sdb_pg_engine;
 #endif
 

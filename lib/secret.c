@@ -1,6 +1,8 @@
 /* secret.c: seal and open upstream credentials with AES-256-GCM under a key file (R-SEC-9). */
 #include "secret.h"
 
+#include "sdb.h"
+
 #include "log.h"
 
 #include <errno.h>
@@ -312,7 +314,8 @@ int secret_key_path(const char *key_file, const char *database, char *out, size_
     if (key_file && *key_file) {
         n = snprintf(out, cap, "%s", key_file);
     } else {
-        if (!database || !*database)
+        /* a server's database has no folder beside it: secrets.key_file names the key */
+        if (!database || !*database || sdb_is_url(database))
             return -1;
         const char *slash = strrchr(database, '/');
         if (!slash)
@@ -350,7 +353,8 @@ const struct secret_key *secret_process_key(const char *database, int create, ch
     if (secret_key_path(proc_key_file, database, want, sizeof want) != 0) {
         want[0] = '\0';
         if (!proc_warned++)
-            log_error("no key file path for database %s", database ? database : "(none)");
+            log_error("no key file for database %s: set secrets.key_file (sluicectl --key-file); a database on a"
+                      " server has no folder to keep the key beside", database ? database : "(on a server)");
         goto out;
     }
     if (proc_path[0]) {

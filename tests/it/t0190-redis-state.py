@@ -337,12 +337,45 @@ def test_monthly_tokens_settled_in_redis_and_sqlite(c):
     month = "m:" + time.strftime("%Y-%m", time.gmtime())
 
     def settled():
-        used = c.gw.sql("SELECT total(prompt_tokens + completion_tokens) FROM usage_events WHERE key_id = ? "
+        used = c.gw.sql("SELECT COALESCE(SUM(prompt_tokens + completion_tokens), 0) FROM usage_events WHERE key_id = ? "
                         "AND status = 200", kid)[0][0]
         row = c.gw.sql("SELECT tokens FROM quota_counters WHERE key_id = ? AND period = ?", kid, month)
         in_redis = redis_cli(c, "HGET", "sluice:k:{%d}:%s" % (kid, month), "tokens")
         return used and row and row[0][0] == int(used) and in_redis == str(int(used))
     wait_for(settled, 5, what="the month's tokens settled to the real usage in Redis and SQLite")
+
+
+def test_route_change_on_host_a_applies_on_host_c_within_2s(c):
+    """Configuration reaches every responder of every host from the shared system of
+    record (each responder's config poll), within 2 s of the change on another host."""
+    key, _, _ = new_key(c)
+    model = "m-moved-%d" % os.getpid()
+    before = c.gws[2].chat(key, model=model)
+    assert before.status == 404, before
+    t0 = time.monotonic()
+    c.gws[0].ctl("route", "add", model, "ep", "--tenant", "acme")
+    # every responder of host C: several calls, since each lands on any of its responders
+    wait_for(lambda: all(c.gws[2].chat(key, model=model).status == 200 for _ in range(4)), 2.0,
+             what="the route added on host A served by host C")
+    took = time.monotonic() - t0
+    assert took < 2.0, took
+
+
+def test_usage_rows_exactly_one_per_request_across_hosts(c):
+    """R-USE-1 across hosts: every request leaves one usage row, written by the host that
+    served it, none twice."""
+    key, kid, _ = new_key(c)
+    ids = ["req-one-%d-%d" % (os.getpid(), i) for i in range(30)]
+    for i, rid in enumerate(ids):
+        r = on_host(c, i).chat(key, headers={"X-Request-Id": rid})
+        assert r.status == 200, r
+
+    def written():
+        rows = c.gw.sql("SELECT request_id, COUNT(*) FROM usage_events WHERE key_id = ? GROUP BY request_id", kid)
+        got = {r[0]: r[1] for r in rows}
+        return all(rid in got for rid in ids) and got
+    got = wait_for(written, 5, what="the usage rows of 30 requests over three hosts")
+    assert all(got[rid] == 1 for rid in ids), {rid: got[rid] for rid in ids if got[rid] != 1}
 
 
 if __name__ == "__main__":
