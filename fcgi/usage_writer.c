@@ -42,7 +42,7 @@ struct outage {
 static struct outage outage;
 static char last_error[256];      /* sdb_errmsg of the failed batch, before its ROLLBACK */
 
-/* EVENT_COLS columns; followed by one "(?,...)" per row (event_sql). */
+/* EVENT_COLS columns; followed by one "(?,...)" per row (event_prepare). */
 static const char SQL_EVENT[] =
     "INSERT INTO usage_events (ts_ms, request_id, tenant_id, user_id, key_id, endpoint_id, replica_id,"
     " route_id, model, routed_model, path, prompt_tokens, completion_tokens, latency_ms, ttft_ms, status,"
@@ -78,14 +78,15 @@ static const char SQL_QUOTA_ADD[] =
     " tokens = CASE WHEN ?4 > 4611686018427387904 - tokens THEN 4611686018427387904 ELSE max(tokens + ?4, 0) END";
 static struct sdb_stmt *st_quota;
 
-/* Steps a write of the batch: 0 done, or refused by the schema (that one record's
- * row is logged and left out: a bad record must never stop the writer for
- * good); -1 for anything a retry may cure (busy, locked, I/O). */
+/* What the schema refused (a retry would not cure it). */
 static int refused(int rc)
 {
     return (rc & 0xff) == SDB_CONSTRAINT || (rc & 0xff) == SDB_MISMATCH || (rc & 0xff) == SDB_TOOBIG;
 }
 
+/* Steps a write of the batch: 0 done, or refused by the schema (that one record's
+ * row is logged and left out: a bad record must never stop the writer for
+ * good); -1 for anything a retry may cure (busy, locked, I/O). */
 static int step_kept(struct sdb_stmt *st, const char *what)
 {
     int rc = sdb_step(st);
