@@ -1,7 +1,7 @@
 -- 015_usage_indexes.sql: the usage writer's cost per event (issue 17). Every index of
 -- usage_events is one more B-tree insert per event and one more dirty page per batch, so
 -- each one must serve a query. Checked with EXPLAIN QUERY PLAN on a filled database
--- (200 000 events) over every statement the admin API, sluicectl and the data plane run
+-- (200 000 events) over every statement (121) the admin API, sluicectl and the data plane run
 -- on usage_events (GET /api/v1/requests with each filter alone and in combinations,
 -- requests/{id}, the usage report in each group_by with and without tenant, user and
 -- range, its latency samples, the endpoint failure streak, the quota layers' token sums,
