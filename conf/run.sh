@@ -1,10 +1,11 @@
 #!/bin/sh
 # run.sh: `make run` — lighttpd + the responder pool + a stand-in upstream, in the
 # foreground, on 127.0.0.1:PORT, with every file under STATE_DIR. SIGTERM or
-# Ctrl-C stops everything this script started (R-DEP-3).
+# Ctrl-C stops everything this script started (R-DEP-3). --database and --state-url
+# (make run DATABASE=... STATE=...) set sluice.conf's database and state lines.
 set -eu
 port=3333 state=./run builddir=. srcdir=. lighttpd=lighttpd upstream_port= front=lighttpd
-procs=2 threads=256
+procs=2 threads=256 database= state_url=
 while [ $# -gt 0 ]; do
   case $1 in
     --port) port=$2; shift 2 ;;
@@ -16,6 +17,8 @@ while [ $# -gt 0 ]; do
     --front) front=$2; shift 2 ;;
     --procs) procs=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
+    --database) database=$2; shift 2 ;;
+    --state-url) state_url=$2; shift 2 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,18 +42,45 @@ esac
 # R-SEC-9: a state folder made here is 0750 (an existing one is left as it is).
 [ -d "$state" ] || (umask 027 && mkdir -p "$state")
 state=$(cd "$state" && pwd)
-ctl="$builddir/admin/sluicectl"
-db="$state/sluice.db"
+ctlbin="$builddir/admin/sluicectl"
 conf="$state/sluice.conf"
 
 [ -f "$conf" ] || sed -e "s|@STATE_DIR@|$state|g" -e "s|@PROCS@|$procs|g" -e "s|@THREADS@|$threads|g" \
   -e "s|@KEEPALIVE_MS@|5000|g" "$srcdir/conf/sluice.conf.in" > "$conf"
+# DATABASE / STATE given: those lines of sluice.conf (a kept one too) say so from now on.
+# A database URL (postgresql://...) has no folder to keep the key beside: it stays here.
+setline() {
+  awk -v k="$1" -v line="$2" 'index($0, k " = ") == 1 || index($0, k ": ") == 1 { print line; next } { print }' \
+    "$conf" > "$conf.tmp" && mv "$conf.tmp" "$conf"
+}
+[ -n "$database" ] && setline database "database = \"$database\";"
+[ -n "$state_url" ] && setline state "state = \"$state_url\";"
+db=$(sed -n 's/^database = "\(.*\)";.*/\1/p' "$conf" | head -n 1)
+[ -n "$db" ] || db="$state/sluice.db"
+keyfile=
+case $db in
+  postgresql://*|postgres://*)
+    keyfile=$(sed -n 's/^secrets: *{ *key_file = "\([^"]*\)".*/\1/p' "$conf" | head -n 1)
+    if [ -z "$keyfile" ]; then
+      keyfile="$state/sluice.key"
+      setline secrets "secrets: { key_file = \"$keyfile\"; };"
+    fi ;;
+esac
+ctl() {
+  if [ -n "$keyfile" ]; then "$ctlbin" --db "$db" --key-file "$keyfile" "$@"; else "$ctlbin" --db "$db" "$@"; fi
+}
 # The state file is kept: /metrics counters go on across restarts (R-OBS-1), and
 # one of another layout is moved aside by the responders themselves.
 
 fresh=0
-[ -f "$db" ] || fresh=1
-"$ctl" --db "$db" init >/dev/null
+if [ -n "$keyfile" ]; then
+  # A server's database: fresh while it has no demo tenant (init is first, it makes the schema).
+  ctl init >/dev/null
+  ctl --json list tenants | grep -q '"name":"demo"' || fresh=1
+else
+  [ -f "$db" ] || fresh=1
+  ctl init >/dev/null
+fi
 
 lighttpd_pid= healthd_pid= upstream_pid= sup_pid= wrap_pid=
 stop() {
@@ -83,12 +113,12 @@ upstream_port=$(sed -n 's/^listening on \([0-9]*\).*/\1/p' "$state/upstream.out"
 upstream_url="http://127.0.0.1:$upstream_port"
 
 if [ "$fresh" = 1 ]; then
-  "$ctl" --db "$db" tenant add demo >/dev/null
-  "$ctl" --db "$db" user add demo --tenant demo --role member >/dev/null
-  "$ctl" --db "$db" endpoint add demo-endpoint --tenant demo --algorithm least_connections >/dev/null
-  "$ctl" --db "$db" replica add demo-endpoint "$upstream_url" --engine vllm >/dev/null
-  "$ctl" --db "$db" route add demo demo-endpoint --tenant demo >/dev/null
-  "$ctl" --db "$db" --json key add --user demo --name demo \
+  ctl tenant add demo >/dev/null
+  ctl user add demo --tenant demo --role member >/dev/null
+  ctl endpoint add demo-endpoint --tenant demo --algorithm least_connections >/dev/null
+  ctl replica add demo-endpoint "$upstream_url" --engine vllm >/dev/null
+  ctl route add demo demo-endpoint --tenant demo >/dev/null
+  ctl --json key add --user demo --name demo \
     | sed -n 's/.*"key":"\([^"]*\)".*/\1/p' > "$state/demo-key.txt"
   chmod 600 "$state/demo-key.txt"
 fi
@@ -96,18 +126,18 @@ fi
 # added, named in upstream-url) follows it; replicas an operator added stay.
 old_url=$(cat "$state/upstream-url" 2>/dev/null || true)
 if [ "$fresh" = 0 ] && [ -n "$old_url" ] && [ "$old_url" != "$upstream_url" ] &&
-   "$ctl" --db "$db" --json list replicas --endpoint demo-endpoint 2>/dev/null | grep -qF "\"url\":\"$old_url\""; then
-  "$ctl" --db "$db" replica rm demo-endpoint "$old_url" >/dev/null
-  "$ctl" --db "$db" replica add demo-endpoint "$upstream_url" --engine vllm >/dev/null
+   ctl --json list replicas --endpoint demo-endpoint 2>/dev/null | grep -qF "\"url\":\"$old_url\""; then
+  ctl replica rm demo-endpoint "$old_url" >/dev/null
+  ctl replica add demo-endpoint "$upstream_url" --engine vllm >/dev/null
 fi
 echo "$upstream_url" > "$state/upstream-url"
 key=$(cat "$state/demo-key.txt" 2>/dev/null || echo "(see $state/demo-key.txt)")
 # The demo operator for /inference and the API (R-ADM-2): created once with a random
 # password, kept in admin-password.txt (mode 600) and shown in the banner.
-if ! "$ctl" --db "$db" --json list users --tenant default | grep -q '"name":"admin"'; then
+if ! ctl --json list users --tenant default | grep -q '"name":"admin"'; then
   umask 077
   head -c 24 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' | head -c 20 > "$state/admin-password.txt"
-  "$ctl" --db "$db" user add admin --tenant default --role operator --password-stdin \
+  ctl user add admin --tenant default --role operator --password-stdin \
     < "$state/admin-password.txt" >/dev/null
   umask 022
 fi

@@ -23,6 +23,7 @@
 #include "models.h"
 #include "observe.h"
 #include "park.h"
+#include "passive_share.h"
 #include "reply.h"
 #include "request.h"
 #include "route.h"
@@ -563,8 +564,12 @@ static void *config_main(void *arg)
     int64_t seen = first->version, last_reap = 0, last_warn = 0;
     snapshot_release(first);
     while (!atomic_load(&stopping)) {
-        struct timespec pause = {conf.config_poll_ms / 1000, (conf.config_poll_ms % 1000) * 1000000L};
-        nanosleep(&pause, NULL);
+        /* PostgreSQL tells of a change another host committed at once (NOTIFY on
+         * the version); the poll stays, for a notice lost with its connection. */
+        if (sdb_wait_notice(db, "sluice_config", conf.config_poll_ms) < 0) {
+            struct timespec pause = {conf.config_poll_ms / 1000, (conf.config_poll_ms % 1000) * 1000000L};
+            nanosleep(&pause, NULL);
+        }
         int64_t t0 = mono_ms();
         int64_t v = snapshot_db_version(db);
         if (v < 0 && t0 - last_warn >= 10000) {
@@ -735,7 +740,7 @@ int main(int argc, char **argv)
     snapshot_publish(s);
     usage_writer_set_shm(&shm);    /* its failures and backlog in /metrics (before its thread starts) */
     if (usage_writer_start(&conf) != 0 || admit_init(&conf) != 0 || access_log_start(&conf) != 0 ||
-        spans_start(&conf) != 0)
+        spans_start(&conf) != 0 || passive_share_start(conf.state, &shm) != 0)
         return 1;
     shadow_start(&conf, &shm);      /* R-SHD-1: without it, routes are not mirrored (logged) */
     int type;

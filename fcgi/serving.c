@@ -1,6 +1,8 @@
 /* serving.c: the serving view over the snapshot and the shared state (R-HC-2, R-HC-5, R-LB-6). */
 #include "serving.h"
 
+#include "passive_share.h"
+
 #include "log.h"
 #include "util.h"
 
@@ -12,29 +14,6 @@ static void passive_conf_of(const struct conf *c, struct passive_conf *pc)
     pc->circuit_failures = c->circuit_failures;
     pc->circuit_open_ms = c->circuit_open_ms;
     pc->half_open_trials = c->half_open_trials;
-}
-
-static void passive_read(const struct shm *shm, int slot, struct passive_state *p)
-{
-    memset(p, 0, sizeof *p);
-    if (slot < 0)
-        return;
-    const struct shm_replica *s = &shm->r->replicas[slot];
-    p->ban_until_ms = atomic_load(&s->ban_until_ms);
-    p->open_until_ms = atomic_load(&s->open_until_ms);
-    p->failures = atomic_load(&s->failures);
-    p->trials = atomic_load(&s->trials);
-    p->circuit = (enum circuit_state)atomic_load(&s->circuit);
-}
-
-static void passive_write(struct shm *shm, int slot, const struct passive_state *p)
-{
-    struct shm_replica *s = &shm->r->replicas[slot];
-    atomic_store(&s->ban_until_ms, p->ban_until_ms);
-    atomic_store(&s->open_until_ms, p->open_until_ms);
-    atomic_store(&s->failures, p->failures);
-    atomic_store(&s->trials, p->trials);
-    atomic_store(&s->circuit, (int)p->circuit);
 }
 
 /* R-LB-6: the node's last GPU temperature, if fresh, is over the threshold. A
@@ -77,7 +56,7 @@ int serving_replica_open(const struct request *r, const struct snap_replica *rep
 {
     struct passive_state ps;
     struct passive_conf pc;
-    passive_read(r->shm, rep->slot, &ps);
+    passive_load(r->shm, rep->slot, &ps);
     passive_conf_of(r->conf, &pc);
     return passive_available(&ps, &pc, now);
 }
@@ -96,17 +75,17 @@ int serving_take(struct request *r, const struct snap_replica *rep)
         return 0;
     struct passive_state ps;
     struct passive_conf pc;
-    passive_read(r->shm, rep->slot, &ps);
+    passive_load(r->shm, rep->slot, &ps);
     if (ps.circuit == CIRCUIT_CLOSED)
         return 0;
     /* Half-open trials are counted under the pool lock so at most N go out. */
     passive_conf_of(r->conf, &pc);
     int rc = 0;
     if (shm_lock(r->shm) == 0) {
-        passive_read(r->shm, rep->slot, &ps);
+        passive_load(r->shm, rep->slot, &ps);
         rc = passive_on_pick(&ps, &pc, now_ms());
         if (rc > 0)
-            passive_write(r->shm, rep->slot, &ps);
+            passive_store(r->shm, rep->slot, &ps);
         shm_unlock(r->shm);
     }
     if (rc > 0 && ps.circuit == CIRCUIT_HALF_OPEN)
@@ -122,9 +101,9 @@ void serving_unused(struct request *r, const struct snap_replica *rep)
     struct passive_state ps;
     if (shm_lock(r->shm) != 0)
         return;
-    passive_read(r->shm, rep->slot, &ps);
+    passive_load(r->shm, rep->slot, &ps);
     if (passive_on_unused(&ps))
-        passive_write(r->shm, rep->slot, &ps);
+        passive_store(r->shm, rep->slot, &ps);
     shm_unlock(r->shm);
 }
 
@@ -143,19 +122,23 @@ void serving_report(struct request *r, const struct snap_replica *rep, int ok, c
                  r->request_id, (long long)rep->id, rep->url);
     struct passive_state ps;
     struct passive_conf pc;
-    passive_read(r->shm, rep->slot, &ps);
+    passive_load(r->shm, rep->slot, &ps);
     if (ok && ps.circuit == CIRCUIT_CLOSED && ps.failures == 0)
         return;                 /* the common case touches no lock */
     passive_conf_of(r->conf, &pc);
     if (shm_lock(r->shm) != 0)
         return;
-    passive_read(r->shm, rep->slot, &ps);
+    passive_load(r->shm, rep->slot, &ps);
+    int changed = 1;
     if (ok)
-        passive_on_success(&ps);
+        changed = passive_on_success(&ps);
     else
         passive_on_failure(&ps, &pc, now_ms());
-    passive_write(r->shm, rep->slot, &ps);
+    passive_store(r->shm, rep->slot, &ps);
     shm_unlock(r->shm);
+    /* the other gateway hosts ban it too, or take it back (issue 19) */
+    if (changed)
+        passive_share_tell(rep->id, &ps, !ok, r->snap->state_timeout_ms > 0 ? r->snap->state_timeout_ms : 200);
     if (!ok && ps.circuit != CIRCUIT_OPEN)
         log_warn("request %s: endpoint %s replica %lld (%s) failed: %s (%d in a row)", r->request_id,
                  r->snap->endpoints[rep->endpoint].name, (long long)rep->id, rep->url, why ? why : "error",

@@ -218,6 +218,13 @@ static int baseline(struct sdb *pg)
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (strcmp(items[i].type, "trigger") == 0)
             rc = write_item(pg, &items[i]);
+    /* Every responder of every host LISTENs on sluice_config: a new configuration
+     * version is told at its commit, not found at the next poll. */
+    if (rc == 0)
+        rc = exec_pg(pg, "CREATE OR REPLACE FUNCTION sluice_config_notify() RETURNS trigger LANGUAGE plpgsql AS"
+                         " $fn$ BEGIN PERFORM pg_notify('sluice_config', NEW.v::text); RETURN NULL; END $fn$;"
+                         " CREATE TRIGGER config_version_notify AFTER UPDATE ON config_version FOR EACH ROW"
+                         " EXECUTE FUNCTION sluice_config_notify()");
     for (size_t i = 0; i < n; i++) {
         free(items[i].type);
         free(items[i].name);

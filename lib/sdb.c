@@ -86,3 +86,8 @@ int sdb_create_function3(struct sdb *db, const char *name, sdb_fn3 *fn, void *ct
 {
     return db->e->create_function3 ? db->e->create_function3(db, name, fn, ctx) : SDB_ERROR;
 }
+
+int sdb_wait_notice(struct sdb *db, const char *channel, int timeout_ms)
+{
+    return db->e->wait_notice ? db->e->wait_notice(db, channel, timeout_ms) : -1;
+}

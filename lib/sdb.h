@@ -92,6 +92,10 @@ int64_t sdb_last_insert_rowid(struct sdb *db);
 int sdb_get_autocommit(struct sdb *db);
 /* How long a statement waits on a lock before SDB_BUSY. */
 int sdb_busy_timeout(struct sdb *db, int ms);
+/* Waits up to timeout_ms for a notice on channel (PostgreSQL LISTEN/NOTIFY: a
+ * change another host committed): 1 one came, 0 none in the time, -1 the engine
+ * has none (SQLite: the caller polls instead). */
+int sdb_wait_notice(struct sdb *db, const char *channel, int timeout_ms);
 /* A scalar SQL function name(text, integer, integer) -> real calling fn with ctx,
  * until it is removed (fn NULL). Where the engine cannot run C inside SQL
  * (PostgreSQL) it is SDB_ERROR and the caller writes the SQL another way. */
@@ -129,6 +133,7 @@ struct sdb_engine {
     int (*get_autocommit)(struct sdb *);
     int (*busy_timeout)(struct sdb *, int);
     int (*create_function3)(struct sdb *, const char *, sdb_fn3 *, void *);   /* NULL: none */
+    int (*wait_notice)(struct sdb *, const char *, int);                       /* NULL: none */
 };
 
 /* The head of every engine's connection and statement. */

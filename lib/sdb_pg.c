@@ -21,6 +21,7 @@
 #include "sdb_pg_sql.h"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ struct pg {
     int lock_ms;
     uint64_t generation;      /* the session: a reset makes a new one (prepared statements gone) */
     uint64_t names;           /* prepared statements named so far */
+    int listening;            /* LISTEN sent in this session */
 };
 
 struct param {
@@ -423,6 +425,7 @@ static int pg_step(struct sdb_stmt *st)
     if (PQstatus(db->c) == CONNECTION_BAD && PQtransactionStatus(db->c) != PQTRANS_INTRANS) {
         PQreset(db->c);             /* the server restarted: a new session, nothing prepared */
         db->generation++;
+        db->listening = 0;
     }
     int inside = PQtransactionStatus(db->c) == PQTRANS_INTRANS;
     if (s->persistent && !s->unpreparable && s->prepared != db->generation)
@@ -659,6 +662,45 @@ static int pg_busy_timeout(struct sdb *db, int ms)
     return simple(P(db), sql) == 0 ? SDB_OK : SDB_ERROR;
 }
 
+static int pg_wait_notice(struct sdb *sdb, const char *channel, int timeout_ms)
+{
+    struct pg *db = P(sdb);
+    if (!db->listening) {
+        char *id = PQescapeIdentifier(db->c, channel, strlen(channel));
+        char sql[160];
+        snprintf(sql, sizeof sql, "LISTEN %s", id ? id : "sluice_config");
+        PQfreemem(id);
+        if (simple(db, sql) != 0)
+            return -1;
+        db->listening = 1;
+    }
+    int got = 0;
+    PGnotify *n;
+    PQconsumeInput(db->c);
+    while ((n = PQnotifies(db->c))) {           /* arrived with an earlier result */
+        got = 1;
+        PQfreemem(n);
+    }
+    if (got)
+        return 1;
+    struct pollfd pfd = {PQsocket(db->c), POLLIN, 0};
+    if (pfd.fd < 0) {
+        db->listening = 0;
+        return -1;
+    }
+    if (poll(&pfd, 1, timeout_ms) <= 0)
+        return 0;
+    if (!PQconsumeInput(db->c)) {
+        db->listening = 0;                      /* the connection broke: LISTEN again after it is back */
+        return -1;
+    }
+    while ((n = PQnotifies(db->c))) {
+        got = 1;
+        PQfreemem(n);
+    }
+    return got;
+}
+
 const struct sdb_engine sdb_pg_engine = {
     .name = "postgresql",
     .claims = pg_claims,
@@ -689,6 +731,7 @@ const struct sdb_engine sdb_pg_engine = {
     .get_autocommit = pg_get_autocommit,
     .busy_timeout = pg_busy_timeout,
     .create_function3 = NULL,
+    .wait_notice = pg_wait_notice,
 };
 
 #endif

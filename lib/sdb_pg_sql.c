@@ -49,6 +49,17 @@ static size_t quoted(const char *s, char q)
     return i;
 }
 
+/* The length of a dollar quote's opening tag at s ("$fn$", "$$"), 0 if none. */
+static size_t dollar_tag(const char *s)
+{
+    size_t i = 1;
+    if (isdigit((unsigned char)s[1]))
+        return 0;                             /* $1: a parameter */
+    while (isalnum((unsigned char)s[i]) || s[i] == '_')
+        i++;
+    return s[i] == '$' ? i + 1 : 0;
+}
+
 static void lex(const char *s, struct toks *ts)
 {
     while (*s) {
@@ -69,6 +80,13 @@ static void lex(const char *s, struct toks *ts)
         } else if (*s == '\'' || *s == '"') {
             k = *s == '\'' ? TK_STR : TK_QID;
             s += quoted(s, *s);
+        } else if (*s == '$' && dollar_tag(s)) {  /* PostgreSQL's $tag$ ... $tag$ (our own DDL) */
+            size_t t = dollar_tag(s);
+            const char *e = s + t;
+            while (*e && strncmp(e, s, t) != 0)
+                e++;
+            s = *e ? e + t : e;
+            k = TK_STR;
         } else if (*s == '?') {
             s++;
             while (isdigit((unsigned char)*s))

@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, add_endpoint, run_tests, setup_tenant, wait_for
+from harness import Fake, Gateway, add_endpoint, run_tests, setup_tenant, wait_for
 
 
 class Ctx:
@@ -28,7 +28,7 @@ def setup():
     c.gw.ctl("route", "add", "m", "ep", "--tenant", "acme")
     # One model served by an OpenAI and an Anthropic endpoint at the same priority.
     add_endpoint(c.gw, "ep-ant", "acme", [c.ant], protocol="anthropic")
-    p = subprocess.run([CTL, "--db", c.gw.db, "endpoint", "set", "ep-ant", "--upstream-auth-stdin"],
+    p = subprocess.run(c.gw.ctl_argv() + ["endpoint", "set", "ep-ant", "--upstream-auth-stdin"],
                        input="ant-secret\n", text=True, capture_output=True)
     assert p.returncode == 0, p.stderr
     add_endpoint(c.gw, "ep-oai", "acme", [c.a])

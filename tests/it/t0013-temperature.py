@@ -2,7 +2,6 @@
 """t0013-temperature: GPU temperatures read by sluice-healthd from a DCGM exporter; replicas on
 a node over settings.gpu_temperature_threshold are not candidates until it cools (R-HC-7, R-LB-6)."""
 import os
-import sqlite3
 import sys
 import time
 
@@ -100,10 +99,7 @@ def test_threshold_decimal_and_a_bad_stored_value(c):
     c.gw.ctl("settings", "set", "gpu_temperature_threshold", "70")
     time.sleep(0.5)
     assert spread(c) == (0, 6)
-    con = sqlite3.connect(c.gw.db, timeout=10)
-    with con:
-        con.execute("UPDATE settings SET value = 'hot' WHERE key = 'gpu_temperature_threshold'")
-    con.close()
+    c.gw.sql_write("UPDATE settings SET value = 'hot' WHERE key = 'gpu_temperature_threshold'")
     time.sleep(0.5)
     assert spread(c) == (3, 3)                         # the default, not 70 and not 0
     assert c.gw.ctl("config", "get")["gpu_temperature_threshold"] == 85

@@ -7,13 +7,12 @@ R-SEC-5; every check looks at the answer AND at the database (or the stand-in up
 import hashlib
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, http_request, run_tests
+from harness import Fake, Gateway, http_request, run_tests
 
 PW = {"root": "root-pass-1", "adm_a": "adm-a-pass", "mem_a": "mem-a-pass", "mem_a2": "mem-a2-pass",
       "adm_b": "adm-b-pass", "adm_def": "adm-def-pass"}
@@ -93,7 +92,7 @@ def setup():
     for name, tenant, role in (("root", "default", "operator"), ("adm_a", "ta", "admin"),
                                ("mem_a", "ta", "member"), ("mem_a2", "ta", "member"),
                                ("adm_b", "tb", "admin"), ("adm_def", "default", "admin")):
-        p = subprocess.run([CTL, "--db", gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
+        p = subprocess.run(gw.ctl_argv() + ["--json", "user", "add", name, "--tenant", tenant, "--role", role,
                             "--password-stdin"], input=PW[name] + "\n", capture_output=True, text=True, timeout=30)
         assert p.returncode == 0, p.stderr
     c.ids = {t["name"]: t["id"] for t in gw.ctl("list", "tenants")["tenants"]}
@@ -115,15 +114,10 @@ def teardown(c):
 
 
 def db_write(c, sql, *params, many=None):
-    con = sqlite3.connect(c.gw.db, timeout=10)
-    try:
-        if many is not None:
-            con.executemany(sql, many)
-        else:
-            con.execute(sql, params)
-        con.commit()
-    finally:
-        con.close()
+    if many is not None:
+        c.gw.sql_write_many(sql, many)
+    else:
+        c.gw.sql_write(sql, *params)
 
 
 def audit_rows(c, where="1=1", *params):
@@ -413,7 +407,7 @@ def test_settings_R_ADM_1(c):
 
 def ctl_fails(c, *args):
     """sluicectl ARGS must fail; returns (stderr, the JSON error)."""
-    p = subprocess.run([CTL, "--db", c.gw.db, "--json"] + list(args), capture_output=True, text=True,
+    p = subprocess.run(c.gw.ctl_argv() + ["--json"] + list(args), capture_output=True, text=True,
                        timeout=30)
     assert p.returncode != 0, ("sluicectl %s succeeded" % " ".join(args), p.stdout)
     return p.stderr, json.loads(p.stdout)["error"]

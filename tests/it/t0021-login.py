@@ -8,13 +8,12 @@ a member key in Authorization: Bearer works without CSRF."""
 import hashlib
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Gateway, http_request, run_tests
+from harness import Gateway, http_request, run_tests
 
 TTL = 600
 PASSWORDS = {"oper": "oper-Secret-pw-1", "ann": "ann-Secret-pw-2", "bob": "bob-Secret-pw-3",
@@ -26,7 +25,7 @@ class Ctx:
 
 
 def add_user(c, name, tenant, role):
-    p = subprocess.run([CTL, "--db", c.gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
+    p = subprocess.run(c.gw.ctl_argv() + ["--json", "user", "add", name, "--tenant", tenant, "--role", role,
                         "--password-stdin"], input=PASSWORDS[name] + "\n", capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
@@ -129,10 +128,7 @@ def test_login_failures_slowed_R_SEC_6(c):
     assert row == [(3, 1)], row
     assert login(c, "bob").status == 200, "another name from the same address is not locked"
     # The lock ends: move it into the past as time would.
-    con = sqlite3.connect(c.gw.db)
-    con.execute("UPDATE login_failures SET locked_until = 0, first_at = 0 WHERE scope = 'u:carl'")
-    con.commit()
-    con.close()
+    c.gw.sql_write("UPDATE login_failures SET locked_until = 0, first_at = 0 WHERE scope = 'u:carl'")
     assert login(c, "carl").status == 200
 
 
@@ -162,11 +158,8 @@ def test_expired_session_R_ADM_2(c):
     """A session past expires_at is refused (401 session_expired), everywhere."""
     token, csrf = session(c, "bob")
     assert req(c, "GET", "/api/v1/auth/me", headers=cookie_hdr(token)).status == 200
-    con = sqlite3.connect(c.gw.db)
-    con.execute("UPDATE sessions SET expires_at = strftime('%s','now') - 1 WHERE token_hash = ?",
-                (hashlib.sha256(token.encode()).hexdigest(),))
-    con.commit()
-    con.close()
+    c.gw.sql_write("UPDATE sessions SET expires_at = strftime('%s','now') - 1 WHERE token_hash = ?",
+                   hashlib.sha256(token.encode()).hexdigest())
     for h in (cookie_hdr(token), {"Authorization": "Bearer " + token}):
         r = req(c, "GET", "/api/v1/auth/me", headers=h)
         assert r.status == 401 and r.json()["error"]["code"] == "session_expired", r

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, add_endpoint, http_request, run_tests, wait_for
+from harness import Fake, Gateway, add_endpoint, http_request, run_tests, wait_for
 
 
 class Ctx:
@@ -19,7 +19,7 @@ def setup():
     c.gw = Gateway("t0022", procs=2, threads=8)
     c.gw.ctl("tenant", "add", "acme")
     c.gw.ctl("tenant", "add", "other")
-    p = subprocess.run([CTL, "--db", c.gw.db, "--json", "user", "add", "bob", "--tenant", "acme", "--role", "member",
+    p = subprocess.run(c.gw.ctl_argv() + ["--json", "user", "add", "bob", "--tenant", "acme", "--role", "member",
                         "--password-stdin"], input="bob-Secret-pw-9\n", capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     c.bob = json.loads(p.stdout)["id"]

@@ -4,7 +4,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -253,16 +252,11 @@ def test_db_unwritable_fails_open_R_KEY_4(c):
     time.sleep(0.5)
     daily = lambda: c.gw.sql("SELECT calls FROM quota_counters WHERE key_id = ? AND period LIKE 'd:%'", kid)[0][0]
     before = daily()
-    con = sqlite3.connect(c.gw.db, timeout=10, isolation_level=None)
-    con.execute("BEGIN EXCLUSIVE")          # nobody else can write now
-    try:
+    with c.gw.write_lock(exclusive=True):   # nobody else can write now
         for i in range(5):
             r = c.gw.chat(key, content="while locked %d" % i)
             assert r.status == 200, r
             assert r.elapsed < 0.5, "a metered request waited %.2f s on the locked database" % r.elapsed
-    finally:
-        con.execute("ROLLBACK")
-        con.close()
     # Reconciled: the calls made while the database was locked are in SQLite now.
     wait_for(lambda: daily() - before == 5, 5, what="the locked-time calls written back")
 

@@ -12,7 +12,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, Healthd, http_request, run_tests, setup_tenant, setup_with, stop_all, wait_for
+from harness import Fake, Gateway, Healthd, http_request, run_tests, setup_tenant, setup_with, stop_all, wait_for
 
 PID = os.getpid()
 SECRET = "sk-ant-api03-t0052-%d-Pq7Rt" % PID
@@ -22,7 +22,7 @@ ERROR_KEYS = {"message", "type", "param", "code"}
 
 
 def ctl_in(gw, stdin, *args):
-    p = subprocess.run([CTL, "--db", gw.db, "--json"] + [str(a) for a in args], input=stdin + "\n",
+    p = subprocess.run(gw.ctl_argv() + ["--json"] + [str(a) for a in args], input=stdin + "\n",
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, "sluicectl %r: %s %s" % (args, p.stdout, p.stderr)
     assert SECRET not in p.stdout + p.stderr and SECRET2 not in p.stdout + p.stderr, p.stdout

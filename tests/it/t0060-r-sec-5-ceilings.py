@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Gateway, http_request, run_tests
+from harness import Gateway, http_request, run_tests
 
 LIMITS = ("qps_limit", "concurrency_limit", "daily_limit", "monthly_quota", "tpm_limit", "monthly_token_quota")
 FLAGS = ("--qps", "--concurrency", "--daily", "--monthly", "--tpm", "--monthly-tokens")
@@ -66,7 +66,7 @@ def expect(r, status, code=None):
 
 def ctl_user(c, name, tenant, role, *extra):
     """sluicectl user add with the common password on stdin (the operator acting)."""
-    p = subprocess.run([CTL, "--db", c.gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
+    p = subprocess.run(c.gw.ctl_argv() + ["--json", "user", "add", name, "--tenant", tenant, "--role", role,
                         "--password-stdin"] + list(extra), input=PW + "\n", capture_output=True, text=True,
                        timeout=30)
     assert p.returncode == 0, p.stderr
@@ -128,7 +128,7 @@ def test_created_user_without_ceiling_inherits_the_creators(c):
     expect(c.adm.post("/api/v1/tenant/api-keys", {"user_id": u["id"]}), 403)
     # Nor can the operator: a key never exceeds its owner's ceiling (400, a rule, not a right).
     expect(c.root.post("/api/v1/tenant/api-keys", {"user_id": u["id"]}), 400, "invalid_value")
-    p = subprocess.run([CTL, "--db", c.gw.db, "--json", "key", "add", "--user", "u_plain"],
+    p = subprocess.run(c.gw.ctl_argv() + ["--json", "key", "add", "--user", "u_plain"],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode != 0 and "ceiling" in (p.stdout + p.stderr), (p.stdout, p.stderr)
     assert c.gw.sql("SELECT COUNT(*) FROM api_keys")[0][0] == n + 1

@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Fake, Gateway, Healthd, http_request, run_tests, wait_for
+from harness import Fake, Gateway, Healthd, http_request, run_tests, wait_for
 
 SECRET = "sk-operator-t0061-%d-Vq3Lm9" % os.getpid()
 TENANT_CRED = "sk-tenant-own-t0061-%d" % os.getpid()
@@ -68,7 +68,7 @@ def expect(r, status, code=None):
 
 
 def ctl_user(gw, name, tenant, role):
-    p = subprocess.run([CTL, "--db", gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
+    p = subprocess.run(gw.ctl_argv() + ["--json", "user", "add", name, "--tenant", tenant, "--role", role,
                         "--password-stdin"], input=PW + "\n", capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
 
@@ -201,12 +201,7 @@ def test_a_url_outside_the_rule_is_left_out_by_healthd_and_the_test(c):
     never storing such a row: it sends the credential to every replica, with no per-request
     check.)"""
     db = c.gw.sql
-    import sqlite3
-    con = sqlite3.connect(c.gw.db, timeout=10)
-    con.execute("INSERT INTO replicas (endpoint_id, url, approved, weight) VALUES (?, ?, 0, 0)",
-                (c.ep, c.evil.url))
-    con.commit()
-    con.close()
+    c.gw.sql_write("INSERT INTO replicas (endpoint_id, url, approved, weight) VALUES (?, ?, 0, 0)", c.ep, c.evil.url)
     try:
         hd = Healthd(c.gw)
         try:
@@ -221,10 +216,7 @@ def test_a_url_outside_the_rule_is_left_out_by_healthd_and_the_test(c):
         st = assert_evil_clean(c, "unapproved row")
         assert st["requests"] == 0, st
     finally:
-        con = sqlite3.connect(c.gw.db, timeout=10)
-        con.execute("DELETE FROM replicas WHERE endpoint_id = ? AND url = ?", (c.ep, c.evil.url))
-        con.commit()
-        con.close()
+        c.gw.sql_write("DELETE FROM replicas WHERE endpoint_id = ? AND url = ?", c.ep, c.evil.url)
     assert db("SELECT COUNT(*) FROM replicas WHERE endpoint_id = ?", c.ep) == [(1,)]
 
 

@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import (CTL, Fake, Gateway, add_endpoint, fcgi_request, fcgi_sockets, http_request, run_tests,
+from harness import (Fake, Gateway, add_endpoint, fcgi_request, fcgi_sockets, http_request, run_tests,
                      setup_tenant, setup_with, stop_all, wait_for)
 
 PID = os.getpid()
@@ -59,7 +59,7 @@ def build(c):
     gw.ctl("route", "add", "gpt-guard-err", "ep-guard-err", "--tenant", "acme")
     add_endpoint(gw, "ep-guard-die", "acme", [c.g_die, c.g_good])
     gw.ctl("route", "add", "gpt-guard-die", "ep-guard-die", "--tenant", "acme")
-    p = subprocess.run([CTL, "--db", gw.db, "--json", "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol",
+    p = subprocess.run(gw.ctl_argv() + ["--json", "endpoint", "add", "ep-ant", "--tenant", "acme", "--protocol",
                         "anthropic", "--upstream-auth-stdin"], input="sk-ant-t0081-%d\n" % PID,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr

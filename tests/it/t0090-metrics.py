@@ -10,7 +10,6 @@ models x 20 endpoints takes under 5 ms (the responder's Server-Timing)."""
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -292,13 +291,10 @@ def test_token_and_no_tenant_labels_and_render_time(c):
     key = setup_tenant(c.gw2, "beta", "bob")
     for e in range(N_ENDPOINTS):
         add_endpoint(c.gw2, "ep%02d" % e, "beta", [c.ok])
-    con = sqlite3.connect(c.gw2.db, timeout=10)
-    tid = con.execute("SELECT id FROM tenants WHERE name = 'beta'").fetchone()[0]
-    eps = [row[0] for row in con.execute("SELECT id FROM endpoints ORDER BY id")]
-    con.executemany("INSERT INTO routes (tenant_id, model, endpoint_id) VALUES (?, ?, ?)",
-                    [(tid, "model-%02d" % m, e) for m in range(N_MODELS) for e in eps])
-    con.commit()
-    con.close()
+    tid = c.gw2.sql("SELECT id FROM tenants WHERE name = 'beta'")[0][0]
+    eps = [row[0] for row in c.gw2.sql("SELECT id FROM endpoints ORDER BY id")]
+    c.gw2.sql_write_many("INSERT INTO routes (tenant_id, model, endpoint_id) VALUES (?, ?, ?)",
+                         [(tid, "model-%02d" % m, e) for m in range(N_MODELS) for e in eps])
     c.gw2.start()
 
     r = scrape(c.gw2)

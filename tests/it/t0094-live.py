@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import CTL, Ctx, Fake, Gateway, add_endpoint, free_port, http_request, run_tests, setup_with, wait_for
+from harness import Ctx, Fake, Gateway, add_endpoint, free_port, http_request, run_tests, setup_with, wait_for
 
 PW = {"root": "root-pass-1", "adm_a": "adm-a-pass", "mem_a": "mem-a-pass", "adm_b": "adm-b-pass"}
 DELAY_MS = 120          # the stand-in's first byte: latency and TTFT land in the (100, 250] ms bucket
@@ -37,7 +37,7 @@ def build(c):
     gw.ctl("tenant", "add", "tb")
     for name, tenant, role in (("root", "default", "operator"), ("adm_a", "ta", "admin"),
                                ("mem_a", "ta", "member"), ("adm_b", "tb", "admin")):
-        p = subprocess.run([CTL, "--db", gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
+        p = subprocess.run(gw.ctl_argv() + ["--json", "user", "add", name, "--tenant", tenant, "--role", role,
                             "--password-stdin"], input=PW[name] + "\n", capture_output=True, text=True, timeout=30)
         assert p.returncode == 0, p.stderr
     c.key_a = gw.ctl("key", "add", "--user", "mem_a")["key"]
@@ -139,7 +139,8 @@ def test_stats_json_models_and_endpoints(c):
 
 def test_stats_text_tables(c):
     """Without --json: a table per section, one line per model and endpoint."""
-    p = subprocess.run([CTL, "--db", c.gw.db, "stats"], capture_output=True, text=True, timeout=30)
+    p = subprocess.run(c.gw.ctl_argv() + ["stats", "--state", os.path.join(c.gw.dir, "sluice.state")],
+                       capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.split("\n")
     i = lines.index("models:")

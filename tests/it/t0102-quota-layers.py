@@ -8,7 +8,6 @@ model whose policy allows it gets a smaller max_tokens instead of a 429."""
 import json
 import os
 import re
-import sqlite3
 import sys
 import time
 
@@ -59,12 +58,7 @@ def new_key(c, user, *limits):
 
 def write(c, query, *params):
     """A committed write (the harness's sql() only reads)."""
-    con = sqlite3.connect(c.gw.db, timeout=10)
-    try:
-        with con:
-            con.execute(query, params)
-    finally:
-        con.close()
+    c.gw.sql_write(query, *params)
 
 
 def set_quota(c, scope, target, **cols):

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import ApiSession, CTL, Gateway, add_user_with_password, audit, ctl_fail, expect, run_tests, setup_with, stop_all
+from harness import ApiSession, Gateway, add_user_with_password, audit, ctl_fail, expect, run_tests, setup_with, stop_all
 
 PW = {"root": "root-pass-1", "adm_a": "adm-a-pass", "mem_a": "mem-a-pass", "adm_b": "adm-b-pass"}
 
@@ -193,7 +193,7 @@ def test_cli_list_and_rm_quotas(c):
     assert [q["model"] for q in gw.ctl("list", "quotas", "--model", "org/m-1")["quotas"]] == ["org/m-1"]
     page = gw.ctl("list", "quotas", "--limit", 1, "--offset", 1)
     assert page["total"] == 4 and [q["scope"] for q in page["quotas"]] == ["user"], page
-    text = subprocess.run([CTL, "--db", gw.db, "list", "quotas"], capture_output=True, text=True, timeout=30)
+    text = subprocess.run(gw.ctl_argv() + ["list", "quotas"], capture_output=True, text=True, timeout=30)
     assert text.returncode == 0 and "org/m-1" in text.stdout and "monthly_tokens" in text.stdout, text.stdout
     rc, e, _ = ctl_fail(gw, "list", "quotas", "--scope", "galaxy")
     assert e["param"] == "scope", e

@@ -11,7 +11,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import ApiSession, CTL, Gateway, add_user_with_password, audit, ctl_fail, expect, run_tests, setup_with, stop_all
+from harness import ApiSession, Gateway, add_user_with_password, audit, ctl_fail, expect, run_tests, setup_with, stop_all
 
 PW = {"root": "root-pass-1", "adm_a": "adm-a-pass", "mem_a": "mem-a-pass", "adm_b": "adm-b-pass"}
 TTL_MAX = 31536000
@@ -221,7 +221,7 @@ def test_cli_cache_stats_and_clear_R_CACHE_3(c):
     assert [(m["model"], m["entries"], m["bytes"], m["hits"]) for m in s["models"]] == [("m1", 1, 7, 5)], s
     s = gw.ctl("cache", "stats", "--model", "m2")
     assert (s["entries"], [m["model"] for m in s["models"]]) == (1, ["m2"]), s
-    p = subprocess.run([CTL, "--db", gw.db, "cache", "stats"], capture_output=True, text=True, timeout=30)
+    p = subprocess.run(gw.ctl_argv() + ["cache", "stats"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0 and "m1" in p.stdout and "entries" in p.stdout, p.stdout
     rc, e, _ = ctl_fail(gw, "cache", "stats", "--tenant", "nosuch")
     assert e["code"] == "not_found", e
@@ -233,7 +233,7 @@ def test_cli_cache_stats_and_clear_R_CACHE_3(c):
     r = gw.ctl("cache", "clear", "--model", "m1", "--tenant", "ta")
     assert (r["deleted"], r["model"], r["tenant"], r["tenant_id"]) == (2, "m1", "ta", c.tid["ta"]), r
     assert entries(gw) == ["k3", "k4"]
-    p = subprocess.run([CTL, "--db", gw.db, "cache", "clear", "--model", "nothing-here"], capture_output=True,
+    p = subprocess.run(gw.ctl_argv() + ["cache", "clear", "--model", "nothing-here"], capture_output=True,
                        text=True, timeout=30)
     assert p.returncode == 0 and "deleted" in p.stdout and "0" in p.stdout, p.stdout   # prints how many
     r = gw.ctl("cache", "clear")

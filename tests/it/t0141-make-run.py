@@ -17,7 +17,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
-from harness import BUILDDIR, CTL, LIGHTTPD, OUTDIR, SRCDIR, http_request, port_is_free, run_tests, wait_for
+import pg
+from harness import (BUILDDIR, CTL, LIGHTTPD, OUTDIR, SRCDIR, http_request, on_postgresql, port_is_free, run_tests,
+                     wait_for)
 
 STATE = os.path.join(OUTDIR, "t0141-%d" % os.getpid())
 
@@ -153,6 +155,50 @@ def test_behind_nginx():
 
 def test_behind_apache():
     behind("apache", ("apache2",))
+
+
+def test_make_run_database_and_state():
+    """make run DATABASE=... STATE=...: the generated sluice.conf's database and state lines
+    (issue 19); sluicectl and the pool use that database, nothing is made at STATE_DIR/sluice.db.
+    On PostgreSQL (SLUICE_TEST_DATABASE=postgresql) DATABASE is a database of the test's server."""
+    state = os.path.join(OUTDIR, "t0141-db-%d" % os.getpid())
+    shutil.rmtree(state, ignore_errors=True)
+    if on_postgresql():
+        database = pg.server(OUTDIR).create_database("t0141")
+    else:
+        other = os.path.join(OUTDIR, "t0141-elsewhere-%d" % os.getpid())
+        shutil.rmtree(other, ignore_errors=True)
+        os.makedirs(other, mode=0o750)
+        database = os.path.join(other, "elsewhere.db")
+    # A Redis nobody listens on: keys without limits never wait for it (fail_open).
+    kv = "redis+unix://%s/no-redis.sock?db=3" % state
+    port = high_free_port()
+    out = open(os.path.join(OUTDIR, "t0141-make-run-%d.out" % port), "w+")
+    p = subprocess.Popen(["make", "-s", "-C", BUILDDIR, "run", "PORT=%d" % port, "STATE_DIR=" + state,
+                          "DATABASE=" + database, "STATE=" + kv, "LIGHTTPD=" + LIGHTTPD],
+                         stdout=out, stderr=subprocess.STDOUT)
+    p.out = out
+    try:
+        banner(p)
+        with open(os.path.join(state, "sluice.conf")) as f:
+            lines = f.read().split("\n")
+        assert 'database = "%s";' % database in lines, [l for l in lines if l.startswith("database")]
+        assert 'state = "%s";' % kv in lines, [l for l in lines if l.startswith("state")]
+        key = open(os.path.join(state, "demo-key.txt")).read().strip()
+        r = http_request(port, "POST", "/v1/chat/completions",
+                         {"model": "demo", "messages": [{"role": "user", "content": "hi"}]},
+                         headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+        assert r.status == 200 and r.json()["choices"], r
+        assert not os.path.exists(os.path.join(state, "sluice.db")), "the database is DATABASE, not STATE_DIR's"
+        if on_postgresql():
+            tenants = pg.execute(database, "SELECT name FROM tenants WHERE name = 'demo'", ())
+            assert tenants == [("demo",)], tenants
+            assert 'secrets: { key_file = "%s/sluice.key"; };' % state in lines, "a URL keeps its key in STATE_DIR"
+        else:
+            assert os.path.exists(database), "sluicectl init made DATABASE"
+    finally:
+        stop(p)
+        wait_for(lambda: port_is_free(port), 15, what="make run's processes gone")
 
 
 def test_a_port_out_of_range_is_refused():

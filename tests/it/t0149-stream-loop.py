@@ -323,7 +323,6 @@ def test_a_stream_end_that_waits_holds_up_no_other_stream(c):
     back-pressure; also a locked database for idempotency, a Redis `state` that does not
     answer): it waits on a thread of its own, never on the loop, so a stream beside it keeps
     its pace."""
-    import sqlite3
     gw = Gateway("t0149-q", procs=1, threads=THREADS,
                  conf={"pool": "processes = 1; threads = %d; max_threads = 200;" % THREADS,
                        "usage": "flush_ms = 50; batch_max = 1; queue_max = 100;"})
@@ -347,13 +346,10 @@ def test_a_stream_end_that_waits_holds_up_no_other_stream(c):
         ending = threading.Thread(target=stream, args=("ending", "ms", ""))
         ending.start()
         time.sleep(0.2)
-        con = sqlite3.connect(gw.db, timeout=10, isolation_level=None)
-        con.execute("BEGIN IMMEDIATE")          # the usage writer cannot write: its queue fills
-        fill = threading.Thread(target=burst, args=(lambda i: gw.chat(key, content="f%d" % i), 110))
-        fill.start()
-        time.sleep(3)                       # the other stream ends meanwhile; its usage record waits
-        con.execute("ROLLBACK")
-        con.close()
+        with gw.write_lock():               # the usage writer cannot write: its queue fills
+            fill = threading.Thread(target=burst, args=(lambda i: gw.chat(key, content="f%d" % i), 110))
+            fill.start()
+            time.sleep(3)                   # the other stream ends meanwhile; its usage record waits
         ending.join(30)
         beside.join(30)
         fill.join(60)

@@ -7,7 +7,6 @@ record and one redis-server this test starts itself (a unix socket in its out di
 persistence, stopped by PID). Skipped (counted as skipped) only when redis-server is absent."""
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -17,40 +16,8 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib"))
 import harness
 from harness import Fake, Gateway, add_endpoint, burst, run_tests, wait_for
-
-REDIS = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
+from redis_server import REDIS, Redis
 LEASE_S = 3
-
-
-class Redis:
-    """A redis-server of the test's own on a unix socket, no persistence."""
-
-    def __init__(self, folder):
-        self.dir = folder
-        os.makedirs(folder, exist_ok=True)
-        self.sock = os.path.join(folder, "redis.sock")
-        self.proc = None
-        self.start()
-
-    def start(self):
-        if os.path.exists(self.sock):
-            os.unlink(self.sock)
-        log = open(os.path.join(self.dir, "redis.log"), "ab")
-        self.proc = subprocess.Popen([REDIS, "--port", "0", "--unixsocket", self.sock, "--unixsocketperm", "700",
-                                      "--save", "", "--appendonly", "no", "--dir", self.dir, "--daemonize", "no"],
-                                     stdout=log, stderr=log)
-        wait_for(lambda: os.path.exists(self.sock), 10, what="redis-server's socket")
-        return self
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
 
 
 class Ctx:
@@ -376,6 +343,40 @@ def test_usage_rows_exactly_one_per_request_across_hosts(c):
         return all(rid in got for rid in ids) and got
     got = wait_for(written, 5, what="the usage rows of 30 requests over three hosts")
     assert all(got[rid] == 1 for rid in ids), {rid: got[rid] for rid in ids if got[rid] != 1}
+
+
+def test_a_replica_banned_on_one_host_is_out_on_every_host_R_HC_5(c):
+    """A proxy failure on host A bans the replica there (R-HC-5) and tells the other
+    hosts through Redis: host B and C send it nothing while the ban lasts, where on
+    their own they would try it again (round robin) and retry each such request."""
+    bad, good = Fake("redis19-ban-a"), Fake("redis19-ban-b")
+    try:
+        add_endpoint(c.gw, "ep-ban", "acme", [bad, good])
+        c.gw.ctl("route", "add", "m-ban", "ep-ban", "--tenant", "acme")
+        key, _, _ = new_key(c)
+        for g in c.gws:
+            wait_for(lambda g=g: g.chat(key, model="m-ban").status == 200, 5, what="m-ban on %s" % g.name)
+        bad.reset()
+        good.reset()
+        bad.behavior("status=503")
+        # host A: until the bad replica was tried once (and the request retried on the good one)
+        for _ in range(4):
+            r = c.gws[0].chat(key, model="m-ban")
+            assert r.status == 200, r
+            if bad.stats()["requests"]:
+                break
+        tried = bad.stats()["requests"]
+        assert tried == 1, "host A should have tried the bad replica once, then banned it: %r" % bad.stats()
+        time.sleep(0.3)     # the news: one Redis round trip
+        for g in c.gws[1:]:
+            for i in range(6):
+                r = g.chat(key, model="m-ban")
+                assert r.status == 200, r
+        assert bad.stats()["requests"] == tried, \
+            "hosts B and C sent %d requests to the replica host A banned" % (bad.stats()["requests"] - tried)
+    finally:
+        bad.stop()
+        good.stop()
 
 
 if __name__ == "__main__":

@@ -198,5 +198,35 @@ int main(void)
         CHECK_INT(passive_available(&s, &c0, 10 * 60 * 1000), 0, "no trials configured");
     }
 
+
+    /* issue 19: news of a replica from another host */
+    {
+        struct passive_conf nc = {15000, 3, 3000, 1};
+        struct passive_state here = {0}, there = {0};
+        struct passive_news n, back;
+        char line[128];
+        passive_on_failure(&there, &nc, 1000);
+        passive_news_of(&there, 1, 1500, &n);
+        CHECK(n.failed && n.ban_left_ms == 14500 && n.circuit == CIRCUIT_CLOSED && n.failures == 1, "news of a ban");
+        CHECK(passive_news_format(&n, line, sizeof line) > 0 && passive_news_parse(line, &back) == 0 &&
+              back.failed && back.ban_left_ms == 14500 && back.failures == 1, "a ban's news round-trips: %s", line);
+        CHECK(passive_on_news(&here, &back, 50000) == 1 && here.ban_until_ms == 64500 && !passive_available(&here, &nc, 60000) &&
+              passive_available(&here, &nc, 64500), "a ban there lasts as long here, on this host's clock");
+        CHECK(passive_on_news(&here, &back, 40000) == 0 && here.ban_until_ms == 64500, "an older ban changes nothing");
+        passive_on_failure(&there, &nc, 2000);
+        passive_on_failure(&there, &nc, 3000);
+        passive_news_of(&there, 1, 3000, &n);
+        CHECK(n.circuit == CIRCUIT_OPEN && n.open_left_ms == 3000, "news of an open circuit");
+        CHECK(passive_on_news(&here, &n, 70000) == 1 && here.circuit == CIRCUIT_OPEN && here.open_until_ms == 73000 &&
+              here.failures == 3 && !passive_available(&here, &nc, 72000), "an open circuit there is open here");
+        struct passive_news ok;
+        CHECK(passive_news_parse("ok", &ok) == 0 && !ok.failed, "news of a success");
+        CHECK(passive_on_news(&here, &ok, 71000) == 1 && here.circuit == CIRCUIT_CLOSED && here.ban_until_ms == 0 &&
+              passive_available(&here, &nc, 71000), "a success there closes it here");
+        const char *bad[] = {"", "fail", "fail 1 2 3", "fail -1 0 0 1", "fail 1 9 0 1", "fail 1 0 0 1 x",
+                             "fail 999999999999 0 0 1", "okay"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            CHECK(passive_news_parse(bad[i], &back) == -1, "not news: \"%s\"", bad[i]);
+    }
     return check_done();
 }

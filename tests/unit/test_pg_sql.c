@@ -102,5 +102,14 @@ int main(void)
         n++;
     }
     CHECK(n == 3, "three statements, got %d", n);
+    /* PostgreSQL's own DDL: a dollar-quoted body is one token */
+    p = "CREATE FUNCTION f() RETURNS int AS $fn$ BEGIN PERFORM 1; RETURN 2; END $fn$; SELECT 1";
+    one = pg_sql_next(&p);
+    CHECK(one && strcmp(one, "CREATE FUNCTION f() RETURNS int AS $fn$ BEGIN PERFORM 1; RETURN 2; END $fn$") == 0,
+          "a dollar-quoted body stays whole: %s", one ? one : "(null)");
+    free(one);
+    one = pg_sql_next(&p);
+    CHECK(one && strcmp(one, "SELECT 1") == 0, "then the next statement");
+    free(one);
     return check_done();
 }

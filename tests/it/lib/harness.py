@@ -1,7 +1,9 @@
 """harness.py: start a real lighttpd + sluice-fcgi pool + stand-in upstreams for end-to-end tests.
 
 Every test file builds on this (like git's t/lib-httpd.sh): real processes, real SQLite,
-real loopback sockets. Processes are ended by PID, only those this harness started."""
+real loopback sockets. Processes are ended by PID, only those this harness started.
+With SLUICE_TEST_DATABASE=postgresql (tests/run-all's it-pg suite) each Gateway's system of
+record is a database of its own on a PostgreSQL server the test process starts (pg.py)."""
 import http.client
 import json
 import os
@@ -14,6 +16,8 @@ import sys
 import threading
 import time
 import traceback
+
+import pg
 
 BUILDDIR = os.environ.get("SLUICE_BUILDDIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "../../..")))
 SRCDIR = os.environ.get("SLUICE_SRCDIR", os.path.abspath(os.path.join(os.path.dirname(__file__), "../../..")))
@@ -70,6 +74,35 @@ def _front_outdir():
             os.chmod(alt, 0o755)
             return alt
     return OUTDIR
+
+
+def on_postgresql():
+    """The suite runs on PostgreSQL (SLUICE_TEST_DATABASE=postgresql): gw.db is a URL, not a file."""
+    return pg.enabled()
+
+
+class Skip(Exception):
+    """Raised by a test that does not apply here: run_tests counts it as skipped (neither
+    passed nor failed) and prints why."""
+
+
+def skip_on_postgresql(why):
+    """A test of SQLite itself (its file, WAL, PRAGMA, a lock on the file): skipped on PostgreSQL."""
+    if on_postgresql():
+        raise Skip("SQLite only: " + why)
+
+
+def sqlite_only(why):
+    """For one check inside a test that is SQLite's own: True on SQLite; on PostgreSQL False,
+    with the skipped check said in the test's output."""
+    if not on_postgresql():
+        return True
+    print("   skipped check on PostgreSQL (SQLite only): %s" % why, flush=True)
+    return False
+
+
+# URL -> key file of a PostgreSQL database: a Gateway given db= of another shares its key too.
+_PG_KEY_FILES = {}
 
 
 def listening(port):
@@ -276,8 +309,13 @@ class Gateway:
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir, mode=0o750)
         os.chmod(self.dir, 0o750)               # R-SEC-9: the state folder is 0750
-        self.db = db or os.path.join(self.dir, "sluice.db")
-        self.key_file = os.path.join(os.path.dirname(self.db), "sluice.key")   # the default: beside the database
+        if pg.enabled():
+            # A URL has no folder to keep the key beside: the key is in the (first) gateway's folder.
+            self.db = db or pg.server(OUTDIR).create_database(name)
+            self.key_file = _PG_KEY_FILES.setdefault(self.db, os.path.join(self.dir, "sluice.key"))
+        else:
+            self.db = db or os.path.join(self.dir, "sluice.db")
+            self.key_file = os.path.join(os.path.dirname(self.db), "sluice.key")   # the default: beside the database
         self.port = free_port()
         self.procs, self.threads = procs, threads
         # The front server is sized for the threads a responder may grow to at the
@@ -292,8 +330,10 @@ class Gateway:
         # failure budget is lifted unless a test sets the auth group itself.
         conf = dict(conf or {})
         conf.setdefault("auth", "key_cache_ms = 30000; fail_limit = 1000000; fail_window_ms = 60000;")
-        if db:
-            conf.setdefault("database", '"%s"' % db)
+        if db or pg.enabled():
+            conf.setdefault("database", '"%s"' % self.db)
+        if pg.enabled():
+            conf.setdefault("secrets", 'key_file = "%s";' % self.key_file)
         # SLUICE_TEST_STATE=redis+unix:///PATH: every gateway keeps its key limits in that
         # Redis (issue 19's backend matrix, by hand for now: the suite on a Redis state).
         if os.environ.get("SLUICE_TEST_STATE"):
@@ -313,8 +353,18 @@ class Gateway:
             self.ctl("init")
         self.proc = None
 
+    def ctl_argv(self):
+        """sluicectl on this gateway's database (and, on PostgreSQL, its key file): the
+        start of a command line a test adds its arguments to."""
+        return [CTL, "--db", self.db] + (["--key-file", self.key_file] if pg.enabled() else [])
+
     def ctl(self, *args, check=True):
-        p = subprocess.run([CTL, "--db", self.db, "--json"] + [str(a) for a in args],
+        args = [str(a) for a in args]
+        # The pool's state file is beside the database by default: a URL has no "beside",
+        # so on PostgreSQL the commands that read it are told where it is.
+        if pg.enabled() and "--state" not in args and (args[:1] == ["stats"] or args[:2] == ["node", "temperature"]):
+            args += ["--state", os.path.join(self.dir, "sluice.state")]
+        p = subprocess.run(self.ctl_argv() + ["--json"] + args,
                            capture_output=True, text=True, timeout=30)
         if check and p.returncode != 0:
             raise AssertionError("sluicectl %s failed (%d): %s %s" % (" ".join(map(str, args)), p.returncode,
@@ -329,7 +379,7 @@ class Gateway:
         types it; sluicectl must never print it (R-ANT-4). Returns what ctl returns; with
         check=False the finished process instead (returncode, stdout, stderr), for a
         refusal the test expects."""
-        p = subprocess.run([CTL, "--db", self.db, "--json"] + [str(a) for a in args] + ["--upstream-auth-stdin"],
+        p = subprocess.run(self.ctl_argv() + ["--json"] + [str(a) for a in args] + ["--upstream-auth-stdin"],
                            input=secret + "\n", capture_output=True, text=True, timeout=30)
         assert secret not in p.stdout + p.stderr, "R-ANT-4: sluicectl printed the credential: %r" % p.stdout
         if not check:
@@ -338,6 +388,9 @@ class Gateway:
         return json.loads(p.stdout) if p.stdout.strip() else {}
 
     def sql(self, query, *params):
+        """Rows (tuples) of a query in SQLite's dialect with ? parameters, on either engine."""
+        if pg.enabled():
+            return pg.execute(self.db, query, params)
         con = sqlite3.connect(self.db, timeout=10)
         try:
             return con.execute(query, params).fetchall()
@@ -346,12 +399,31 @@ class Gateway:
 
     def sql_write(self, query, *params):
         """A committed change (sql() only reads); responders see it within config.poll_ms."""
+        if pg.enabled():
+            return pg.execute(self.db, query, params, write=True)
         con = sqlite3.connect(self.db, timeout=10)
         try:
             with con:
                 return con.execute(query, params).rowcount
         finally:
             con.close()
+
+    def sql_write_many(self, query, seq):
+        """One committed transaction of query run with each parameter tuple of seq."""
+        if pg.enabled():
+            return pg.executemany(self.db, query, seq)
+        con = sqlite3.connect(self.db, timeout=10)
+        try:
+            with con:
+                con.executemany(query, seq)
+        finally:
+            con.close()
+
+    def write_lock(self, exclusive=False):
+        """A context manager: while in it, nobody else can write the database (readers still
+        can): SQLite's BEGIN IMMEDIATE (exclusive: BEGIN EXCLUSIVE) on the file, on PostgreSQL
+        every table of the schema locked IN EXCLUSIVE MODE. Rolled back at the end."""
+        return _WriteLock(self, exclusive)
 
     def upstream_auth(self, endpoint_id):
         """R-SEC-9: the endpoint's stored upstream_auth opened with the key file (open_sealed):
@@ -575,6 +647,9 @@ class Gateway:
         return resp.status, {k.lower(): v for k, v in resp.getheaders()}, chunks
 
     def usage_events(self, where="1=1", *params):
+        if pg.enabled():
+            return pg.execute(self.db, "SELECT * FROM usage_events WHERE " + where + " ORDER BY id", params,
+                              dicts=True)
         con = sqlite3.connect(self.db, timeout=10)
         con.row_factory = sqlite3.Row
         try:
@@ -588,6 +663,30 @@ class Gateway:
                 return f.read()
         except OSError:
             return ""
+
+
+class _WriteLock:
+    def __init__(self, gw, exclusive):
+        self.gw, self.exclusive, self.con = gw, exclusive, None
+
+    def __enter__(self):
+        if pg.enabled():
+            self.con = pg.connect(self.gw.db)
+            cur = self.con.cursor()
+            cur.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
+            tables = ", ".join('"%s"' % r[0] for r in cur.fetchall())
+            cur.execute("LOCK TABLE %s IN EXCLUSIVE MODE" % tables)
+        else:
+            self.con = sqlite3.connect(self.gw.db, timeout=10, isolation_level=None)
+            self.con.execute("BEGIN EXCLUSIVE" if self.exclusive else "BEGIN IMMEDIATE")
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.con.rollback() if pg.enabled() else self.con.execute("ROLLBACK")
+        finally:
+            self.con.close()
+        return False
 
 
 def open_sealed(stored, key_text, aad):
@@ -681,14 +780,14 @@ def expect(r, status, code=None, param=None):
 
 def ctl_fail(gw, *args):
     """sluicectl that must fail: (exit code, the JSON error, stderr)."""
-    p = subprocess.run([CTL, "--db", gw.db, "--json"] + [str(a) for a in args], capture_output=True, text=True,
+    p = subprocess.run(gw.ctl_argv() + ["--json"] + [str(a) for a in args], capture_output=True, text=True,
                        timeout=30)
     assert p.returncode != 0, "sluicectl %s should have failed: %s" % (" ".join(map(str, args)), p.stdout)
     return p.returncode, json.loads(p.stdout)["error"] if p.stdout.strip() else None, p.stderr
 
 
 def add_user_with_password(gw, name, tenant, role, password):
-    p = subprocess.run([CTL, "--db", gw.db, "--json", "user", "add", name, "--tenant", tenant, "--role", role,
+    p = subprocess.run(gw.ctl_argv() + ["--json", "user", "add", name, "--tenant", tenant, "--role", role,
                         "--password-stdin"], input=password + "\n", capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
 
@@ -769,7 +868,7 @@ def run_tests(namespace, setup=None, teardown=None):
     os.makedirs(OUTDIR, exist_ok=True)
     tests = sorted((n, f) for n, f in namespace.items() if n.startswith("test_") and callable(f))
     tests.sort(key=lambda nf: nf[1].__code__.co_firstlineno)
-    passed = failed = 0
+    passed = failed = skipped = 0
     ctx = None
     try:
         ctx = setup() if setup else None
@@ -785,6 +884,9 @@ def run_tests(namespace, setup=None, teardown=None):
                 fn(ctx) if setup else fn()
                 passed += 1
                 print("ok - %s (%.2fs)" % (name, time.time() - t0), flush=True)
+            except Skip as e:
+                skipped += 1
+                print("skip - %s: %s" % (name, e), flush=True)
             except Exception as e:
                 failed += 1
                 print("not ok - %s: %s" % (name, e), flush=True)
@@ -794,7 +896,7 @@ def run_tests(namespace, setup=None, teardown=None):
     finally:
         if teardown:
             teardown(ctx)
-    print("%d passed, %d failed" % (passed, failed))
+    print("%d passed, %d failed%s" % (passed, failed, ", %d skipped" % skipped if skipped else ""))
     sys.exit(1 if failed else 0)
 
 

@@ -1,0 +1,145 @@
+/* redis_bus.c: the shared channel of lib/redis_bus.h over hiredis. */
+#include "redis_bus.h"
+
+#include "log.h"
+#include "state_url.h"
+#include "util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#ifdef SLUICE_HIREDIS
+
+#include <hiredis/hiredis.h>
+#include <time.h>
+#include <pthread.h>
+
+static struct state_url bus_url;
+static char bus_text[300];
+static char bus_channel[128];
+static redis_bus_fn *bus_fn;
+static void *bus_arg;
+static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
+static redisContext *pub;          /* the publishing connection; under pub_lock */
+static int64_t pub_down_until_ms;  /* no new connection before this (mono), under pub_lock */
+
+static redisContext *bus_connect(int timeout_ms)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *c = bus_url.unix_socket ? redisConnectUnixWithTimeout(bus_url.path, tv)
+                                          : redisConnectWithTimeout(bus_url.host, bus_url.port, tv);
+    if (!c || c->err) {
+        if (c)
+            redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    if (bus_url.password[0]) {
+        redisReply *r = redisCommand(c, "AUTH %s", bus_url.password);
+        int ok = r && r->type != REDIS_REPLY_ERROR;
+        if (r)
+            freeReplyObject(r);
+        if (!ok) {
+            redisFree(c);
+            return NULL;
+        }
+    }
+    return c;           /* pub/sub channels are not per database: no SELECT */
+}
+
+static void *bus_main(void *arg)
+{
+    (void)arg;
+    int failures = 0;
+    for (;;) {
+        redisContext *c = bus_connect(2000);
+        redisReply *r = c ? redisCommand(c, "SUBSCRIBE %s", bus_channel) : NULL;
+        if (r) {
+            freeReplyObject(r);
+            if (failures)
+                log_info("state %s: subscribed to %s again", bus_text, bus_channel);
+            failures = 0;
+            struct timeval forever = {0, 0};
+            redisSetTimeout(c, forever);
+            void *reply;
+            while (redisGetReply(c, &reply) == REDIS_OK) {
+                redisReply *m = reply;
+                /* ["message", channel, payload] */
+                if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && m->element[2]->type == REDIS_REPLY_STRING &&
+                    strcmp(m->element[0]->str, "message") == 0)
+                    bus_fn(m->element[2]->str, m->element[2]->len, bus_arg);
+                freeReplyObject(m);
+            }
+        }
+        if (c)
+            redisFree(c);
+        if (!failures++)
+            log_warn("state %s: the news channel %s is down; other hosts' bans reach this one again when it"
+                     " is back", bus_text, bus_channel);
+        struct timespec pause = {failures < 5 ? 0 : 2, failures < 5 ? 200000000L * failures : 0};
+        nanosleep(&pause, NULL);
+    }
+    return NULL;
+}
+
+int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void *arg)
+{
+    char why[160];
+    if (state_url_parse(url, &bus_url, why, sizeof why) != 0) {
+        log_error("%s", why);
+        return -1;
+    }
+    state_url_describe(&bus_url, bus_text, sizeof bus_text);
+    snprintf(bus_channel, sizeof bus_channel, "%s", channel);
+    bus_fn = fn;
+    bus_arg = arg;
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &at, bus_main, NULL);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        log_error("state %s: cannot start the news channel's thread", bus_text);
+        return -1;
+    }
+    return 0;
+}
+
+int redis_bus_publish(const char *msg, size_t n, int timeout_ms)
+{
+    int rc = -1;
+    pthread_mutex_lock(&pub_lock);
+    if (!pub && mono_ms() >= pub_down_until_ms && !(pub = bus_connect(timeout_ms)))
+        pub_down_until_ms = mono_ms() + 1000;
+    if (pub) {
+        redisReply *r = redisCommand(pub, "PUBLISH %s %b", bus_channel, msg, n);
+        rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
+        if (r)
+            freeReplyObject(r);
+        if (rc != 0) {              /* timed out or closed: a new connection next time */
+            redisFree(pub);
+            pub = NULL;
+        }
+    }
+    pthread_mutex_unlock(&pub_lock);
+    return rc;
+}
+
+#else
+
+int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void *arg)
+{
+    (void)url, (void)channel, (void)fn, (void)arg;
+    log_error("state = \"%s\" needs a sluice built with hiredis (apt-get install libhiredis-dev, then"
+              " ./configure && make)", url);
+    return -1;
+}
+
+int redis_bus_publish(const char *msg, size_t n, int timeout_ms)
+{
+    (void)msg, (void)n, (void)timeout_ms;
+    return -1;
+}
+
+#endif

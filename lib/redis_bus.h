@@ -1,0 +1,20 @@
+/* redis_bus.h: one Redis channel the responders of every gateway host share, for news
+ * a host must tell the others at once (issue 19: a replica banned, or its circuit
+ * opened, on one host is out on every host). Pub/sub, not storage: a message sent
+ * while Redis is down is lost, so only news that expires by itself goes here (a ban
+ * ends within passive.ban_ms anyway). */
+#ifndef SLUICE_REDIS_BUS_H
+#define SLUICE_REDIS_BUS_H
+
+#include <stddef.h>
+
+/* Called on the bus's thread for every message of the channel, the process's own too. */
+typedef void redis_bus_fn(const char *msg, size_t n, void *arg);
+
+/* url: sluice.conf's `state` (a Redis). Starts the thread that subscribes (and
+ * subscribes again after an outage). 0, or -1 (logged) without hiredis or a bad url. */
+int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void *arg);
+/* Publishes on the channel, waiting at most timeout_ms. 0, or -1 (not sent). */
+int redis_bus_publish(const char *msg, size_t n, int timeout_ms);
+
+#endif
