@@ -381,8 +381,13 @@ static int pump(struct fcgi_conn *c, int block, enum until until)
 static int build_env(struct fcgi_conn *c)
 {
     const unsigned char *p = (const unsigned char *)c->params.data;
-    size_t off = 0, n = c->params.len, count = 0;
+    size_t off = 0, n = c->params.len, count = 0, len = 0;
+    /* A pair's length bytes (two at least) become its '=' and NUL, so env never outgrows
+     * params: its room is made once and the pairs copied in, not four appends a pair. */
     buf_reset(&c->env);
+    if (buf_append(&c->env, p, n) != 0)
+        return -1;
+    char *e = c->env.data;
     while (off < n) {
         size_t no, nl, vo, vl;
         if (fcgi_pair_parse(p + off, n - off, &no, &nl, &vo, &vl) != 1)
@@ -393,11 +398,16 @@ static int build_env(struct fcgi_conn *c)
             c->name_len = xrealloc(c->name_len, c->envp_cap * sizeof *c->name_len);
         }
         /* offsets now, pointers once env stops moving */
-        c->envp[count] = (char *)(uintptr_t)c->env.len;
+        c->envp[count] = (char *)(uintptr_t)len;
         c->name_len[count] = nl;
-        if (buf_append(&c->env, p + off + no, nl) != 0 || buf_append(&c->env, "=", 1) != 0 ||
-            buf_append(&c->env, p + off + vo, vl) != 0 || buf_append(&c->env, "", 1) != 0)
-            return -1;
+        if (len + nl + vl + 2 >= c->env.cap)
+            return -1;              /* cannot happen (above); never writes past the room */
+        memcpy(e + len, p + off + no, nl);
+        len += nl;
+        e[len++] = '=';
+        memcpy(e + len, p + off + vo, vl);
+        len += vl;
+        e[len++] = '\0';
         count++;
         off += vo + vl;
     }
@@ -406,6 +416,8 @@ static int build_env(struct fcgi_conn *c)
         c->envp = xmalloc(c->envp_cap * sizeof *c->envp);
         c->name_len = xmalloc(c->envp_cap * sizeof *c->name_len);
     }
+    c->env.len = len;
+    e[len] = '\0';                   /* len <= n < cap */
     for (size_t i = 0; i < count; i++)
         c->envp[i] = c->env.data + (uintptr_t)c->envp[i];
     c->envp[count] = NULL;

@@ -554,6 +554,8 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+#define CONFIG_MIN_GAP_MS 20   /* between two loads told by NOTIFY (PostgreSQL) */
+
 /* Publishes a new snapshot whenever the configuration version moves (R-CFG-1),
  * and reaps shared-state rows of dead responders once a second. */
 static void *config_main(void *arg)
@@ -562,7 +564,7 @@ static void *config_main(void *arg)
     /* From the version the published snapshot was built from, not the database's
      * now: a change committed in between must not wait for the next one. */
     struct snapshot *first = snapshot_acquire();
-    int64_t seen = first->version, last_reap = 0, last_warn = 0;
+    int64_t seen = first->version, last_reap = 0, last_warn = 0, last_load = 0;
     snapshot_release(first);
     while (!atomic_load(&stopping)) {
         /* PostgreSQL tells of a change another host committed at once (NOTIFY on
@@ -570,6 +572,11 @@ static void *config_main(void *arg)
         if (sdb_wait_notice(db, "sluice_config", conf.config_poll_ms) < 0) {
             struct timespec pause = {conf.config_poll_ms / 1000, (conf.config_poll_ms % 1000) * 1000000L};
             nanosleep(&pause, NULL);
+        } else if (mono_ms() - last_load < CONFIG_MIN_GAP_MS) {
+            /* a burst of changes (healthd marking replicas) is loaded once, not once each */
+            int64_t left = CONFIG_MIN_GAP_MS - (mono_ms() - last_load);
+            struct timespec gap = {0, left * 1000000L};
+            nanosleep(&gap, NULL);
         }
         int64_t t0 = mono_ms();
         int64_t v = snapshot_db_version(db);
@@ -584,6 +591,7 @@ static void *config_main(void *arg)
                  * committed after the poll is in it already, not loaded twice. */
                 seen = s->version;
                 snapshot_publish(s);
+                last_load = mono_ms();
                 log_info("configuration version %lld loaded", (long long)seen);
             }
         }

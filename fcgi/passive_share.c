@@ -32,20 +32,21 @@ static void on_message(const char *msg, size_t n, void *arg)
     if (sscanf(line, "v1 %23s %lld %n", sender, &id, &off) != 2 || !off || strcmp(sender, me) == 0 ||
         passive_news_parse(line + off, &news) != 0)
         return;
+    /* The snapshot is held until the news is in: its slot is the replica's while it is. */
     struct snapshot *s = snapshot_acquire();
     int slot = -1;
     for (int i = 0; s && i < s->n_replicas && slot < 0; i++)
         if (s->replicas[i].id == id)
             slot = s->replicas[i].slot;
+    if (slot >= 0 && shm_lock(share_shm) == 0) {
+        struct passive_state ps;
+        passive_load(share_shm, slot, &ps);
+        if (passive_on_news(&ps, &news, now_ms()))
+            passive_store(share_shm, slot, &ps);
+        shm_unlock(share_shm);
+    }
     if (s)
         snapshot_release(s);
-    if (slot < 0 || shm_lock(share_shm) != 0)
-        return;                    /* a replica this host does not know (yet) */
-    struct passive_state ps;
-    passive_load(share_shm, slot, &ps);
-    if (passive_on_news(&ps, &news, now_ms()))
-        passive_store(share_shm, slot, &ps);
-    shm_unlock(share_shm);
 }
 
 int passive_share_start(const char *state, struct shm *shm)

@@ -3,7 +3,6 @@
  * fresh trace starts, so a malformed header can never break a request. */
 #include "traceparent.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* n lowercase hex digits (the spec's HEXDIGLC: uppercase is invalid). */
@@ -53,7 +52,27 @@ int traceparent_parse(const char *value, char trace_id[33], char span_id[17], in
     return 0;
 }
 
+/* Appends s to out[0..*n), at most up to 55 bytes in all (what snprintf(out, 56) keeps). */
+static void put(char *out, size_t *n, const char *s, size_t len)
+{
+    if (len > 55 - *n)
+        len = 55 - *n;
+    memcpy(out + *n, s, len);
+    *n += len;
+}
+
+/* By hand, not snprintf: it is on every forwarded request, and the format cost a
+ * third of what the rest of an attempt's setup does (issue 17). Same bytes. */
 void traceparent_format(char out[56], const char *trace_id, const char *span_id, int flags)
 {
-    snprintf(out, 56, "00-%s-%s-%02x", trace_id, span_id, flags & 0xff);
+    static const char hex[] = "0123456789abcdef";
+    char f[2] = {hex[(flags >> 4) & 0xf], hex[flags & 0xf]};
+    size_t n = 0;
+    put(out, &n, "00-", 3);
+    put(out, &n, trace_id, strlen(trace_id));
+    put(out, &n, "-", 1);
+    put(out, &n, span_id, strlen(span_id));
+    put(out, &n, "-", 1);
+    put(out, &n, f, 2);
+    out[n] = '\0';
 }

@@ -2,6 +2,7 @@
 #include "usage.h"
 
 #include "json_parse.h"
+#include "usage_scan.h"
 
 #include <json-c/json.h>
 #include <string.h>
@@ -24,51 +25,81 @@ static int64_t usage_add(int64_t a, int64_t b)
 }
 
 /* A counter inside a details object of usage (prompt_tokens_details.cached_tokens, ...). */
-static void usage_detail(struct json_object *usage, const char *obj, const char *name, int64_t *out)
+static void usage_detail(struct json_object *usage, const char *obj, const char *name, struct usage_seen *s, int f)
 {
     struct json_object *d;
-    if (json_object_object_get_ex(usage, obj, &d) && json_object_is_type(d, json_type_object))
-        usage_counter(d, name, out);
+    if (json_object_object_get_ex(usage, obj, &d) && json_object_is_type(d, json_type_object) &&
+        usage_counter(d, name, &s->v[f]))
+        s->has |= 1u << f;
+}
+
+/* The counters of json-c's usage object (what usage_scan reads from plain text). */
+static void usage_seen_of(struct json_object *usage, struct usage_seen *s)
+{
+    static const char *const top[] = {
+        [UF_PROMPT] = "prompt_tokens", [UF_COMPLETION] = "completion_tokens", [UF_INPUT] = "input_tokens",
+        [UF_OUTPUT] = "output_tokens", [UF_CACHE_CREATION] = "cache_creation_input_tokens",
+        [UF_CACHE_READ] = "cache_read_input_tokens",
+    };
+    memset(s, 0, sizeof *s);
+    for (int f = UF_PROMPT; f <= UF_CACHE_READ; f++)
+        if (usage_counter(usage, top[f], &s->v[f]))
+            s->has |= 1u << f;
+    usage_detail(usage, "prompt_tokens_details", "cached_tokens", s, UF_PROMPT_CACHED);
+    usage_detail(usage, "completion_tokens_details", "reasoning_tokens", s, UF_COMPLETION_REASONING);
+    usage_detail(usage, "input_tokens_details", "cached_tokens", s, UF_INPUT_CACHED);
+    usage_detail(usage, "output_tokens_details", "reasoning_tokens", s, UF_OUTPUT_REASONING);
+    s->input_details = json_object_object_get_ex(usage, "input_tokens_details", NULL);
+    s->output_details = json_object_object_get_ex(usage, "output_tokens_details", NULL);
+}
+
+static int64_t seen_v(const struct usage_seen *s, enum usage_field f)
+{
+    return s->has & (1u << f) ? s->v[f] : 0;
 }
 
 /* OpenAI chat's usage (prompt_tokens, completion_tokens, their details), the
  * Responses API's (input_tokens including cached ones, input_tokens_details,
  * output_tokens_details), or Anthropic's (input_tokens without the cache
- * counts, which are added). Top level, or under "message" (message_start) or
- * "response" (response.completed). Found only when a known counter is there:
+ * counts, which are added). Found only when a known counter is there:
  * an empty or foreign usage object is no usage. */
-static int usage_read_object(struct json_object *usage, struct usage *u)
+static int usage_decide(const struct usage_seen *s, struct usage *u)
 {
-    if (!json_object_is_type(usage, json_type_object))
-        return 0;
-    int64_t p = 0, c = 0, in = 0, cw = 0, cr = 0, out = 0, reasoning = 0;
-    int openai = usage_counter(usage, "prompt_tokens", &p) | usage_counter(usage, "completion_tokens", &c);
-    int other = usage_counter(usage, "input_tokens", &in) | usage_counter(usage, "output_tokens", &out);
-    int anthropic = usage_counter(usage, "cache_creation_input_tokens", &cw) |
-                    usage_counter(usage, "cache_read_input_tokens", &cr);
+    int openai = (s->has & (1u << UF_PROMPT | 1u << UF_COMPLETION)) != 0;
+    int other = (s->has & (1u << UF_INPUT | 1u << UF_OUTPUT)) != 0;
+    int anthropic = (s->has & (1u << UF_CACHE_CREATION | 1u << UF_CACHE_READ)) != 0;
     if (!openai && !other && !anthropic)
         return 0;
     memset(u, 0, sizeof *u);
     if (openai) {
-        u->prompt_tokens = p;
-        u->completion_tokens = c;
-        usage_detail(usage, "prompt_tokens_details", "cached_tokens", &u->cache_read_tokens);
-        usage_detail(usage, "completion_tokens_details", "reasoning_tokens", &reasoning);
-    } else if (json_object_object_get_ex(usage, "input_tokens_details", NULL) ||
-               json_object_object_get_ex(usage, "output_tokens_details", NULL)) {
-        u->prompt_tokens = in;            /* Responses: input_tokens counts the cached ones */
-        u->completion_tokens = out;
-        usage_detail(usage, "input_tokens_details", "cached_tokens", &u->cache_read_tokens);
-        usage_detail(usage, "output_tokens_details", "reasoning_tokens", &reasoning);
+        u->prompt_tokens = seen_v(s, UF_PROMPT);
+        u->completion_tokens = seen_v(s, UF_COMPLETION);
+        u->cache_read_tokens = seen_v(s, UF_PROMPT_CACHED);
+        u->reasoning_tokens = seen_v(s, UF_COMPLETION_REASONING);
+    } else if (s->input_details || s->output_details) {
+        u->prompt_tokens = seen_v(s, UF_INPUT);            /* Responses: input_tokens counts the cached ones */
+        u->completion_tokens = seen_v(s, UF_OUTPUT);
+        u->cache_read_tokens = seen_v(s, UF_INPUT_CACHED);
+        u->reasoning_tokens = seen_v(s, UF_OUTPUT_REASONING);
     } else {
-        u->prompt_tokens = usage_add(usage_add(in, cw), cr);
-        u->completion_tokens = out;
+        int64_t cw = seen_v(s, UF_CACHE_CREATION), cr = seen_v(s, UF_CACHE_READ);
+        u->prompt_tokens = usage_add(usage_add(seen_v(s, UF_INPUT), cw), cr);
+        u->completion_tokens = seen_v(s, UF_OUTPUT);
         u->cache_read_tokens = cr;
         u->cache_creation_tokens = cw;
     }
-    u->reasoning_tokens = reasoning;
     u->found = 1;
     return 1;
+}
+
+/* Top level, or under "message" (message_start) or "response" (response.completed). */
+static int usage_read_object(struct json_object *usage, struct usage *u)
+{
+    if (!json_object_is_type(usage, json_type_object))
+        return 0;
+    struct usage_seen s;
+    usage_seen_of(usage, &s);
+    return usage_decide(&s, u);
 }
 
 static int usage_read(struct json_object *obj, struct usage *u)
@@ -115,7 +146,11 @@ int usage_from_body(const char *json, size_t len, struct usage *u)
     const char *obj_start = usage_last_object(json, len);
     if (!obj_start)
         return 0;
-    /* Parse only the usage object: a long body (embeddings) costs nothing more. */
+    /* Read only the usage object: a long body (embeddings) costs nothing more. Plain
+     * JSON (every upstream's) without json-c; anything else through it. */
+    struct usage_seen seen;
+    if (usage_scan(obj_start, (size_t)(json + len - obj_start), &seen))
+        return usage_decide(&seen, u);
     struct json_object *usage = json_parse(obj_start, (size_t)(json + len - obj_start), 0, NULL);
     int ok = usage && usage_read_object(usage, u);
     json_object_put(usage);

@@ -21,9 +21,9 @@ static char bus_text[300];
 static char bus_channel[128];
 static redis_bus_fn *bus_fn;
 static void *bus_arg;
-static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;
-static redisContext *pub;          /* the publishing connection; under pub_lock */
-static int64_t pub_down_until_ms;  /* no new connection before this (mono), under pub_lock */
+static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;   /* the ring below */
+static redisContext *pub;          /* the publisher thread's connection */
+static int64_t pub_down_until_ms;  /* no new connection before this (mono); the publisher's */
 
 /* pub/sub channels are not per database: no SELECT */
 static redisContext *bus_connect(int timeout_ms) { return redis_connect(&bus_url, timeout_ms, 0); }
@@ -63,6 +63,8 @@ static void *bus_main(void *arg)
     return NULL;
 }
 
+static void *publish_main(void *arg);
+
 int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void *arg)
 {
     char why[160];
@@ -79,6 +81,8 @@ int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
     int rc = pthread_create(&t, &at, bus_main, NULL);
+    if (rc == 0)
+        rc = pthread_create(&t, &at, publish_main, NULL);
     pthread_attr_destroy(&at);
     if (rc != 0) {
         log_error("state %s: cannot start the news channel's thread", bus_text);
@@ -87,21 +91,63 @@ int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void
     return 0;
 }
 
-int redis_bus_publish(const char *msg, size_t n, int timeout_ms)
+/* The messages waiting for the publisher thread: a request never waits on Redis
+ * for news; when the ring is full (Redis slow or down) the newest is dropped. */
+#define BUS_RING 64
+#define BUS_MSG 256
+static struct {
+    char text[BUS_MSG];
+    size_t n;
+    int timeout_ms;
+} ring[BUS_RING];
+static int ring_head, ring_len;
+static pthread_cond_t ring_cond = PTHREAD_COND_INITIALIZER;
+
+static void *publish_main(void *arg)
 {
-    int rc = -1;
-    pthread_mutex_lock(&pub_lock);
-    if (!pub && mono_ms() >= pub_down_until_ms && !(pub = bus_connect(timeout_ms)))
-        pub_down_until_ms = mono_ms() + 1000;
-    if (pub) {
-        redisReply *r = redisCommand(pub, "PUBLISH %s %b", bus_channel, msg, n);
-        rc = r && r->type == REDIS_REPLY_INTEGER ? 0 : -1;
+    (void)arg;
+    char text[BUS_MSG];
+    for (;;) {
+        pthread_mutex_lock(&pub_lock);
+        while (!ring_len)
+            pthread_cond_wait(&ring_cond, &pub_lock);
+        size_t n = ring[ring_head].n;
+        int timeout_ms = ring[ring_head].timeout_ms;
+        memcpy(text, ring[ring_head].text, n);
+        ring_head = (ring_head + 1) % BUS_RING;
+        ring_len--;
+        pthread_mutex_unlock(&pub_lock);
+        if (!pub && mono_ms() >= pub_down_until_ms && !(pub = bus_connect(timeout_ms)))
+            pub_down_until_ms = mono_ms() + 1000;
+        if (!pub)
+            continue;                   /* down: this news is lost (it expires by itself) */
+        redisReply *r = redisCommand(pub, "PUBLISH %s %b", bus_channel, text, n);
+        int ok = r && r->type == REDIS_REPLY_INTEGER;
         if (r)
             freeReplyObject(r);
-        if (rc != 0) {              /* timed out or closed: a new connection next time */
+        if (!ok) {                      /* timed out or closed: a new connection, after a pause */
             redisFree(pub);
             pub = NULL;
+            pub_down_until_ms = mono_ms() + 1000;
         }
+    }
+    return NULL;
+}
+
+int redis_bus_publish(const char *msg, size_t n, int timeout_ms)
+{
+    if (n > BUS_MSG)
+        return -1;
+    int rc = -1;
+    pthread_mutex_lock(&pub_lock);
+    if (ring_len < BUS_RING) {
+        int at = (ring_head + ring_len) % BUS_RING;
+        memcpy(ring[at].text, msg, n);
+        ring[at].n = n;
+        ring[at].timeout_ms = timeout_ms;
+        ring_len++;
+        pthread_cond_signal(&ring_cond);
+        rc = 0;
     }
     pthread_mutex_unlock(&pub_lock);
     return rc;

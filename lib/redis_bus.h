@@ -14,7 +14,9 @@ typedef void redis_bus_fn(const char *msg, size_t n, void *arg);
 /* url: sluice.conf's `state` (a Redis). Starts the thread that subscribes (and
  * subscribes again after an outage). 0, or -1 (logged) without hiredis or a bad url. */
 int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void *arg);
-/* Publishes on the channel, waiting at most timeout_ms. 0, or -1 (not sent). */
+/* Queues msg (at most 256 bytes) for the channel: a thread of the bus sends it,
+ * waiting at most timeout_ms on Redis, so the caller never waits. 0, or -1 (the
+ * queue is full while Redis is slow or down: dropped). */
 int redis_bus_publish(const char *msg, size_t n, int timeout_ms);
 
 #endif

@@ -27,6 +27,8 @@ redisContext *redis_connect(const struct state_url *u, int timeout_ms, int selec
     if (!c || c->err)
         goto failed;
     redisSetTimeout(c, tv);
+    if (!u->unix_socket)
+        redisEnableKeepAlive(c);    /* a host lost without a reset is found, not waited on for ever */
     if (u->password[0] && !command_ok(c, redisCommand(c, "AUTH %s", u->password), u, "AUTH"))
         goto failed;
     if (select_db && u->db && !command_ok(c, redisCommand(c, "SELECT %d", u->db), u, "SELECT"))

@@ -2,6 +2,9 @@
 #include "check.h"
 #include "traceparent.h"
 
+#include <stdio.h>
+#include <string.h>
+
 #define TID "0af7651916cd43dd8448eb211c80319c"
 #define SID "b7ad6b7169203331"
 
@@ -67,6 +70,16 @@ static void test_format(void)
     char tid[33], sid[17];
     int flags = 0;
     CHECK(traceparent_parse(out, tid, sid, &flags) == 0, "round trip of %s", out);
+    /* the same bytes as the snprintf it replaced, for any flags and lengths (cut at 55) */
+    static const char *const ids[] = {"", "a", TID, TID TID};
+    for (int t = 0; t < 4; t++)
+        for (int s = 0; s < 4; s++)
+            for (int f = 0; f < 0x200; f += 0x51) {
+                char want[56];
+                snprintf(want, sizeof want, "00-%s-%s-%02x", ids[t], ids[s], f & 0xff);
+                traceparent_format(out, ids[t], ids[s], f);
+                CHECK(strcmp(out, want) == 0, "format of %d %d %x: %s, not %s", t, s, f, out, want);
+            }
 }
 
 int main(void)

@@ -1,0 +1,17 @@
+-- 015_usage_indexes.sql: the usage writer's cost per event (issue 17). Every index of
+-- usage_events is one more B-tree insert per event and one more dirty page per batch, so
+-- each one must serve a query. Checked with EXPLAIN QUERY PLAN on a filled database
+-- (200 000 events) over every statement (121) the admin API, sluicectl and the data plane run
+-- on usage_events (GET /api/v1/requests with each filter alone and in combinations,
+-- requests/{id}, the usage report in each group_by with and without tenant, user and
+-- range, its latency samples, the endpoint failure streak, the quota layers' token sums,
+-- usage prune), before and after:
+--   by_ts: unfiltered pages, status 200 / 2xx, the reports' samples, prune;
+--   by_tenant_ts, by_user_ts: those filters, the quota layers' sums (fcgi/layers.c);
+--   by_key_ts, by_endpoint_ts (also the failure streak), by_model_ts, by_routed_ts,
+--   by_status_ts, by_class_ts, by_code_ts: their filters and the reports' group samples.
+-- usage_events_by_request (request_id) served none: nothing looks an event up by its
+-- request id (requests/{id} is the event's id), and request ids are random, so each
+-- event's entry landed on a page of its own, a dirty page per event at every commit.
+-- Every statement keeps the plan it had; none reads usage_events without an index.
+DROP INDEX IF EXISTS usage_events_by_request;
