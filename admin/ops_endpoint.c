@@ -205,8 +205,8 @@ int ops_endpoint_seal_all(struct sdb *db, char *key_path, size_t cap, int64_t *s
     /* Read first, then written: a table is not changed under its own scan. */
     struct sdb_stmt *st = ops_prepare(db, err, "SELECT id, upstream_auth FROM endpoints"
                                    " WHERE upstream_auth IS NOT NULL AND upstream_auth <> ''"
-                                   " AND substr(upstream_auth, 1, ?1) <> ?2 ORDER BY id",
-                                   "it", (int64_t)(sizeof SECRET_PREFIX - 1), SECRET_PREFIX);
+                                   " AND substr(upstream_auth, 1, length(?1)) <> ?1 ORDER BY id",
+                                   "t", SECRET_PREFIX);
     if (!st)
         return -1;
     struct clear { int64_t id; char *value; } *rows = NULL;

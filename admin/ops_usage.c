@@ -377,7 +377,8 @@ static int usage_latencies(struct sdb *db, enum usage_group g, struct usage_samp
     }
     if (snprintf(sql, sizeof sql, "SELECT e.latency_ms, e.ttft_ms FROM usage_events e WHERE %s AND %s"
                  /* every group binds ?5-?8; those its fragment does not use are named here */
-                 " AND (?5 || ?6 || ?7 || ?8) IS NOT NULL ORDER BY e.ts_ms DESC LIMIT %d", usage_reports[g].sample, where, USAGE_GROUP_SAMPLE) >=
+                 " AND ?5 IS NOT NULL AND ?6 IS NOT NULL AND ?7 IS NOT NULL AND ?8 IS NOT NULL"
+                 " ORDER BY e.ts_ms DESC LIMIT %d", usage_reports[g].sample, where, USAGE_GROUP_SAMPLE) >=
         (int)sizeof sql) {
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "usage query too long");
         return -1;

@@ -23,6 +23,7 @@
 
 #include <libpq-fe.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,8 @@ static int ensure_connected(struct pg *db)
     return session_setup(db) == 0 ? 0 : -1;
 }
 
+static void typing_recall(struct pg_stmt *s);
+
 static struct sdb *pg_open(const char *where, int create)
 {
     (void)create;             /* the database itself is the operator's (CREATE DATABASE) */
@@ -226,6 +229,20 @@ static int pg_prepare(struct sdb *db, const char *sql, int persistent, struct sd
     if (s->nparams) {
         s->p = xcalloc((size_t)s->nparams, sizeof *s->p);
         s->typed = xcalloc((size_t)s->nparams, 1);
+        /* A parameter whose first place is "IS NULL" gets no type from it: sent with
+         * its bound type from the start rather than after the server refuses. */
+        char *seen = xcalloc((size_t)s->nparams, 1);
+        for (int m = 0; m < s->nmarks; m++) {
+            int k = s->marks[m].param - 1;
+            if (!seen[k])
+                s->typed[k] = (char)s->marks[m].null_test;
+            seen[k] = 1;
+        }
+        for (int k = 0; k < s->nparams; k++)
+            if (!seen[k])
+                s->typed[k] = 1;            /* in no place at all: its bound type, or text */
+        free(seen);
+        typing_recall(s);
     }
     *out = &s->base;
     return SDB_OK;
@@ -457,6 +474,51 @@ static void param_types(const struct pg_stmt *s, const char *const *vals, Oid *t
     }
 }
 
+/* What the server taught about a statement's parameters (param_types), kept per
+ * statement text for the process: the admin's statements are prepared anew each
+ * call, and each would otherwise fail once before it is sent the right way. */
+#define TYPING_SLOTS 256
+static struct typing {
+    uint64_t hash;                /* of the rewritten text; 0: free */
+    int int_untyped;
+    uint64_t typed;               /* parameters 1..64 */
+} typings[TYPING_SLOTS];
+static pthread_mutex_t typing_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t text_hash(const char *t)
+{
+    uint64_t h = 1469598103934665603ULL;      /* FNV-1a */
+    for (; *t; t++)
+        h = (h ^ (unsigned char)*t) * 1099511628211ULL;
+    return h ? h : 1;
+}
+
+static void typing_recall(struct pg_stmt *s)
+{
+    uint64_t h = text_hash(s->sql);
+    pthread_mutex_lock(&typing_lock);
+    const struct typing *t = &typings[h % TYPING_SLOTS];
+    if (t->hash == h) {
+        s->int_untyped = t->int_untyped;
+        for (int i = 0; i < s->nparams && i < 64; i++)
+            s->typed[i] = (t->typed >> i) & 1;
+    }
+    pthread_mutex_unlock(&typing_lock);
+}
+
+static void typing_learn(const struct pg_stmt *s)
+{
+    uint64_t bits = 0;
+    for (int i = 0; i < s->nparams && i < 64; i++)
+        bits |= (uint64_t)(s->typed[i] != 0) << i;
+    if (!bits && !s->int_untyped)
+        return;                               /* the default: nothing to keep */
+    uint64_t h = text_hash(s->sql);
+    pthread_mutex_lock(&typing_lock);
+    typings[h % TYPING_SLOTS] = (struct typing){h, s->int_untyped, bits};
+    pthread_mutex_unlock(&typing_lock);
+}
+
 /* After a failed attempt: does another typing of the parameters deserve a try? */
 static int retype(struct pg_stmt *s, const PGresult *r)
 {
@@ -556,14 +618,18 @@ static int pg_step(struct sdb_stmt *st)
     char *text = prepared ? NULL : with_nulls(s);
     PGresult *r;
     ExecStatusType rs;
+    int retyped = 0;
     for (int attempt = 0;; attempt++) {
         param_types(s, vals, types);
         r = execute(db, prepared ? s->name : NULL, text ? text : s->sql, s->nparams, types, vals, lens, fmts, inside);
         rs = PQresultStatus(r);
         if (prepared || attempt > s->nparams || !r || !retype(s, r))
             break;
+        retyped = 1;
         PQclear(r);
     }
+    if (retyped && (rs == PGRES_COMMAND_OK || rs == PGRES_TUPLES_OK))
+        typing_learn(s);
     free(text);
     if (rs != PGRES_COMMAND_OK && rs != PGRES_TUPLES_OK) {
         set_error(db, r ? code_of(PQresultErrorField(r, PG_DIAG_SQLSTATE)) : SDB_ERROR,

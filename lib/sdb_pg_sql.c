@@ -319,7 +319,9 @@ static void rewrite(const struct toks *ts, size_t from, size_t to, struct rw *c)
             c->marks = realloc(c->marks, (size_t)(c->nmarks + 1) * sizeof *c->marks);
             if (!c->marks)
                 abort();
-            c->marks[c->nmarks++] = (struct pg_sql_mark){(int)off, (int)(c->out.len - off), n};
+            size_t nx = sig(ts, i + 1, to);
+            c->marks[c->nmarks++] = (struct pg_sql_mark){(int)off, (int)(c->out.len - off), n,
+                                                          nx < to && is_word(&ts->t[nx], "IS")};
             i++;
             continue;
         }

@@ -15,6 +15,7 @@ char *pg_sql_rewrite(const char *sql, int *nparams);
 struct pg_sql_mark {
     int off, len;         /* of its "$N" */
     int param;            /* N */
+    int null_test;        /* "$N IS [NOT] NULL": a place that gives it no type */
 };
 /* pg_sql_rewrite, with the marks (malloc'd, *nmarks of them; NULL when none). */
 char *pg_sql_rewrite_marks(const char *sql, int *nparams, struct pg_sql_mark **marks, int *nmarks);

@@ -63,6 +63,19 @@ int main(void)
     rewrites("INSERT INTO t (k, b) VALUES (?1, 0) ON CONFLICT (k) DO UPDATE SET b = (SELECT x FROM o WHERE o.k = a)",
              "INSERT INTO t (k, b) VALUES ($1, 0) ON CONFLICT (k) DO UPDATE SET b = (SELECT x FROM o WHERE o.k = a)", 1);
 
+    /* the marks: where each parameter stands, and whether that place is a NULL test */
+    {
+        struct pg_sql_mark *m = NULL;
+        int nm = 0, np = 0;
+        char *out = pg_sql_rewrite_marks("UPDATE t SET a = CASE WHEN ?1 IS NULL THEN a ELSE ?1 END WHERE id = ?2",
+                                         &np, &m, &nm);
+        CHECK(np == 2 && nm == 3 && m[0].param == 1 && m[0].null_test && m[1].param == 1 && !m[1].null_test &&
+              m[2].param == 2 && !m[2].null_test && strncmp(out + m[0].off, "$1", 2) == 0 &&
+              strncmp(out + m[2].off, "$2", 2) == 0, "marks of %s", out);
+        free(out);
+        free(m);
+    }
+
     CHECK(pg_sql_kind("BEGIN IMMEDIATE") == PG_SQL_BEGIN_WRITE, "BEGIN IMMEDIATE");
     CHECK(pg_sql_kind(" begin") == PG_SQL_BEGIN_READ, "BEGIN");
     CHECK(pg_sql_kind("COMMIT;") == PG_SQL_COMMIT && pg_sql_kind("END") == PG_SQL_COMMIT, "COMMIT, END");
