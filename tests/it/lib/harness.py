@@ -4,6 +4,7 @@ Every test file builds on this (like git's t/lib-httpd.sh): real processes, real
 real loopback sockets. Processes are ended by PID, only those this harness started.
 With SLUICE_TEST_DATABASE=postgresql (tests/run-all's it-pg suite) each Gateway's system of
 record is a database of its own on a PostgreSQL server the test process starts (pg.py)."""
+import atexit
 import http.client
 import json
 import os
@@ -207,6 +208,19 @@ def http_request(port, method, path, body=None, headers=None, timeout=30):
     return r
 
 
+# Every stand-in this process started: any still running at exit is stopped then (a setup
+# that failed after starting one, before its teardown could know of it, leaves none behind).
+_FAKES = []
+
+
+def _stop_fakes():
+    for f in _FAKES:
+        f.stop()
+
+
+atexit.register(_stop_fakes)
+
+
 class Fake:
     """One stand-in upstream (tests/fake/sluice-fake-upstream)."""
 
@@ -215,6 +229,7 @@ class Fake:
         log = open(os.path.join(OUTDIR, "fake-%s-%d.log" % (name, os.getpid())), "ab")
         self.proc = subprocess.Popen([FAKE, "--port", str(port), "--name", name],
                                      stdout=subprocess.PIPE, stderr=log)
+        _FAKES.append(self)
         line = self.proc.stdout.readline().decode()
         if not line.startswith("listening on "):
             raise RuntimeError("fake upstream did not start: %r" % line)
