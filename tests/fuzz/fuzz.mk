@@ -29,7 +29,7 @@ FUZZ_CFLAGS = -g -O1 -std=gnu11 -D_GNU_SOURCE -pthread -Wall -Wextra -Wno-unused
 FUZZ_LIBS = $(JSONC_LIBS) $(LIBCONFIG_LIBS) $(CRYPTO_LIBS) -lm -lpthread
 # The pure modules the harnesses reach (fuzz_guard.c includes fcgi/guard.c itself).
 FUZZ_PURE = lib/buf lib/arena lib/util lib/log lib/conf lib/settings lib/json_parse lib/state_url \
-	fcgi/errors fcgi/sse fcgi/usage fcgi/pathcheck fcgi/anthropic fcgi/anthropic_stream \
+	fcgi/errors fcgi/sse fcgi/usage fcgi/usage_scan fcgi/pathcheck fcgi/anthropic fcgi/anthropic_stream \
 	fcgi/messages fcgi/messages_stream fcgi/xlate fcgi/dialect fcgi/screen_text \
 	healthd/metrics healthd/dcgm
 FUZZ_LIB = $(FUZZ_DIR)/libfuzzpure.a
