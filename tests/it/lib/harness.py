@@ -267,14 +267,19 @@ class Fake:
         assert r.status == 200, r
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 5)
         self.proc = None
+
+
+def stop_process(proc, wait_s):
+    """Ends a process this harness started (a Popen): SIGTERM, then SIGKILL after wait_s."""
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 class Healthd:

@@ -2,10 +2,9 @@
 its out folder, no persistence, stopped by its PID (issue 19's Redis state)."""
 import os
 import shutil
-import signal
 import subprocess
 
-from harness import wait_for
+from harness import stop_process, wait_for
 
 REDIS = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
 
@@ -31,11 +30,5 @@ class Redis:
         return self
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 10)
         self.proc = None
