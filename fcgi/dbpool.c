@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <stdio.h>
 
+#define DBPOOL_SERVER_WAIT_MS 250
+
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
 static struct dbconn *pool;          /* the connections; owned here for the process's life */
@@ -22,8 +24,13 @@ int dbpool_init(const char *path, int n, int wait_ms, int64_t mmap_bytes)
         if (!pool[i].db)
             return -1;
         /* The request path never waits on a locked database longer than
-         * limits.quota_db_wait_ms: past it the request fails open (R-KEY-4). */
-        sdb_busy_timeout(pool[i].db, wait_ms);
+         * limits.quota_db_wait_ms: past it the request fails open (R-KEY-4). On a
+         * PostgreSQL server a write transaction is a few round trips, not
+         * microseconds, so writers queued behind one another (twenty requests
+         * claiming one idempotency key, a usage batch) need longer: there the
+         * wait is at least DBPOOL_SERVER_WAIT_MS. */
+        sdb_busy_timeout(pool[i].db, !sdb_filename(pool[i].db) && wait_ms < DBPOOL_SERVER_WAIT_MS
+                                         ? DBPOOL_SERVER_WAIT_MS : wait_ms);
         /* Every commit of the usage writer empties a reader's page cache
          * (WAL: the next read transaction sees a changed database); mapped,
          * the pages come back without a read() each (the cache lookup's p99,

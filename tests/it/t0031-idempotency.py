@@ -41,6 +41,19 @@ def calls_today(c):
     return c.gw.sql("SELECT total(calls) FROM quota_counters WHERE key_id = ? AND period LIKE 'd:%'", c.kid)[0][0]
 
 
+def settled_calls(c):
+    """calls_today once the usage writer has written what came before (it flushes every
+    usage.flush_ms, 200 ms): two reads 0.3 s apart that agree."""
+    last = calls_today(c)
+    for _ in range(20):
+        time.sleep(0.3)
+        now = calls_today(c)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 def body(content, **extra):
     b = {"model": "m", "messages": [{"role": "user", "content": content}]}
     b.update(extra)
@@ -84,11 +97,11 @@ def test_20_concurrent_one_upstream_call_then_replays_R_IDEM_2(c):
 
 def test_body_mismatch_422_consumes_nothing_R_IDEM_2(c):
     c.gw.request("POST", "/v1/chat/completions", body("first"), key=c.key, headers={"Idempotency-Key": "k-mm"})
-    before_calls, before_up = calls_today(c), c.fake.stats()["requests"]
+    before_calls, before_up = settled_calls(c), c.fake.stats()["requests"]
     r = c.gw.request("POST", "/v1/chat/completions", body("second"), key=c.key, headers={"Idempotency-Key": "k-mm"})
     assert r.status == 422 and r.json()["error"]["code"] == "IDEMPOTENCY_KEY_BODY_MISMATCH", r
     assert r.headers.get("x-should-retry") == "false"
-    assert calls_today(c) == before_calls and c.fake.stats()["requests"] == before_up
+    assert settled_calls(c) == before_calls and c.fake.stats()["requests"] == before_up
 
 
 def test_invalid_key_header_R_IDEM_1(c):
