@@ -34,27 +34,28 @@ static void kv_name(char out[80], const unsigned char h[32])
     out[75] = 0;
 }
 
-/* The other hosts' mappings of keys (0: none), most specific first. */
-static void remote_get(const struct request *r, const unsigned char (*hash)[32], int n, int64_t *ids)
-{
+/* Redis names of keys: the present levels of a cascade, most specific first, or
+ * the two of a pin. */
+struct kv_keys {
     char names[AFF_LEVELS][80];
     const char *keys[AFF_LEVELS];
-    for (int i = 0; i < n; i++) {
-        kv_name(names[i], hash[i]);
-        keys[i] = names[i];
-    }
-    kv_get(keys, n, ids, state_timeout(r));
+    int level[AFF_LEVELS];
+    int n;
+};
+
+static void kv_add(struct kv_keys *k, const unsigned char hash[32], int level)
+{
+    kv_name(k->names[k->n], hash);
+    k->keys[k->n] = k->names[k->n];
+    k->level[k->n++] = level;
 }
 
-static void remote_put(const struct request *r, const unsigned char (*hash)[32], const int64_t *ids, int n)
+static void kv_levels(const struct aff_keys *a, struct kv_keys *k)
 {
-    char names[AFF_LEVELS][80];
-    const char *keys[AFF_LEVELS];
-    for (int i = 0; i < n; i++) {
-        kv_name(names[i], hash[i]);
-        keys[i] = names[i];
-    }
-    kv_put(keys, ids, n, STICKY_TTL_MS, state_timeout(r));
+    k->n = 0;
+    for (int l = 0; l < AFF_LEVELS; l++)
+        if (a->present[l])
+            kv_add(k, a->hash[l], l);
 }
 
 int sticky_applies(const struct request *r, const struct snap_endpoint *e)
@@ -123,19 +124,14 @@ int sticky_lookup(struct request *r, const struct snap_endpoint *e, const int *c
     }
     pthread_mutex_unlock(&a->lock);
     if (!st->replica_id && kv_on()) {
-        unsigned char hash[AFF_LEVELS][32];
-        int level[AFF_LEVELS], k = 0;
+        struct kv_keys k;
         int64_t ids[AFF_LEVELS];
-        for (int l = 0; l < AFF_LEVELS; l++)
-            if (st->keys.present[l]) {
-                memcpy(hash[k], st->keys.hash[l], 32);
-                level[k++] = l;
-            }
-        remote_get(r, (const unsigned char (*)[32])hash, k, ids);
-        for (int i = 0; i < k && !st->replica_id; i++)
+        kv_levels(&st->keys, &k);
+        kv_get(k.keys, k.n, ids, state_timeout(r));
+        for (int i = 0; i < k.n && !st->replica_id; i++)
             if (ids[i] > 0) {
                 st->replica_id = ids[i];
-                st->level = level[i];
+                st->level = k.level[i];
             }
     }
     if (!st->replica_id)
@@ -189,15 +185,12 @@ void sticky_commit(struct request *r, const struct snap_endpoint *e, int replica
         pthread_mutex_unlock(&a->lock);
     }
     if (kv_on()) {
-        unsigned char hash[AFF_LEVELS][32];
+        struct kv_keys k;
         int64_t ids[AFF_LEVELS];
-        int n = 0;
-        for (int l = 0; l < AFF_LEVELS; l++)
-            if (st->keys.present[l]) {
-                memcpy(hash[n], st->keys.hash[l], 32);
-                ids[n++] = rid;
-            }
-        remote_put(r, (const unsigned char (*)[32])hash, ids, n);
+        kv_levels(&st->keys, &k);
+        for (int i = 0; i < k.n; i++)
+            ids[i] = rid;
+        kv_put(k.keys, ids, k.n, STICKY_TTL_MS, state_timeout(r));
     }
     int lvl = st->outcome == STICKY_MISS ? 0 : st->level;
     atomic_fetch_add(&r->shm->r->affinity.outcomes[st->outcome][lvl], 1);
@@ -238,11 +231,11 @@ enum pin_result sticky_pin_lookup(struct request *r, const char *id, int64_t *re
     int64_t rid = aff_table_lookup(a->entries, r->conf->affinity_max_entries, mine, now, STICKY_TTL_MS);
     pthread_mutex_unlock(&a->lock);
     if (!owner && kv_on()) {            /* an id another host's replica made */
-        unsigned char hash[2][32];
+        struct kv_keys k = {.n = 0};
         int64_t ids[2];
-        memcpy(hash[0], any, 32);
-        memcpy(hash[1], mine, 32);
-        remote_get(r, (const unsigned char (*)[32])hash, 2, ids);
+        kv_add(&k, any, 0);
+        kv_add(&k, mine, 0);
+        kv_get(k.keys, 2, ids, state_timeout(r));
         owner = ids[0];
         rid = owner == r->caller.tenant_id ? ids[1] : 0;
         if (owner && (a = table_lock(r))) {
@@ -279,10 +272,10 @@ void sticky_pin_store(struct request *r, const char *id, int64_t replica_id)
     }
     pthread_mutex_unlock(&a->lock);
     if (mine_now && kv_on()) {
-        unsigned char hash[2][32];
+        struct kv_keys k = {.n = 0};
         int64_t ids[2] = {r->caller.tenant_id, replica_id};
-        memcpy(hash[0], any, 32);
-        memcpy(hash[1], mine, 32);
-        remote_put(r, (const unsigned char (*)[32])hash, ids, 2);
+        kv_add(&k, any, 0);
+        kv_add(&k, mine, 0);
+        kv_put(k.keys, ids, 2, STICKY_TTL_MS, state_timeout(r));
     }
 }
