@@ -25,6 +25,7 @@
 #include "kv_redis.h"
 #include "park.h"
 #include "passive_share.h"
+#include "redis_eval.h"
 #include "reply.h"
 #include "request.h"
 #include "route.h"
@@ -590,6 +591,7 @@ static void *config_main(void *arg)
                 /* The version the snapshot read in its own transaction: a change
                  * committed after the poll is in it already, not loaded twice. */
                 seen = s->version;
+                redis_eval_tune(s->state_lease_ms, s->state_timeout_ms);
                 snapshot_publish(s);
                 last_load = mono_ms();
                 log_info("configuration version %lld loaded", (long long)seen);
@@ -746,10 +748,12 @@ int main(int argc, char **argv)
     struct snapshot *s = snapshot_load(cfg_db, &shm);
     if (!s)
         return 1;
+    redis_eval_tune(s->state_lease_ms, s->state_timeout_ms);
     snapshot_publish(s);
     usage_writer_set_shm(&shm);    /* its failures and backlog in /metrics (before its thread starts) */
     if (usage_writer_start(&conf) != 0 || admit_init(&conf) != 0 || access_log_start(&conf) != 0 ||
         spans_start(&conf) != 0 || passive_share_start(conf.state, &shm) != 0 ||
+        gate_share_start(&shm, conf.state) != 0 ||
         kv_start(conf.state) != 0)
         return 1;
     shadow_start(&conf, &shm);      /* R-SHD-1: without it, routes are not mirrored (logged) */

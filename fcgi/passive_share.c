@@ -11,8 +11,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#define CHANNEL "sluice:passive"
-
 static struct shm *share_shm;      /* set once at start */
 static int sharing;
 static char me[24];                /* this process on the channel: its own news are not news */
@@ -58,7 +56,7 @@ int passive_share_start(const char *state, struct shm *shm)
     if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
         r = (uint32_t)now_ms();
     snprintf(me, sizeof me, "%d.%08x", (int)getpid(), r);
-    if (redis_bus_start(state, CHANNEL, on_message, NULL) != 0)
+    if (redis_bus_listen(on_message, NULL) != 0 || redis_bus_start(state) != 0)
         return -1;
     sharing = 1;
     return 0;

@@ -2,11 +2,13 @@
 #include "gate.h"
 
 #include "fairq.h"
+#include "redis_bus.h"
 #include "util.h"
 
 #include <limits.h>
 #include <linux/futex.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #define TAG_TENANT 1
 #define TAG_USER 2
 #define TAG_TENANT_VNOW 3               /* a tenant's own virtual time, for its users' tags */
+#define REMOTE_FULL_MS 500              /* a cap full across hosts is not tried here for this long, unless news */
 
 /* ---- futex on a shared mapping: a sleeper of one process, a waker of another */
 
@@ -34,12 +37,19 @@ static void futex_wake(_Atomic uint32_t *word)
 
 /* ---- room ---------------------------------------------------------------- */
 
+/* Did the count across hosts refuse this cap a moment ago? */
+static int remote_full(const _Atomic int64_t *until)
+{
+    int64_t u = atomic_load_explicit(until, memory_order_relaxed);
+    return u != 0 && mono_ms() < u;
+}
+
 static int quota_room(const struct shm *s, int q)
 {
     if (q < 0)
         return 1;
     int cap = atomic_load(&s->r->quotas[q].cap);
-    return cap <= 0 || shm_row_sum(s, OFF_QUOTA, q) < cap;
+    return cap <= 0 || (shm_row_sum(s, OFF_QUOTA, q) < cap && !remote_full(&s->r->quotas[q].remote_full_ms));
 }
 
 static int ep_room(const struct shm *s, int ep)
@@ -47,14 +57,16 @@ static int ep_room(const struct shm *s, int ep)
     if (ep < 0)
         return 1;
     int cap = atomic_load(&s->r->endpoints[ep].cap);
-    return cap <= 0 || shm_row_sum(s, OFF_EP, ep) < cap;
+    return cap <= 0 || (shm_row_sum(s, OFF_EP, ep) < cap && !remote_full(&s->r->endpoints[ep].remote_full_ms));
 }
 
 /* Free places on a replica; INT_MAX when it has no cap. */
 static int rep_free(const struct shm *s, int rep)
 {
     int cap = atomic_load(&s->r->replicas[rep].cap);
-    return cap <= 0 ? INT_MAX : cap - shm_row_sum(s, OFF_REP, rep);
+    if (cap <= 0)
+        return INT_MAX;
+    return remote_full(&s->r->replicas[rep].remote_full_ms) ? 0 : cap - shm_row_sum(s, OFF_REP, rep);
 }
 
 /* Does anyone wait who could use a place of a's endpoint or quota layers? (A
@@ -211,6 +223,117 @@ static void held_add(struct shm *s, int row, int rep, int ep, const int32_t *quo
 }
 
 static void grant_pass(struct shm *s);
+static void release_here(struct shm *s, struct gate_hold *h);
+
+/* ---- the count across hosts (gate_redis.h) -------------------------------- */
+
+/* The shared-state mark of a cap the hold counts against. */
+static _Atomic int64_t *mark_of(struct shm *s, const struct gate_hold *h, const struct gate_cap *c)
+{
+    if (c->kind == 'r')
+        return &s->r->replicas[h->rep_slot].remote_full_ms;
+    if (c->kind == 'e')
+        return &s->r->endpoints[h->ep_slot].remote_full_ms;
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        if (h->quota_slot[i] >= 0 && atomic_load(&s->r->quotas[h->quota_slot[i]].id) == c->id)
+            return &s->r->quotas[h->quota_slot[i]].remote_full_ms;
+    return NULL;
+}
+
+static void cap_add(struct gate_cap *caps, int *n, char kind, int64_t id, int cap)
+{
+    if (cap > 0 && id > 0 && *n < GATE_REDIS_MAX_CAPS)
+        caps[(*n)++] = (struct gate_cap){kind, id, cap};
+}
+
+/* The caps a place of h counts against (those set now), in caps. */
+static int caps_of(const struct shm *s, const struct gate_hold *h, struct gate_cap *caps)
+{
+    int n = 0;
+    struct shm_region *r = s->r;
+    if (h->rep_slot >= 0)
+        cap_add(caps, &n, 'r', atomic_load(&r->replicas[h->rep_slot].id), atomic_load(&r->replicas[h->rep_slot].cap));
+    if (h->ep_slot >= 0)
+        cap_add(caps, &n, 'e', atomic_load(&r->endpoints[h->ep_slot].id), atomic_load(&r->endpoints[h->ep_slot].cap));
+    for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
+        if (h->quota_slot[i] >= 0)
+            cap_add(caps, &n, 'q', atomic_load(&r->quotas[h->quota_slot[i]].id),
+                    atomic_load(&r->quotas[h->quota_slot[i]].cap));
+    return n;
+}
+
+/* A place just taken or granted here is taken across hosts too. 0: held (or the
+ * store did not answer: this host's count alone); 1: full across hosts, marked,
+ * nothing taken there (the caller gives the place back here). */
+static int take_across(struct shm *s, struct gate_hold *h)
+{
+    h->n_across = 0;
+    if (!gate_redis_on())
+        return 0;
+    struct gate_cap caps[GATE_REDIS_MAX_CAPS];
+    int n = caps_of(s, h, caps);
+    if (n == 0)
+        return 0;
+    int rc = gate_redis_take(caps, n, h->lease, sizeof h->lease);
+    if (rc == 0) {
+        memcpy(h->across, caps, sizeof caps[0] * (size_t)n);
+        h->n_across = n;
+    }
+    if (rc <= 0)
+        return 0;
+    _Atomic int64_t *mark = mark_of(s, h, &caps[rc - 1]);
+    if (mark)
+        atomic_store(mark, mono_ms() + REMOTE_FULL_MS);
+    return 1;
+}
+
+/* Before the place goes back here: back across hosts, and this host may hand
+ * those caps out again (one is free now). */
+static void release_across(struct shm *s, struct gate_hold *h)
+{
+    if (!h->n_across)
+        return;
+    gate_redis_release(h->across, h->n_across, h->lease);
+    for (int i = 0; i < h->n_across; i++) {
+        _Atomic int64_t *mark = mark_of(s, h, &h->across[i]);
+        if (mark)
+            atomic_store(mark, 0);
+    }
+    h->n_across = 0;
+}
+
+/* The news of a place freed on some host: its caps may be handed out here again. */
+static void on_news(const char *msg, size_t n, void *arg)
+{
+    struct shm *s = arg;
+    struct gate_cap caps[8];
+    int k = gate_news_parse(msg, n, caps, 8);
+    if (k == 0)
+        return;
+    /* The slots are found by the rows' ids, the same on every host (a slot is
+     * claimed for an id this host has not loaded yet, as its snapshot would). */
+    for (int i = 0; i < k; i++) {
+        int slot = caps[i].kind == 'r'   ? shm_replica_slot(s, caps[i].id)
+                   : caps[i].kind == 'e' ? shm_endpoint_slot(s, caps[i].id)
+                                         : shm_quota_slot(s, caps[i].id);
+        if (slot >= 0)
+            atomic_store(caps[i].kind == 'r'   ? &s->r->replicas[slot].remote_full_ms
+                         : caps[i].kind == 'e' ? &s->r->endpoints[slot].remote_full_ms
+                                               : &s->r->quotas[slot].remote_full_ms,
+                         0);
+    }
+    if (s->r->gate.hi > 0)
+        gate_poke(s);
+}
+
+int gate_share_start(struct shm *s, const char *url)
+{
+    if (!url || !*url)
+        return 0;
+    if (gate_redis_start(url) != 0 || redis_bus_listen(on_news, s) != 0 || redis_bus_start(url) != 0)
+        return -1;
+    return 0;
+}
 
 /* ---- taking a place ------------------------------------------------------ */
 
@@ -241,10 +364,15 @@ int gate_take(struct shm *s, const struct gate_ask *a, int rep_slot, struct gate
         h->seq = 0;
         h->rep_slot = rep_slot;
         h->ep_slot = a->ep_slot;
+        h->n_across = 0;
         for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
             h->quota_slot[i] = a->quota_slot[i];
     }
     gate_unlock(s);
+    if (ok && take_across(s, h)) {
+        release_here(s, h);         /* full across hosts: this host's place goes back (or on) */
+        return 0;
+    }
     return ok;
 }
 
@@ -362,10 +490,9 @@ static void grant_pass(struct shm *s)
     }
 }
 
-void gate_release(struct shm *s, struct gate_hold *h)
+/* Gives a place back on this host only: to the best waiter that can use it. */
+static void release_here(struct shm *s, struct gate_hold *h)
 {
-    if (!h->held)
-        return;
     h->held = 0;
     int32_t q[SHM_WAIT_QUOTAS];
     for (int i = 0; i < SHM_WAIT_QUOTAS; i++)
@@ -380,6 +507,14 @@ void gate_release(struct shm *s, struct gate_hold *h)
         return;
     grant_pass(s);
     gate_unlock(s);
+}
+
+void gate_release(struct shm *s, struct gate_hold *h)
+{
+    if (!h->held)
+        return;
+    release_across(s, h);           /* first, so the waiter this hands it to finds it free there too */
+    release_here(s, h);
 }
 
 void gate_poke(struct shm *s)
@@ -448,6 +583,7 @@ enum gate_queued gate_enqueue(struct shm *s, const struct gate_ask *a, int queue
 static void hold_of(const struct shm_waiter *w, struct gate_hold *h)
 {
     h->held = 1;
+    h->n_across = 0;
     h->seq = w->seq;
     h->rep_slot = w->granted_rep;
     h->ep_slot = w->ep_slot;
@@ -465,6 +601,26 @@ int gate_wait(struct shm *s, int ticket, int wait_ms, struct gate_hold *h)
     if (gate_lock(s) != 0)
         return 0;
     hold_of(w, h);
+    if (gate_redis_on()) {
+        /* The entry stays granted (its places counted) while the count across
+         * hosts is asked, outside the lock. */
+        gate_unlock(s);
+        int full = take_across(s, h);
+        if (gate_lock(s) != 0)
+            return 0;
+        if (full) {
+            /* Full on another host: back to waiting, with its turn; this host's
+             * place goes to a waiter that does not need the full cap. */
+            held_add(s, w->row, h->rep_slot, h->ep_slot, w->quota_slot, -1);
+            w->granted_rep = -1;
+            waiting_add(s, w, 1);
+            atomic_store(&w->state, WAIT_WAITING);
+            grant_pass(s);
+            gate_unlock(s);
+            h->held = 0;
+            return 0;
+        }
+    }
     entry_free(&s->r->gate, w);
     gate_unlock(s);
     return 1;
@@ -486,6 +642,10 @@ int gate_leave(struct shm *s, int ticket, struct gate_hold *h, int64_t *seq)
         waiting_add(s, w, -1);
     entry_free(g, w);
     gate_unlock(s);
+    if (granted && take_across(s, h)) {
+        release_here(s, h);         /* granted here, but full across hosts: not a place */
+        return 0;
+    }
     return granted;
 }
 

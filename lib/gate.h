@@ -9,10 +9,19 @@
  * releasing request hands its place straight to the best waiter (priority,
  * then fair order, lib/fairq.h) by counting it in the waiter's row and waking
  * it through a futex on the entry: no polling, never to two waiters. Requests
- * to uncapped replicas never come here. */
+ * to uncapped replicas never come here.
+ *
+ * With a Redis `state` (issue 19), a place this host takes or grants is then
+ * also taken across hosts (lib/gate_redis.h), outside the lock. When that count
+ * is full the place goes back here, the full cap is marked in the shared state
+ * (remote_full_ms: no place of it is handed out on this host meanwhile) and the
+ * request waits, keeping its turn, until a release on any host frees one (its
+ * news clears the mark and pokes the gate) or the mark expires. A store that
+ * does not answer leaves the count to this host alone. */
 #ifndef SLUICE_GATE_H
 #define SLUICE_GATE_H
 
+#include "gate_redis.h"
 #include "shm.h"
 
 #include <stdint.h>
@@ -34,6 +43,9 @@ struct gate_hold {
     int64_t seq;                      /* a grant's: the waiter's arrival order */
     int rep_slot, ep_slot;
     int quota_slot[SHM_WAIT_QUOTAS];
+    int n_across;                     /* places also held across hosts, under lease */
+    struct gate_cap across[GATE_REDIS_MAX_CAPS];
+    char lease[48];
 };
 
 /* Has this replica room for a, with nobody queued ahead (read without the
@@ -71,6 +83,10 @@ int gate_leave(struct shm *s, int ticket, struct gate_hold *h, int64_t *seq);
 /* Grants what can go now without a release: places of a process that died
  * (its row reaped), a cap raised. Waiters call it now and then. */
 void gate_poke(struct shm *s);
+
+/* At start: with url (sluice.conf's `state`) a Redis, places count across hosts
+ * and the news of a release elsewhere pokes this host's gate. 0, or -1 (logged). */
+int gate_share_start(struct shm *s, const char *url);
 
 /* Places held in a quota layer now, pool-wide. */
 int gate_quota_held(const struct shm *s, int quota_slot);

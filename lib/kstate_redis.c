@@ -9,26 +9,15 @@
  *   sluice:k:{ID}:d:YYYY-MM-DD  HASH calls                     (seeded from SQLite)
  *   sluice:k:{ID}:m:YYYY-MM     HASH calls, tokens             (seeded from SQLite)
  *   sluice:k:{ID}:tpm           HASH level (milli-tokens), refill ms, limit
- * One connection per thread (pthread key, freed with the thread), a short
- * timeout, reconnects with a process-wide backoff; one renewal thread per
- * responder re-adds the leases it holds every third of the lease time, so a
- * host that dies stops renewing and its slots free within the lease. */
+ * Connections, script loading and the lease renewal are lib/redis_eval.c's. */
 #include "kstate.h"
 
-#include "arena.h"
 #include "log.h"
-#include "state_url.h"
+#include "redis_eval.h"
 #include "util.h"
 
-#include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
 
 #ifndef SLUICE_HIREDIS
 
@@ -38,11 +27,7 @@ int kstate_start(const char *url)
 {
     if (!url || !*url)
         return 0;
-    fprintf(stderr, "sluice-fcgi: sluice.conf sets state = \"%.*s...\" (Redis), but this sluice-fcgi was built "
-                    "without hiredis: install libhiredis-dev, then ./configure && make (or remove `state`)\n",
-            8, url);
-    log_error("state is set (Redis) but this build has no hiredis (libhiredis-dev): refusing to start");
-    return -1;
+    return redis_eval_start(url);       /* says what this build lacks */
 }
 
 enum kstate_result kstate_admit(const struct kstate_ask *a, struct kstate_hold *h, struct kstate_refusal *why)
@@ -56,8 +41,6 @@ int kstate_release(struct kstate_hold *h, int give_back, int64_t tpm_actual, int
 }
 
 #else
-
-#include "redis_conn.h"
 
 #include <hiredis/hiredis.h>
 
@@ -165,219 +148,10 @@ static const char RELEASE_LUA[] =
     "end\n"
     "return 0\n";
 
-/* Re-adds (not only extends: after a Redis restart the leases come back) every
- * lease of this process; KEYS[i] holds ARGV[i + 1]. */
-static const char RENEW_LUA[] =
-    "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "local ms = tonumber(ARGV[1])\n"
-    "for i, k in ipairs(KEYS) do\n"
-    "  redis.call('ZADD', k, now + ms, ARGV[i + 1])\n"
-    "  redis.call('PEXPIRE', k, ms * 2 + 1000)\n"
-    "end\n"
-    "return #KEYS\n";
-
-enum { SCRIPT_ADMIT, SCRIPT_RELEASE, SCRIPT_RENEW, N_SCRIPTS };
-static const char *const scripts[N_SCRIPTS] = {ADMIT_LUA, RELEASE_LUA, RENEW_LUA};
-static char shas[N_SCRIPTS][41];           /* written at each connect (always the same text) */
-static pthread_mutex_t sha_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static struct state_url url;
-static char url_text[300];                 /* without the password, for logs */
+static int script_admit, script_release;
 static int configured;
-static uint64_t instance;                  /* random, so lease ids never meet across hosts */
-static _Atomic uint64_t lease_seq;
-
-static _Atomic int64_t down_until_ms;      /* no connect attempt before (backoff) */
-static _Atomic int connect_failures;
-static _Atomic int outage_flag;            /* a cheap read of outage.down */
-static struct kstate_outage outage;
-static pthread_mutex_t outage_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static _Atomic int last_lease_ms = 10000, last_timeout_ms = 200;
-
-struct conn {
-    redisContext *c;
-    int timeout_ms;
-};
-static pthread_key_t conn_key;
-
-/* The renewal list: the leases this process holds (copies, not the requests' memory). */
-struct lease_entry {
-    int64_t key_id;
-    char lease[48];
-    struct lease_entry *next;
-};
-static struct lease_entry *leases;
-static pthread_mutex_t leases_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void conn_free(void *p)
-{
-    struct conn *k = p;
-    if (k && k->c)
-        redisFree(k->c);
-    free(k);
-}
 
 int kstate_remote(void) { return configured; }
-
-static struct timeval tv_of(int ms)
-{
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    return tv;
-}
-
-static void note(int ok)
-{
-    if (ok && !atomic_load_explicit(&outage_flag, memory_order_relaxed))
-        return;                             /* the common case: no lock */
-    pthread_mutex_lock(&outage_lock);
-    int64_t failures = outage.failures, since = outage.since_ms;
-    int what = kstate_outage_note(&outage, ok, now_ms());
-    atomic_store(&outage_flag, outage.down);
-    pthread_mutex_unlock(&outage_lock);
-    if (what == 1)
-        log_warn("state %s does not answer: key limits follow state_fail_policy until it does (logged once per "
-                 "outage)", url_text);
-    else if (what == 2)
-        log_info("state %s answers again after %lld ms (%lld calls failed)", url_text,
-                 (long long)(now_ms() - since), (long long)failures);
-}
-
-static int load_scripts(redisContext *c)
-{
-    for (int i = 0; i < N_SCRIPTS; i++) {
-        redisReply *r = redisCommand(c, "SCRIPT LOAD %s", scripts[i]);
-        if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
-            if (r && r->type == REDIS_REPLY_ERROR)
-                log_warn("state %s: SCRIPT LOAD: %s", url_text, r->str);
-            if (r)
-                freeReplyObject(r);
-            return -1;
-        }
-        pthread_mutex_lock(&sha_lock);
-        memcpy(shas[i], r->str, 40);
-        shas[i][40] = '\0';
-        pthread_mutex_unlock(&sha_lock);
-        freeReplyObject(r);
-    }
-    return 0;
-}
-
-static redisContext *conn_open(int timeout_ms)
-{
-    redisContext *c = redis_connect(&url, timeout_ms, 1);
-    if (!c)
-        goto failed;
-    if (load_scripts(c) != 0)
-        goto failed;
-    atomic_store(&connect_failures, 0);
-    return c;
-failed:
-    if (c)
-        redisFree(c);
-    int n = atomic_fetch_add(&connect_failures, 1) + 1;
-    atomic_store(&down_until_ms, mono_ms() + kstate_backoff_ms(n));
-    return NULL;
-}
-
-/* This thread's connection, opened (again) unless the backoff says wait. */
-static struct conn *conn_get(int timeout_ms)
-{
-    struct conn *k = pthread_getspecific(conn_key);
-    if (!k) {
-        k = xcalloc(1, sizeof *k);
-        pthread_setspecific(conn_key, k);
-    }
-    if (!k->c) {
-        if (mono_ms() < atomic_load(&down_until_ms))
-            return NULL;
-        if (!(k->c = conn_open(timeout_ms)))
-            return NULL;
-        k->timeout_ms = timeout_ms;
-    } else if (k->timeout_ms != timeout_ms) {
-        redisSetTimeout(k->c, tv_of(timeout_ms));    /* state_timeout_ms changed */
-        k->timeout_ms = timeout_ms;
-    }
-    return k;
-}
-
-/* EVALSHA of script s: the reply, or NULL (the store did not answer; the
- * connection is dropped and the outage noted). A flushed script cache
- * (NOSCRIPT) loads the scripts again and retries once. */
-/* The server closed this connection (a restart, a client timeout) rather than
- * being slow: the command never ran, and a new connection may well work. */
-static int conn_was_closed(const redisContext *c)
-{
-    return c->err == REDIS_ERR_EOF ||
-           (c->err == REDIS_ERR_IO && errno != EAGAIN && errno != EWOULDBLOCK && errno != ETIMEDOUT &&
-            errno != EINPROGRESS);
-}
-
-static redisReply *eval(int s, int nkeys, const char **keys, int nargs, const char **args, int timeout_ms)
-{
-    struct conn *k = conn_get(timeout_ms);
-    if (!k) {
-        note(0);
-        return NULL;
-    }
-    int fresh = 0;                  /* a stale connection gets one more try on a new one */
-    int argc = 3 + nkeys + nargs;
-    const char **argv = xcalloc((size_t)argc, sizeof *argv);
-    size_t *lens = xcalloc((size_t)argc, sizeof *lens);
-    char sha[41], n[16];
-    snprintf(n, sizeof n, "%d", nkeys);
-    redisReply *r = NULL;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        pthread_mutex_lock(&sha_lock);
-        memcpy(sha, shas[s], sizeof sha);
-        pthread_mutex_unlock(&sha_lock);
-        argv[0] = "EVALSHA", argv[1] = sha, argv[2] = n;
-        for (int i = 0; i < nkeys; i++)
-            argv[3 + i] = keys[i];
-        for (int i = 0; i < nargs; i++)
-            argv[3 + nkeys + i] = args[i];
-        for (int i = 0; i < argc; i++)
-            lens[i] = strlen(argv[i]);
-        r = redisCommandArgv(k->c, argc, argv, lens);
-        if (!r && !fresh && conn_was_closed(k->c)) {
-            redisFree(k->c);
-            k->c = NULL;
-            fresh = 1;
-            if (!(k = conn_get(timeout_ms)))
-                break;
-            attempt--;
-            continue;
-        }
-        if (r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0 && attempt == 0) {
-            freeReplyObject(r);
-            r = NULL;
-            if (load_scripts(k->c) == 0)
-                continue;
-        }
-        break;
-    }
-    free(argv);
-    free(lens);
-    if (!k) {                       /* the new connection failed too */
-        note(0);
-        return NULL;
-    }
-    if (!r || r->type == REDIS_REPLY_ERROR) {
-        if (r) {
-            /* A script error (a bug, a full or loading server): once per outage. */
-            if (!atomic_load(&outage_flag))
-                log_warn("state %s: %s", url_text, r->str);
-            freeReplyObject(r);
-        }
-        redisFree(k->c);
-        k->c = NULL;
-        note(0);
-        return NULL;
-    }
-    note(1);
-    return r;
-}
 
 static void key_names(int64_t key_id, const char *day, const char *month, char names[5][64])
 {
@@ -388,75 +162,17 @@ static void key_names(int64_t key_id, const char *day, const char *month, char n
     snprintf(names[4], 64, "sluice:k:{%lld}:tpm", (long long)key_id);
 }
 
-static void *renew_main(void *arg)
-{
-    for (;;) {
-        int lease_ms = atomic_load(&last_lease_ms);
-        int wait = lease_ms / 3 < 100 ? 100 : lease_ms / 3;
-        struct timespec ts = {wait / 1000, (long)(wait % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-        /* Under the list's lock for the whole call: a lease released meanwhile
-         * (removed from the list, then ZREM) can never be re-added after its ZREM. */
-        pthread_mutex_lock(&leases_lock);
-        int n = 0;
-        for (struct lease_entry *e = leases; e; e = e->next)
-            n++;
-        if (n) {
-            char (*names)[64] = xcalloc((size_t)n, 64);
-            const char **keys = xcalloc((size_t)n, sizeof *keys);
-            const char **args = xcalloc((size_t)n + 1, sizeof *args);
-            char ms[16];
-            snprintf(ms, sizeof ms, "%d", lease_ms);
-            args[0] = ms;
-            int i = 0;
-            for (struct lease_entry *e = leases; e; e = e->next, i++) {
-                snprintf(names[i], 64, "sluice:k:{%lld}:conc", (long long)e->key_id);
-                keys[i] = names[i];
-                args[i + 1] = e->lease;
-            }
-            redisReply *r = eval(SCRIPT_RENEW, n, keys, n + 1, args, atomic_load(&last_timeout_ms));
-            if (r)
-                freeReplyObject(r);
-            free(names);
-            free(keys);
-            free(args);
-        }
-        pthread_mutex_unlock(&leases_lock);
-    }
-    return NULL;
-}
-
 int kstate_start(const char *text)
 {
     if (!text || !*text)
         return 0;
-    char why[160];
-    if (state_url_parse(text, &url, why, sizeof why) != 0) {
-        log_error("%s", why);
-        return -1;
-    }
-    state_url_describe(&url, url_text, sizeof url_text);
-    if (getrandom(&instance, sizeof instance, 0) != (ssize_t)sizeof instance)
-        instance = (uint64_t)now_ms() ^ ((uint64_t)getpid() << 32);
-    if (pthread_key_create(&conn_key, conn_free) != 0)
+    script_admit = redis_eval_script(ADMIT_LUA);
+    script_release = redis_eval_script(RELEASE_LUA);
+    if (redis_eval_start(text) != 0)
         return -1;
     configured = 1;
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &at, renew_main, NULL);
-    pthread_attr_destroy(&at);
-    if (rc != 0) {
-        log_error("state %s: cannot start the lease renewal thread", url_text);
-        return -1;
-    }
-    /* A first connection now, so a wrong address is in the log at start. */
-    struct conn *k = conn_get(atomic_load(&last_timeout_ms));
-    if (k)
-        log_info("state %s: key limits are kept in Redis (pool-wide across hosts)", url_text);
-    else
-        note(0);
+    if (redis_eval_connect_now() == 0)
+        log_info("state %s: key limits are kept in Redis (pool-wide across hosts)", redis_eval_url_text());
     return 0;
 }
 
@@ -464,13 +180,9 @@ static void num(char *out, int64_t v) { snprintf(out, 24, "%lld", (long long)v);
 
 enum kstate_result kstate_admit(const struct kstate_ask *a, struct kstate_hold *h, struct kstate_refusal *why)
 {
-    if (a->lease_ms > 0)
-        atomic_store(&last_lease_ms, a->lease_ms);
-    if (a->timeout_ms > 0)
-        atomic_store(&last_timeout_ms, a->timeout_ms);
+    redis_eval_tune(a->lease_ms, a->timeout_ms);
     memset(h, 0, sizeof *h);
-    snprintf(h->lease, sizeof h->lease, "%016llx-%d-%llu", (unsigned long long)instance, (int)getpid(),
-             (unsigned long long)atomic_fetch_add(&lease_seq, 1));
+    redis_eval_lease_id(h->lease, sizeof h->lease);
     char names[5][64], v[13][24];
     key_names(a->key_id, a->day, a->month, names);
     const char *keys[5] = {names[0], names[1], names[2], names[3], names[4]};
@@ -488,7 +200,7 @@ enum kstate_result kstate_admit(const struct kstate_ask *a, struct kstate_hold *
     num(v[11], a->seed_month_calls);
     num(v[12], a->seed_month_tokens);
     const char *args[14] = {h->lease, v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12]};
-    redisReply *r = eval(SCRIPT_ADMIT, 5, keys, 14, args, a->timeout_ms > 0 ? a->timeout_ms : 200);
+    redisReply *r = redis_eval_call(script_admit, 5, keys, 14, args, a->timeout_ms > 0 ? a->timeout_ms : 200);
     if (!r)
         return KSTATE_UNAVAILABLE;
     enum kstate_result res = KSTATE_UNAVAILABLE;
@@ -520,13 +232,9 @@ enum kstate_result kstate_admit(const struct kstate_ask *a, struct kstate_hold *
     }
     freeReplyObject(r);
     if (res == KSTATE_OK && h->slot) {
-        struct lease_entry *e = xcalloc(1, sizeof *e);
-        e->key_id = h->key_id;
-        str_copy(e->lease, sizeof e->lease, h->lease);
-        pthread_mutex_lock(&leases_lock);
-        e->next = leases;
-        leases = e;
-        pthread_mutex_unlock(&leases_lock);
+        char conc[64];
+        snprintf(conc, sizeof conc, "sluice:k:{%lld}:conc", (long long)h->key_id);
+        redis_lease_keep(conc, h->lease);
     }
     return res;
 }
@@ -534,15 +242,9 @@ enum kstate_result kstate_admit(const struct kstate_ask *a, struct kstate_hold *
 int kstate_release(struct kstate_hold *h, int give_back, int64_t tpm_actual, int64_t month_actual, int timeout_ms)
 {
     if (h->slot) {
-        pthread_mutex_lock(&leases_lock);
-        for (struct lease_entry **p = &leases; *p; p = &(*p)->next)
-            if (strcmp((*p)->lease, h->lease) == 0) {
-                struct lease_entry *e = *p;
-                *p = e->next;
-                free(e);
-                break;
-            }
-        pthread_mutex_unlock(&leases_lock);
+        char conc[64];
+        snprintf(conc, sizeof conc, "sluice:k:{%lld}:conc", (long long)h->key_id);
+        redis_lease_forget(conc, h->lease);
     }
     int64_t month_delta = 0, tpm_back = 0;
     if (give_back) {
@@ -565,7 +267,7 @@ int kstate_release(struct kstate_hold *h, int give_back, int64_t tpm_actual, int
     num(v[2], tpm_back);
     num(v[3], h->tpm_limit);
     const char *args[7] = {h->lease, give_back && h->qps ? "1" : "0", h->slot ? "1" : "0", v[0], v[1], v[2], v[3]};
-    redisReply *r = eval(SCRIPT_RELEASE, 5, keys, 7, args, timeout_ms > 0 ? timeout_ms : 200);
+    redisReply *r = redis_eval_call(script_release, 5, keys, 7, args, timeout_ms > 0 ? timeout_ms : 200);
     h->slot = h->qps = h->calls = 0;
     h->month_tokens = h->tpm_reserved = 0;
     if (!r)

@@ -5,8 +5,11 @@
 #include "state_url.h"
 #include "util.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+#define bus_channel REDIS_BUS_CHANNEL
 
 #ifdef SLUICE_HIREDIS
 
@@ -18,9 +21,13 @@
 
 static struct state_url bus_url;
 static char bus_text[300];
-static char bus_channel[128];
-static redis_bus_fn *bus_fn;
-static void *bus_arg;
+#define BUS_LISTENERS 4
+static struct {
+    redis_bus_fn *fn;
+    void *arg;
+} listeners[BUS_LISTENERS];
+static _Atomic int n_listeners;
+static int bus_started, bus_rc;
 static pthread_mutex_t pub_lock = PTHREAD_MUTEX_INITIALIZER;   /* the ring below */
 static redisContext *pub;          /* the publisher thread's connection */
 static int64_t pub_down_until_ms;  /* no new connection before this (mono); the publisher's */
@@ -47,16 +54,19 @@ static void *bus_main(void *arg)
                 redisReply *m = reply;
                 /* ["message", channel, payload] */
                 if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && m->element[2]->type == REDIS_REPLY_STRING &&
-                    strcmp(m->element[0]->str, "message") == 0)
-                    bus_fn(m->element[2]->str, m->element[2]->len, bus_arg);
+                    strcmp(m->element[0]->str, "message") == 0) {
+                    int n = atomic_load(&n_listeners);
+                    for (int i = 0; i < n; i++)
+                        listeners[i].fn(m->element[2]->str, m->element[2]->len, listeners[i].arg);
+                }
                 freeReplyObject(m);
             }
         }
         if (c)
             redisFree(c);
         if (!failures++)
-            log_warn("state %s: the news channel %s is down; other hosts' bans reach this one again when it"
-                     " is back", bus_text, bus_channel);
+            log_warn("state %s: the news channel %s is down; other hosts' bans and freed places reach this one "
+                     "again when it is back", bus_text, bus_channel);
         struct timespec pause = {failures < 5 ? 0 : 2, failures < 5 ? 200000000L * failures : 0};
         nanosleep(&pause, NULL);
     }
@@ -65,7 +75,18 @@ static void *bus_main(void *arg)
 
 static void *publish_main(void *arg);
 
-int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void *arg)
+int redis_bus_listen(redis_bus_fn *fn, void *arg)
+{
+    int i = atomic_load(&n_listeners);
+    if (i >= BUS_LISTENERS)
+        return -1;
+    listeners[i].fn = fn;
+    listeners[i].arg = arg;
+    atomic_store(&n_listeners, i + 1);
+    return 0;
+}
+
+static int bus_start_once(const char *url)
 {
     char why[160];
     if (state_url_parse(url, &bus_url, why, sizeof why) != 0) {
@@ -73,9 +94,6 @@ int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void
         return -1;
     }
     state_url_describe(&bus_url, bus_text, sizeof bus_text);
-    snprintf(bus_channel, sizeof bus_channel, "%s", channel);
-    bus_fn = fn;
-    bus_arg = arg;
     pthread_t t;
     pthread_attr_t at;
     pthread_attr_init(&at);
@@ -89,6 +107,15 @@ int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void
         return -1;
     }
     return 0;
+}
+
+int redis_bus_start(const char *url)
+{
+    if (!bus_started) {             /* at start, on one thread */
+        bus_rc = bus_start_once(url);
+        bus_started = 1;
+    }
+    return bus_rc;
 }
 
 /* The messages waiting for the publisher thread: a request never waits on Redis
@@ -155,9 +182,14 @@ int redis_bus_publish(const char *msg, size_t n, int timeout_ms)
 
 #else
 
-int redis_bus_start(const char *url, const char *channel, redis_bus_fn *fn, void *arg)
+int redis_bus_listen(redis_bus_fn *fn, void *arg)
 {
-    (void)url, (void)channel, (void)fn, (void)arg;
+    (void)fn, (void)arg;
+    return 0;
+}
+
+int redis_bus_start(const char *url)
+{
     log_error("state = \"%s\" needs a sluice built with hiredis (apt-get install libhiredis-dev, then"
               " ./configure && make)", url);
     return -1;

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define SHM_MAGIC 0x534c434553544154ULL /* "SLCESTAT" */
-#define SHM_VERSION 7
+#define SHM_VERSION 8
 #define SHM_MAX_PROCS 128
 #define SHM_MAX_REPLICAS 4096
 #define SHM_MAX_ENDPOINTS 1024
@@ -63,6 +63,9 @@ struct shm_replica {
     _Atomic int32_t awake;
     _Atomic int32_t cap;              /* R-PRIO-1: max_concurrency from the snapshot, 0 = none */
     int32_t pad_;
+    /* issue 19: the count across hosts (lib/gate_redis.c) refused a place of it;
+     * this host hands none out until then (mono ms) or a release's news. 0 = none. */
+    _Atomic int64_t remote_full_ms;
 };
 
 struct shm_endpoint {
@@ -77,6 +80,7 @@ struct shm_endpoint {
     _Atomic int32_t rep_slots[SHM_EP_REPLICAS];
     _Atomic int32_t waiting;          /* requests in its queue (gauge) */
     int32_t pad_;
+    _Atomic int64_t remote_full_ms;   /* issue 19: as a replica's */
 };
 
 /* R-HC-7: GPU temperature per node, written by sluice-healthd or the admin API. */
@@ -124,6 +128,7 @@ struct shm_quota {
     int32_t pad_;
     char day[16], month[16];          /* periods the tokens are of ("" = not loaded) */
     int64_t day_tokens, month_tokens; /* reserved + settled in those periods */
+    _Atomic int64_t remote_full_ms;   /* issue 19: as a replica's */
 };
 
 /* R-PRIO-1: one queued request. state is the futex word its owner sleeps on. */

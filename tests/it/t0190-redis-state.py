@@ -409,6 +409,101 @@ def test_a_session_keeps_its_replica_on_every_host_R_AFF_1(c):
             f.stop()
 
 
+def capped_endpoint(c, name, replica_cap=0, endpoint_cap=0, n_fakes=1, queue_timeout_ms=20000):
+    """An endpoint of fresh stand-ins with caps (R-PRIO-1), live on every host."""
+    fakes = [Fake("redis19-%s-%d" % (name, i)) for i in range(n_fakes)]
+    add_endpoint(c.gw, name, "acme", fakes, algorithm="least_connections")
+    for f in fakes:
+        c.gw.ctl("replica", "set", name, f.url, "--max-concurrency", replica_cap)
+    c.gw.ctl("endpoint", "set", name, "--max-concurrency", endpoint_cap, "--queue-max", 200,
+             "--queue-timeout-ms", queue_timeout_ms)
+    c.gw.ctl("route", "add", "m-" + name, name, "--tenant", "acme")
+    key, _, _ = new_key(c)
+    for g in c.gws:
+        wait_for(lambda g=g: g.chat(key, model="m-" + name).status == 200, 5, what="m-%s on %s" % (name, g.name))
+    time.sleep(0.6)
+    for f in fakes:
+        f.reset()
+    return fakes, key
+
+
+def test_a_replica_cap_of_2_holds_in_total_over_three_hosts_R_PRIO_1(c):
+    """max_concurrency 2 on a GPU server is 2 over every gateway host, not 2 per host: 30
+    requests spread over three hosts all succeed (the rest wait in the queues), and the
+    stand-in never sees more than 2 at once. Counted per host it would see up to 6."""
+    fakes, key = capped_endpoint(c, "cap-r", replica_cap=2)
+    try:
+        res = burst(lambda i: on_host(c, i).chat(key, model="m-cap-r", content="r%d" % i,
+                                                 headers={"X-Fake-Behavior": "ttfb_ms=250"}), 30)
+        codes = [getattr(r, "status", r) for r in res]
+        assert codes == [200] * 30, codes
+        st = fakes[0].stats()
+        assert st["max_inflight"] <= 2, "the stand-in saw %d at once under a cap of 2 over the hosts" % \
+            st["max_inflight"]
+        assert st["requests"] == 30, st
+        print("   30 of 30 served over three hosts, stand-in max in flight %d" % st["max_inflight"])
+    finally:
+        for f in fakes:
+            f.stop()
+
+
+def test_an_endpoint_cap_of_3_holds_in_total_over_three_hosts(c):
+    """The endpoint's own max_concurrency (its replica uncapped) is counted across hosts too."""
+    fakes, key = capped_endpoint(c, "cap-e", endpoint_cap=3)
+    try:
+        res = burst(lambda i: on_host(c, i).chat(key, model="m-cap-e", content="e%d" % i,
+                                                 headers={"X-Fake-Behavior": "ttfb_ms=250"}), 24)
+        codes = [getattr(r, "status", r) for r in res]
+        assert codes == [200] * 24, codes
+        st = fakes[0].stats()
+        assert st["max_inflight"] <= 3, "the endpoint saw %d at once under a cap of 3 over the hosts" % \
+            st["max_inflight"]
+        assert st["requests"] == 24, st
+        print("   24 of 24 served, stand-in max in flight %d (endpoint cap 3)" % st["max_inflight"])
+    finally:
+        for f in fakes:
+            f.stop()
+
+
+def test_kill9_of_a_host_gives_its_places_back_within_the_lease(c):
+    """Host C holds both places of a capped replica and is killed (kill -9): a request
+    queued on host A is served within the lease time, not before (the places are held
+    while the lease lives) and not never."""
+    fakes, key = capped_endpoint(c, "cap-k", replica_cap=2)
+    victim = c.gws[2]
+    try:
+        holders = [threading.Thread(target=lambda i=i: _ignore(lambda: victim.chat(
+            key, model="m-cap-k", headers={"X-Fake-Behavior": "ttfb_ms=60000"}, content="hold%d" % i)))
+            for i in range(2)]
+        for t in holders:
+            t.start()
+        wait_for(lambda: fakes[0].stats()["inflight"] >= 2, 5, what="2 places held on host c")
+        out = {}
+        def queued():
+            t0 = time.time()
+            out["r"] = c.gws[0].chat(key, model="m-cap-k", content="queued", headers={"X-Fake-Behavior": "chunks=1"})
+            out["t"] = time.time()
+        q = threading.Thread(target=queued)
+        q.start()
+        time.sleep(0.5)
+        assert "r" not in out, "served at once: the places held on host C were not counted on host A"
+        pids = victim.responder_pids()
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        t0 = time.time()
+        q.join(LEASE_S + 10)
+        assert "r" in out and out["r"].status == 200, out
+        took = out["t"] - t0
+        assert took <= LEASE_S + 2.0, took
+        print("   queued request served %.1f s after the holder host was killed (lease %d s)" % (took, LEASE_S))
+        for t in holders:
+            t.join(10)
+        wait_for(lambda: len(victim.responder_pids()) >= victim.procs, 15, what="host c's responders back")
+    finally:
+        for f in fakes:
+            f.stop()
+
+
 if __name__ == "__main__":
     if not REDIS:
         print("skip - redis-server is not installed (apt-get install redis-server)")

@@ -5,9 +5,11 @@
 #include "fairq.h"
 #include "gate.h"
 #include "shm.h"
+#include "util.h"
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static void test_fairq(void)
@@ -108,6 +110,43 @@ static void test_places(void)
     gate_release(&S, &h1);
     CHECK_INT(gate_quota_held(&S, QUOTA), 0, "and gives it back");
     atomic_store(&S.r->quotas[QUOTA].cap, 0);
+}
+
+/* issue 19: a cap the count across hosts refused is full here too until the
+ * mark expires or a release's news clears it; the news has one form. */
+static void test_across_hosts(void)
+{
+    caps(4, 0);
+    struct gate_ask a = ask(5, 1, 1);
+    struct gate_hold h;
+    atomic_store(&S.r->replicas[REP].remote_full_ms, mono_ms() + 60000);
+    CHECK(!gate_room(&S, &a, REP), "a replica full across hosts has no room here");
+    CHECK(!gate_take(&S, &a, REP, &h) && !h.held, "and no place is taken");
+    atomic_store(&S.r->replicas[REP].remote_full_ms, mono_ms() - 1);
+    CHECK(gate_room(&S, &a, REP), "an expired mark is no longer full");
+    atomic_store(&S.r->replicas[REP].remote_full_ms, 0);
+    caps(0, 3);
+    atomic_store(&S.r->endpoints[EP].remote_full_ms, mono_ms() + 60000);
+    CHECK(!gate_room(&S, &a, REP) && gate_full_part(&S, &a, REP) == -1, "an endpoint full across hosts");
+    atomic_store(&S.r->endpoints[EP].remote_full_ms, 0);
+    caps(0, 0);
+    atomic_store(&S.r->replicas[REP].remote_full_ms, mono_ms() + 60000);
+    CHECK(gate_room(&S, &a, REP), "an uncapped replica ignores a stale mark");
+    atomic_store(&S.r->replicas[REP].remote_full_ms, 0);
+
+    struct gate_cap out[] = {{'r', 12, 2}, {'e', 3, 0}, {'q', 9007199254740993LL, 1}}, in[4];
+    char news[128];
+    size_t n = gate_news_format(out, 3, news, sizeof news);
+    CHECK(n > 0 && strcmp(news, "gate r:12 e:3 q:9007199254740993") == 0, "news: %s", news);
+    CHECK_INT(gate_news_parse(news, n, in, 4), 3, "read back");
+    CHECK(in[0].kind == 'r' && in[0].id == 12 && in[1].kind == 'e' && in[1].id == 3 && in[2].kind == 'q' &&
+          in[2].id == 9007199254740993LL, "the same caps");
+    CHECK_INT(gate_news_parse(news, n, in, 2), 2, "at most max");
+    CHECK_INT(gate_news_format(out, 3, news, 12), 0, "too small: nothing");
+    static const char *bad[] = {"v1 123.abc 7 ban 500", "gate", "gate x:1", "gate r:0", "gate r:-4", "gate r:5x",
+                                "gate r:", "gater:1", "gate r:1  e:2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK(gate_news_parse(bad[i], strlen(bad[i]), in, 4) == 0, "not this news: \"%s\"", bad[i]);
 }
 
 static void test_queue(void)
@@ -272,6 +311,7 @@ int main(void)
         return check_done();
     }
     test_places();
+    test_across_hosts();
     test_queue();
     test_dead_owner();
     test_nobody_blocks();
