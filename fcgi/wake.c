@@ -5,11 +5,19 @@
  * wake calls and polls readiness. Every other request for the endpoint waits
  * on the shared state until a replica is marked awake, the wake fails, or its
  * own wait bound ends. A lease lasts one wait bound, so a waker that died or
- * gave up is replaced by the next request still waiting. */
+ * gave up is replaced by the next request still waiting.
+ *
+ * With a Redis `state` (issue 19) the lease is claimed across hosts too
+ * (sluice:wake:ID, for the same bound): the host that gets it sends the wake
+ * calls; a host whose waker finds it held only polls readiness, so many
+ * requests over many hosts still cause one wake. A failed wake is told there
+ * for the others to answer with; a store that does not answer leaves the wake
+ * to each host. */
 #include "wake.h"
 #include "upstream.h"
 
 #include "errors.h"
+#include "kv_redis.h"
 #include "log.h"
 #include "reply.h"
 #include "serving.h"
@@ -224,6 +232,42 @@ static int wake_claim(struct request *r, const struct snap_endpoint *e, int64_t 
     return won;
 }
 
+enum { WAKE_ACROSS_WAKING = 1, WAKE_ACROSS_FAILED = 2 };
+
+static const char *wake_key(struct request *r, const struct snap_endpoint *e)
+{
+    return arena_printf(r->arena, "sluice:wake:%lld", (long long)e->id);
+}
+
+/* This host's waker asks the other hosts: 1 this host sends the wake calls (it
+ * claimed the lease, or nobody answers); 0 another host's wake is under way
+ * (poll only); -1 another host's wake call failed a moment ago. */
+static int wake_claim_across(struct request *r, const struct snap_endpoint *e, int64_t lease_ms)
+{
+    if (!kv_on())
+        return 1;
+    int64_t held = 0;
+    int rc = kv_claim(wake_key(r, e), WAKE_ACROSS_WAKING, lease_ms, &held, r->snap->state_timeout_ms);
+    if (rc != 0)
+        return 1;
+    return held == WAKE_ACROSS_FAILED ? -1 : 0;
+}
+
+/* The end of this host's wake calls, for the other hosts: a failure stays
+ * told for the retry time; a success frees the lease for the next sleep. */
+static void wake_tell_across(struct request *r, const struct snap_endpoint *e, int failed)
+{
+    if (!kv_on())
+        return;
+    const char *key = wake_key(r, e);
+    if (failed) {
+        int64_t v = WAKE_ACROSS_FAILED;
+        kv_put(&key, &v, 1, (int64_t)r->conf->wake_node_retry_after_s * 1000 + 1, r->snap->state_timeout_ms);
+    } else {
+        kv_del(key, r->snap->state_timeout_ms);
+    }
+}
+
 static void wake_set_state(struct request *r, const struct snap_endpoint *e, enum shm_wake st)
 {
     if (e->slot >= 0)
@@ -260,7 +304,7 @@ int wake_endpoint(struct request *r, const struct snap_endpoint *e)
         bound = cf->wake_max_wait_ms;
     int64_t deadline = now_ms() + bound;
     CURL *c = NULL;
-    int owner = 0, rc = -1;
+    int owner = 0, caller = 0, rc = -1;     /* caller: this host sent the wake calls */
     for (int round = 0;; round++) {
         int64_t now = now_ms();
         if (wake_any_serving(r, e, now)) {          /* this or another request's wake is done */
@@ -278,16 +322,34 @@ int wake_endpoint(struct request *r, const struct snap_endpoint *e)
             c = curl_easy_init();
             if (!c)
                 abort();
-            log_info("request %s: waking endpoint %s (%d sleeping replicas, wait at most %lld ms)",
-                     r->request_id, e->name, ws.n, (long long)bound);
-            if (wake_call(r, c, e, &ws, deadline) != 0) {
+            int across = wake_claim_across(r, e, bound);
+            if (across < 0) {
                 wake_set_state(r, e, SHM_WAKE_FAILED);
                 wake_reply(r, ERR_WAKE_FAILED_NODE_OFFLINE, cf->wake_node_retry_after_s,
                            "The wake-up call could not reach the model's node.");
                 break;
             }
+            if (across == 0) {
+                log_info("request %s: endpoint %s is being woken by another gateway host; waiting for it "
+                         "(at most %lld ms)", r->request_id, e->name, (long long)bound);
+                for (int i = 0; i < ws.n; i++)
+                    ws.reached[i] = 1;
+            } else {
+                caller = 1;
+                log_info("request %s: waking endpoint %s (%d sleeping replicas, wait at most %lld ms)",
+                         r->request_id, e->name, ws.n, (long long)bound);
+                if (wake_call(r, c, e, &ws, deadline) != 0) {
+                    wake_tell_across(r, e, 1);
+                    wake_set_state(r, e, SHM_WAKE_FAILED);
+                    wake_reply(r, ERR_WAKE_FAILED_NODE_OFFLINE, cf->wake_node_retry_after_s,
+                               "The wake-up call could not reach the model's node.");
+                    break;
+                }
+            }
         }
         if (owner && wake_poll(r, c, e, &ws, deadline) > 0) {
+            if (caller)
+                wake_tell_across(r, e, 0);
             wake_set_state(r, e, SHM_WAKE_IDLE);
             log_info("request %s: endpoint %s is awake after %lld ms", r->request_id, e->name,
                      (long long)(now_ms() - (deadline - bound)));

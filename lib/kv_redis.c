@@ -133,7 +133,55 @@ int kv_put(const char *const *keys, const int64_t *vals, int n, int64_t ttl_ms, 
     return ok ? 0 : -1;
 }
 
+int kv_claim(const char *key, int64_t val, int64_t ttl_ms, int64_t *held, int timeout_ms)
+{
+    *held = 0;
+    redisContext *c = kv_started ? kv_conn(timeout_ms) : NULL;
+    if (!c)
+        return -1;
+    redisReply *r = redisCommand(c, "SET %s %lld NX PX %lld GET", key, (long long)val, (long long)ttl_ms);
+    int rc = -1;
+    if (r && r->type == REDIS_REPLY_NIL)
+        rc = 1;
+    else if (r && r->type == REDIS_REPLY_STRING) {
+        *held = strtoll(r->str, NULL, 10);
+        rc = 0;
+    }
+    if (r)
+        freeReplyObject(r);
+    if (rc < 0)
+        kv_drop();
+    return rc;
+}
+
+int kv_del(const char *key, int timeout_ms)
+{
+    redisContext *c = kv_started ? kv_conn(timeout_ms) : NULL;
+    if (!c)
+        return -1;
+    redisReply *r = redisCommand(c, "DEL %s", key);
+    int ok = r && r->type == REDIS_REPLY_INTEGER;
+    if (r)
+        freeReplyObject(r);
+    if (!ok)
+        kv_drop();
+    return ok ? 0 : -1;
+}
+
 #else
+
+int kv_claim(const char *key, int64_t val, int64_t ttl_ms, int64_t *held, int timeout_ms)
+{
+    (void)key, (void)val, (void)ttl_ms, (void)timeout_ms;
+    *held = 0;
+    return -1;
+}
+
+int kv_del(const char *key, int timeout_ms)
+{
+    (void)key, (void)timeout_ms;
+    return -1;
+}
 
 int kv_start(const char *url)
 {

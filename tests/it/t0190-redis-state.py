@@ -504,6 +504,33 @@ def test_kill9_of_a_host_gives_its_places_back_within_the_lease(c):
             f.stop()
 
 
+def test_many_requests_over_three_hosts_cause_one_wake_R_WAKE_3(c):
+    """A sleeping replica asked for by 12 requests spread over three hosts gets one
+    /wake_up: the host that claims the wake across hosts sends it, the others only wait
+    for readiness. Each host on its own would send its own."""
+    f = Fake("redis19-sleepy")
+    try:
+        c.gw.ctl("endpoint", "add", "ep-sleepy", "--tenant", "acme", "--start-period-seconds", "10")
+        f.sleep_config(sleeping=1, delay_ms=800)
+        c.gw.ctl("replica", "add", "ep-sleepy", f.url, "--engine", "vllm", "--state", "sleeping")
+        c.gw.ctl("route", "add", "m-sleepy", "ep-sleepy", "--tenant", "acme")
+        key, _, _ = new_key(c)
+        for g in c.gws:
+            wait_for(lambda g=g: "m-sleepy" in [m["id"] for m in g.request(
+                "GET", "/v1/models", headers={"Authorization": "Bearer " + key}).json()["data"]], 5,
+                what="m-sleepy on %s" % g.name)
+        time.sleep(0.6)
+        res = burst(lambda i: on_host(c, i).chat(key, model="m-sleepy", content="w%d" % i), 12)
+        codes = [getattr(r, "status", r) for r in res]
+        assert codes == [200] * 12, codes
+        st = f.stats()
+        assert st["wake_ups"] == 1, "%d wake-ups for one sleeping replica over three hosts" % st["wake_ups"]
+        assert st["requests"] == 12 and not st["sleeping"], st
+        print("   12 requests over three hosts, %d wake-up" % st["wake_ups"])
+    finally:
+        f.stop()
+
+
 if __name__ == "__main__":
     if not REDIS:
         print("skip - redis-server is not installed (apt-get install redis-server)")
