@@ -531,6 +531,43 @@ def test_many_requests_over_three_hosts_cause_one_wake_R_WAKE_3(c):
         f.stop()
 
 
+def test_a_response_id_is_followed_up_on_its_replica_from_every_host_R_API_8(c):
+    """previous_response_id across hosts: a response created through host A lives on one
+    replica; a follow-up sent to host B or C goes there too, from the pin in Redis. On
+    their own hosts B and C would route it by round robin among four, and a stand-in that
+    does not hold the response refuses it."""
+    fakes = [Fake("redis19-resp-%d" % i) for i in range(4)]
+    try:
+        add_endpoint(c.gw, "ep-resp", "acme", fakes, algorithm="round_robin")
+        c.gw.ctl("route", "add", "m-resp", "ep-resp", "--tenant", "acme")
+        key, _, _ = new_key(c)
+        def responses(g, body):
+            return g.request("POST", "/v1/responses", body, key=key)
+        for g in c.gws:
+            wait_for(lambda g=g: responses(g, {"model": "m-resp", "input": "warm"}).status == 200, 5,
+                     what="m-resp on %s" % g.name)
+        # Each host's round robin moves on its own: put B and C one and two places on, so
+        # that a follow-up routed by B or C alone would not land where A's request did.
+        for i, g in enumerate(c.gws):
+            for _ in range(i):
+                assert responses(g, {"model": "m-resp", "input": "offset"}).status == 200
+        for n in range(4):
+            r = responses(c.gws[0], {"model": "m-resp", "input": "start %d" % n})
+            assert r.status == 200, r
+            rid, home = r.json()["id"], r.headers.get("x-fake-upstream")
+            for g in c.gws[1:]:
+                f = responses(g, {"model": "m-resp", "input": "more %d" % n, "previous_response_id": rid})
+                assert f.status == 200, "%s: follow-up of %s: %r" % (g.name, rid, f)
+                assert f.headers.get("x-fake-upstream") == home, \
+                    "%s sent the follow-up of %s to %s; it lives on %s" % (g.name, rid,
+                                                                         f.headers.get("x-fake-upstream"), home)
+                text = f.json()["output"][0]["content"][0]["text"]
+                assert text.startswith("continuing %s " % rid), text
+    finally:
+        for f in fakes:
+            f.stop()
+
+
 if __name__ == "__main__":
     if not REDIS:
         print("skip - redis-server is not installed (apt-get install redis-server)")
