@@ -316,6 +316,37 @@ class Healthd:
             return ""
 
 
+def on_redis():
+    """The suite runs with a Redis `state` for every gateway (SLUICE_TEST_STATE=redis)."""
+    return os.environ.get("SLUICE_TEST_STATE", "") == "redis"
+
+
+def skip_on_redis(why):
+    """For a test of what the state file does itself: with a Redis `state` it says why and
+    is skipped (returns True)."""
+    if on_redis():
+        print("   skipped with a Redis state: %s" % why)
+        return True
+    return False
+
+
+_REDIS_OF_DB = {}
+
+
+def _redis_for(db):
+    """The redis-server of a system of record (several "hosts" on one database share it),
+    started the first time, stopped at exit by its PID."""
+    if db not in _REDIS_OF_DB:
+        from redis_server import Redis
+        folder = os.path.join(OUTDIR, "redis-%d-%d" % (os.getpid(), len(_REDIS_OF_DB)))
+        if len(folder) > 90:                # sun_path: at most 107 bytes with "/redis.sock"
+            folder = "/tmp/sluice-redis-%d-%d" % (os.getpid(), len(_REDIS_OF_DB))
+        r = Redis(folder)
+        _REDIS_OF_DB[db] = r
+        atexit.register(r.stop)
+    return _REDIS_OF_DB[db]
+
+
 class Gateway:
     """A real lighttpd in front of a sluice-fcgi pool, on a free port, with its own state dir."""
 
@@ -354,9 +385,12 @@ class Gateway:
             conf.setdefault("database", '"%s"' % self.db)
         if pg.enabled():
             conf.setdefault("secrets", 'key_file = "%s";' % self.key_file)
-        # SLUICE_TEST_STATE=redis+unix:///PATH: every gateway keeps its key limits in that
-        # Redis (issue 19's backend matrix, by hand for now: the suite on a Redis state).
-        if os.environ.get("SLUICE_TEST_STATE"):
+        # SLUICE_TEST_STATE=redis (tests/run-all's it-pg suite): the gateways of one system
+        # of record share a redis-server of their own (issue 19's second backend matrix:
+        # PostgreSQL + Redis). SLUICE_TEST_STATE=redis+unix:///PATH: that Redis, by hand.
+        if on_redis() and "state" not in conf:
+            conf["state"] = '"redis+unix://%s"' % _redis_for(self.db).sock
+        elif os.environ.get("SLUICE_TEST_STATE", "").startswith("redis"):
             conf.setdefault("state", '"%s"' % os.environ["SLUICE_TEST_STATE"])
         for k, v in conf.items():
             lines = text.split("\n")
