@@ -78,9 +78,9 @@ static char *col_dup(struct arena *a, struct sdb_stmt *st, int i, size_t *len)
 
 /* ---- who owns a record ---------------------------------------------------- */
 
-/* This host: machine id, host name and boot id. A PID and start time mean a
- * process only on the host (and boot) that wrote them; SLUICE_HOST_ID names the
- * host instead where several share those (containers in one PID namespace). */
+/* This host: machine id, host name, PID namespace and boot id. A PID and start
+ * time mean a process only where (and in the boot) they were written;
+ * SLUICE_HOST_ID names the host instead, for setups that hide those. */
 static char host_id[200];
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 
@@ -102,12 +102,14 @@ static void host_id_init(void)
         snprintf(host_id, sizeof host_id, "%s", env);
         return;
     }
-    char machine[64], name[80] = "", boot[64];
+    char machine[64], name[80] = "", pidns[64] = "", boot[64];
     read_line("/etc/machine-id", machine, sizeof machine);
     if (gethostname(name, sizeof name - 1) != 0)
         name[0] = 0;
+    ssize_t n = readlink("/proc/self/ns/pid", pidns, sizeof pidns - 1);    /* "pid:[4026531836]" */
+    pidns[n > 0 ? n : 0] = 0;
     read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
-    snprintf(host_id, sizeof host_id, "%s|%s|%s", machine, name, boot);
+    snprintf(host_id, sizeof host_id, "%s|%s|%s|%s", machine, name, pidns, boot);
 }
 
 static const char *my_host(void)

@@ -9,7 +9,7 @@ enum idem_owner_at idem_owner_where(const char *owner, const char *me)
         return IDEM_OWNER_HERE;             /* NULL: a record from before 016, written here */
     const char *ob = strrchr(owner, '|'), *mb = strrchr(me, '|');
     if (ob && mb && ob - owner == mb - me && strncmp(owner, me, (size_t)(ob - owner)) == 0)
-        return IDEM_OWNER_REBOOTED;         /* the same machine and name, another boot */
+        return IDEM_OWNER_REBOOTED;         /* all the same but the boot */
     return IDEM_OWNER_ELSEWHERE;
 }
 

@@ -1,7 +1,7 @@
 /* idem_owner.h: is the owner of an in-progress Idempotency-Key record still running
  * (R-IDEM-3), when several gateway hosts share the records (issue 19)? A record names
- * its owner by PID, process start time and host (machine id | host name | boot id):
- * the PID means a process only on that host and boot. Pure. */
+ * its owner by PID, process start time and host (machine id | host name | PID
+ * namespace | boot id): the PID means a process only there, in that boot. Pure. */
 #ifndef SLUICE_IDEM_OWNER_H
 #define SLUICE_IDEM_OWNER_H
 
