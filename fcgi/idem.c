@@ -1,25 +1,35 @@
 /* idem.c: begin / replay / finish of Idempotency-Key records (SPEC §13). */
 #include "idem.h"
+#include "idem_owner.h"
 
 #include "arena.h"
 #include "log.h"
 #include "shm.h"
 
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static const char SQL_GET[] =
-    "SELECT fingerprint, state, owner_pid, owner_start, status, content_type, body, expires_at, body IS NULL"
-    " FROM idempotency WHERE scope = ?1 AND idem_key = ?2";
-static const char SQL_PUT[] =
-    "INSERT INTO idempotency (key_id, scope, idem_key, fingerprint, state, owner_pid, owner_start,"
-    " created_at, expires_at) VALUES (0, ?1, ?2, ?3, 'in_progress', ?4, ?5, ?6, ?7)"
-    " ON CONFLICT (scope, idem_key) DO UPDATE SET key_id = excluded.key_id, fingerprint = excluded.fingerprint,"
-    " state = excluded.state, owner_pid = excluded.owner_pid, owner_start = excluded.owner_start, status = NULL,"
-    " content_type = NULL, headers = NULL, body = NULL, body_bytes = 0, created_at = excluded.created_at,"
-    " expires_at = excluded.expires_at";      /* a new record in the old one's place, as REPLACE would */
+    "SELECT fingerprint, state, owner_pid, owner_start, status, content_type, body, expires_at, body IS NULL,"
+    " owner_host, created_at FROM idempotency WHERE scope = ?1 AND idem_key = ?2";
+/* A claim is one statement: the primary key decides between two requests of one
+ * key, on every host, with no transaction and no lock of the whole database. */
+static const char SQL_CLAIM[] =
+    "INSERT INTO idempotency (key_id, scope, idem_key, fingerprint, state, owner_pid, owner_start, owner_host,"
+    " created_at, expires_at) VALUES (0, ?1, ?2, ?3, 'in_progress', ?4, ?5, ?6, ?7, ?8)"
+    " ON CONFLICT (scope, idem_key) DO NOTHING";
+/* A new record in an expired one's place, only if it is still the one that was read. */
+static const char SQL_REPLACE[] =
+    "UPDATE idempotency SET key_id = 0, fingerprint = ?3, state = 'in_progress', owner_pid = ?4, owner_start = ?5,"
+    " owner_host = ?6, status = NULL, content_type = NULL, headers = NULL, body = NULL, body_bytes = 0,"
+    " created_at = ?7, expires_at = ?8 WHERE scope = ?1 AND idem_key = ?2 AND created_at = ?9 AND expires_at = ?10";
+/* R-IDEM-3: a dead owner's record taken over, only if nobody else did first. */
 static const char SQL_OWNER[] =
-    "UPDATE idempotency SET owner_pid = ?3, owner_start = ?4 WHERE scope = ?1 AND idem_key = ?2";
+    "UPDATE idempotency SET owner_pid = ?3, owner_start = ?4, owner_host = ?5 WHERE scope = ?1 AND idem_key = ?2"
+    " AND state = 'in_progress' AND owner_pid IS ?6 AND owner_start IS ?7 AND owner_host IS ?8";
 static const char SQL_DONE[] =
     "UPDATE idempotency SET state = 'done', status = ?3, content_type = ?4, body = ?5, body_bytes = ?6,"
     " owner_pid = NULL WHERE scope = ?1 AND idem_key = ?2";
@@ -66,93 +76,212 @@ static char *col_dup(struct arena *a, struct sdb_stmt *st, int i, size_t *len)
     return p ? arena_strndup(a, p, n) : NULL;
 }
 
-static enum idem_begin idem_insert(struct dbconn *c, const char *scope, const char *key, const char *fp,
-                                   int64_t now, int64_t ttl_ms)
+/* ---- who owns a record ---------------------------------------------------- */
+
+/* This host: machine id, host name, PID namespace and boot id. A PID and start
+ * time mean a process only where (and in the boot) they were written;
+ * SLUICE_HOST_ID names the host instead, for setups that hide those. */
+static char host_id[200];
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+
+static void read_line(const char *path, char *out, size_t n)
 {
-    struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_PUT, SQL_PUT);
-    if (!st)
-        return IDEM_DB_ERROR;
+    out[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (fgets(out, (int)n, f))
+        out[strcspn(out, "\r\n")] = 0;
+    fclose(f);
+}
+
+static void host_id_init(void)
+{
+    const char *env = getenv("SLUICE_HOST_ID");
+    if (env && *env) {
+        snprintf(host_id, sizeof host_id, "%s", env);
+        return;
+    }
+    char machine[64], name[80] = "", pidns[64] = "", boot[64];
+    read_line("/etc/machine-id", machine, sizeof machine);
+    if (gethostname(name, sizeof name - 1) != 0)
+        name[0] = 0;
+    ssize_t n = readlink("/proc/self/ns/pid", pidns, sizeof pidns - 1);    /* "pid:[4026531836]" */
+    pidns[n > 0 ? n : 0] = 0;
+    read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+    snprintf(host_id, sizeof host_id, "%s|%s|%s|%s", machine, name, pidns, boot);
+}
+
+static const char *my_host(void)
+{
+    pthread_once(&host_once, host_id_init);
+    return host_id;
+}
+
+/* ---- begin ------------------------------------------------------------------ */
+
+static void bind_owner(struct sdb_stmt *st, int at)
+{
     int me = getpid();
+    sdb_bind_int(st, at, me);
+    sdb_bind_int64(st, at + 1, (int64_t)shm_proc_start_time(me));
+    sdb_bind_text(st, at + 2, my_host(), -1, SDB_STATIC);
+}
+
+/* 1 this request owns a new record, 0 one is there already, -1 error. */
+static int idem_claim(struct dbconn *c, const char *scope, const char *key, const char *fp, int64_t now,
+                      int64_t ttl_ms)
+{
+    struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_PUT, SQL_CLAIM);
+    if (!st)
+        return -1;
     sdb_bind_text(st, 1, scope, -1, SDB_STATIC);
     sdb_bind_text(st, 2, key, -1, SDB_STATIC);
     sdb_bind_text(st, 3, fp, -1, SDB_STATIC);
-    sdb_bind_int(st, 4, me);
-    sdb_bind_int64(st, 5, (int64_t)shm_proc_start_time(me));
-    sdb_bind_int64(st, 6, now);
-    sdb_bind_int64(st, 7, now + ttl_ms);
+    bind_owner(st, 4);
+    sdb_bind_int64(st, 7, now);
+    sdb_bind_int64(st, 8, now + ttl_ms);
     int rc = sdb_step(st);
     sdb_reset(st);
-    return rc == SDB_DONE ? IDEM_OWNED : IDEM_DB_ERROR;
+    return rc != SDB_DONE ? -1 : sdb_changes(c->db) > 0;
+}
+
+/* What was read of the record, copied before the statement is reset. */
+struct seen {
+    char fp[80], state[16], host[200];
+    int has_pid, has_start, has_host, body_null, status;
+    int pid;
+    int64_t start, expires_at, created_at;
+};
+
+static int int_or_null(struct sdb_stmt *st, int i, int *has)
+{
+    *has = sdb_column_type(st, i) != SDB_NULL;
+    return sdb_column_int(st, i);
+}
+
+static void bind_int_or_null(struct sdb_stmt *st, int i, int has, int64_t v)
+{
+    if (has)
+        sdb_bind_int64(st, i, v);
+    else
+        sdb_bind_null(st, i);
+}
+
+/* 1 this request got it (the update matched the record as read), 0 another did first, -1 error. */
+static int idem_cas(struct dbconn *c, struct sdb_stmt *st)
+{
+    int rc = sdb_step(st);
+    sdb_reset(st);
+    return rc != SDB_DONE ? -1 : sdb_changes(c->db) > 0;
 }
 
 enum idem_begin idem_begin(struct dbconn *c, const char *scope, const char *key, const char *fp,
                            int64_t now, int64_t ttl_ms, struct idem_replay *out, struct arena *a)
 {
-    /* One write transaction: two requests with the same key never both own it. */
-    if (dbpool_exec(c, "BEGIN IMMEDIATE") != 0)
-        return IDEM_DB_ERROR;
-    enum idem_begin res = IDEM_DB_ERROR;
-    struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_GET, SQL_GET);
-    if (!st)
-        goto out;
-    sdb_bind_text(st, 1, scope, -1, SDB_STATIC);
-    sdb_bind_text(st, 2, key, -1, SDB_STATIC);
-    int rc = sdb_step(st);
-    /* An expired record may be replaced, unless its request is still running
-     * (a stream longer than the TTL must not run twice). */
-    int expired = rc == SDB_ROW && sdb_column_int64(st, 7) < now &&
-                  !(sdb_column_text(st, 1) && strcmp((const char *)sdb_column_text(st, 1), "in_progress") == 0 &&
-                    shm_proc_alive(sdb_column_int(st, 2), (uint64_t)sdb_column_int64(st, 3)));
-    if (rc == SDB_DONE || expired) {
-        sdb_reset(st);
-        res = idem_insert(c, scope, key, fp, now, ttl_ms);
-        goto out;
-    }
-    if (rc != SDB_ROW)
-        goto out_reset;
-    const char *have_fp = (const char *)sdb_column_text(st, 0);
-    const char *state = (const char *)sdb_column_text(st, 1);
-    if (!have_fp || strcmp(have_fp, fp) != 0) {
-        res = IDEM_MISMATCH;
-    } else if (state && strcmp(state, "in_progress") == 0) {
-        int pid = sdb_column_int(st, 2);
-        uint64_t start = (uint64_t)sdb_column_int64(st, 3);
-        if (shm_proc_alive(pid, start)) {
-            res = IDEM_IN_PROGRESS;
-        } else {
+    /* Claim, or read what is there and act on it with a compare-and-set; a
+     * record that changes between the two is looked at again. */
+    for (int round = 0; round < 4; round++) {
+        int claimed = idem_claim(c, scope, key, fp, now, ttl_ms);
+        if (claimed != 0)
+            return claimed > 0 ? IDEM_OWNED : IDEM_DB_ERROR;
+        struct sdb_stmt *st = dbpool_stmt(c, DBQ_IDEM_GET, SQL_GET);
+        if (!st)
+            return IDEM_DB_ERROR;
+        sdb_bind_text(st, 1, scope, -1, SDB_STATIC);
+        sdb_bind_text(st, 2, key, -1, SDB_STATIC);
+        int rc = sdb_step(st);
+        if (rc == SDB_DONE) {               /* gone since the claim (released, expired): claim again */
+            sdb_reset(st);
+            continue;
+        }
+        if (rc != SDB_ROW) {
+            sdb_reset(st);
+            return IDEM_DB_ERROR;
+        }
+        struct seen v = {0};
+        snprintf(v.fp, sizeof v.fp, "%s", sdb_column_text(st, 0) ? (const char *)sdb_column_text(st, 0) : "");
+        snprintf(v.state, sizeof v.state, "%s", sdb_column_text(st, 1) ? (const char *)sdb_column_text(st, 1) : "");
+        v.pid = int_or_null(st, 2, &v.has_pid);
+        v.has_start = sdb_column_type(st, 3) != SDB_NULL;
+        v.start = sdb_column_int64(st, 3);
+        v.status = sdb_column_int(st, 4);
+        v.expires_at = sdb_column_int64(st, 7);
+        v.body_null = sdb_column_int(st, 8);
+        v.has_host = sdb_column_type(st, 9) != SDB_NULL;
+        snprintf(v.host, sizeof v.host, "%s", v.has_host ? (const char *)sdb_column_text(st, 9) : "");
+        v.created_at = sdb_column_int64(st, 10);
+        int in_progress = strcmp(v.state, "in_progress") == 0;
+        int running = 0;
+        if (in_progress) {
+            enum idem_owner_at where = idem_owner_where(v.has_host ? v.host : NULL, my_host());
+            int here = where == IDEM_OWNER_HERE && shm_proc_alive(v.pid, (uint64_t)v.start);
+            running = idem_owner_running(where, here, v.expires_at, now);
+        }
+        /* An expired record may be replaced, unless its request is still running
+         * (a stream longer than the TTL must not run twice). */
+        if (v.expires_at < now && !running) {
+            sdb_reset(st);
+            struct sdb_stmt *u = dbpool_stmt(c, DBQ_IDEM_REPLACE, SQL_REPLACE);
+            if (!u)
+                return IDEM_DB_ERROR;
+            sdb_bind_text(u, 1, scope, -1, SDB_STATIC);
+            sdb_bind_text(u, 2, key, -1, SDB_STATIC);
+            sdb_bind_text(u, 3, fp, -1, SDB_STATIC);
+            bind_owner(u, 4);
+            sdb_bind_int64(u, 7, now);
+            sdb_bind_int64(u, 8, now + ttl_ms);
+            sdb_bind_int64(u, 9, v.created_at);
+            sdb_bind_int64(u, 10, v.expires_at);
+            int got = idem_cas(c, u);
+            if (got != 0)
+                return got > 0 ? IDEM_OWNED : IDEM_DB_ERROR;
+            continue;
+        }
+        if (strcmp(v.fp, fp) != 0) {
+            sdb_reset(st);
+            return IDEM_MISMATCH;
+        }
+        if (in_progress && running) {
+            sdb_reset(st);
+            return IDEM_IN_PROGRESS;
+        }
+        if (in_progress) {
             /* R-IDEM-3: the owner died mid-request; this request takes over. */
             sdb_reset(st);
             struct sdb_stmt *o = dbpool_stmt(c, DBQ_IDEM_OWNER, SQL_OWNER);
+            if (!o)
+                return IDEM_DB_ERROR;
+            sdb_bind_text(o, 1, scope, -1, SDB_STATIC);
+            sdb_bind_text(o, 2, key, -1, SDB_STATIC);
             int me = getpid();
-            if (o) {
-                sdb_bind_text(o, 1, scope, -1, SDB_STATIC);
-                sdb_bind_text(o, 2, key, -1, SDB_STATIC);
-                sdb_bind_int(o, 3, me);
-                sdb_bind_int64(o, 4, (int64_t)shm_proc_start_time(me));
-                res = sdb_step(o) == SDB_DONE ? IDEM_OWNED : IDEM_DB_ERROR;
-                sdb_reset(o);
-            }
-            log_info("idempotency key of a dead owner (pid %d) taken over", pid);
-            goto out;
+            sdb_bind_int(o, 3, me);
+            sdb_bind_int64(o, 4, (int64_t)shm_proc_start_time(me));
+            sdb_bind_text(o, 5, my_host(), -1, SDB_STATIC);
+            bind_int_or_null(o, 6, v.has_pid, v.pid);
+            bind_int_or_null(o, 7, v.has_start, v.start);
+            if (v.has_host)
+                sdb_bind_text(o, 8, v.host, -1, SDB_STATIC);
+            else
+                sdb_bind_null(o, 8);
+            int got = idem_cas(c, o);
+            if (got > 0)
+                log_info("idempotency key of a dead owner (pid %d) taken over", v.pid);
+            if (got != 0)
+                return got > 0 ? IDEM_OWNED : IDEM_DB_ERROR;
+            continue;
         }
-    } else if (sdb_column_int(st, 8)) {
-        res = IDEM_NOT_STORED;
-    } else {
-        out->status = sdb_column_int(st, 4);
+        if (v.body_null) {
+            sdb_reset(st);
+            return IDEM_NOT_STORED;
+        }
+        out->status = v.status;
         out->content_type = col_dup(a, st, 5, NULL);
         out->body = col_dup(a, st, 6, &out->body_len);
-        res = IDEM_REPLAY;
+        sdb_reset(st);
+        return IDEM_REPLAY;
     }
-out_reset:
-    sdb_reset(st);
-out:
-    if (res == IDEM_DB_ERROR || dbpool_exec(c, "COMMIT") != 0) {
-        /* A failed COMMIT can leave the transaction open: never hand the
-         * connection back holding the write lock. */
-        dbpool_exec(c, "ROLLBACK");
-        res = IDEM_DB_ERROR;
-    }
-    return res;
+    return IDEM_IN_PROGRESS;                /* it kept changing under us: another request is at it */
 }
 
 int idem_done(struct dbconn *c, const char *scope, const char *key, int status, const char *content_type,

@@ -1,5 +1,5 @@
-/* idem.h: Idempotency-Key records in SQLite, shared by the pool and surviving
- * restarts (R-IDEM-1..3). */
+/* idem.h: Idempotency-Key records in the system of record (SQLite or PostgreSQL),
+ * shared by the pool and every gateway host, surviving restarts (R-IDEM-1..3). */
 #ifndef SLUICE_IDEM_H
 #define SLUICE_IDEM_H
 
