@@ -9,6 +9,7 @@
 
 #include "arena.h"
 #include "forward.h"
+#include "gate.h"
 #include "log.h"
 #include "util.h"
 
@@ -392,6 +393,7 @@ static void drains_turn(int64_t now)
 static void *loop(void *arg)
 {
     (void)arg;
+    gate_thread_never_waits();      /* a place's release across hosts goes to the gate's own thread */
     struct epoll_event evs[EVENTS];
     for (;;) {
         int64_t now = mono_ms();

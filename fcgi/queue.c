@@ -52,7 +52,7 @@ static void refuse_full(struct request *r, enum gate_queued q)
 static void leave(struct request *r, int ticket)
 {
     struct gate_hold h;
-    if (gate_leave(r->shm, ticket, &h, &r->queue_seq))
+    if (gate_leave(r->shm, ticket, 0, &h, &r->queue_seq))
         gate_release(r->shm, &h);
 }
 
@@ -85,7 +85,7 @@ int queue_wait(struct request *r)
         int64_t now = mono_ms();
         if (now >= deadline) {
             struct gate_hold h;
-            if (gate_leave(r->shm, ticket, &h, &r->queue_seq)) {
+            if (gate_leave(r->shm, ticket, 1, &h, &r->queue_seq)) {
                 r->hold = h;        /* granted just in time */
                 break;
             }

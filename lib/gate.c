@@ -7,6 +7,7 @@
 
 #include <limits.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -156,6 +157,38 @@ static void tags_of(const struct shm_gate *g, int ep, int64_t tenant, int64_t us
     t->user_start = fairq_start(tag_finish(g, t->user_key), t->user_vnow);
 }
 
+/* The tags as they were before a serving, to put back when the place it was for
+ * is refused across hosts (issue 19: a refusal must not cost the tenant its share). */
+struct tags_undo {
+    int64_t tenant, user, user_vnow, vnow, tenant_start, user_start;
+};
+
+static void tags_keep(const struct shm_gate *g, int ep, const struct tags *t, struct tags_undo *u)
+{
+    u->tenant = tag_finish(g, t->tenant_key);
+    u->user = tag_finish(g, t->user_key);
+    u->user_vnow = t->user_vnow;
+    u->vnow = ep >= 0 ? g->vnow[ep] : 0;
+    u->tenant_start = t->tenant_start;
+    u->user_start = t->user_start;
+}
+
+/* Puts back what a serving of (ep, tenant, user) set, where nobody moved it since. */
+static void tags_unserve(struct shm_gate *g, int ep, int64_t tenant, int64_t user, int weight,
+                         const struct tags_undo *u, int64_t now)
+{
+    uint64_t tk = tag_key(ep, TAG_TENANT, tenant), uk = tag_key(ep, TAG_USER, user),
+             vk = tag_key(ep, TAG_TENANT_VNOW, tenant);
+    if (tag_finish(g, tk) == fairq_finish(u->tenant_start, weight))
+        tag_set(g, tk, u->tenant, now);
+    if (tag_finish(g, uk) == fairq_finish(u->user_start, 1))
+        tag_set(g, uk, u->user, now);
+    if (u->user_start > u->user_vnow && tag_finish(g, vk) == u->user_start)
+        tag_set(g, vk, u->user_vnow, now);
+    if (ep >= 0 && g->vnow[ep] == u->tenant_start && u->vnow < u->tenant_start)
+        g->vnow[ep] = u->vnow;
+}
+
 /* One request of (tenant, user) is served on ep: its tags move on. */
 static void tags_served(struct shm_gate *g, int ep, const struct tags *t, int weight, int64_t now)
 {
@@ -262,6 +295,17 @@ static int caps_of(const struct shm *s, const struct gate_hold *h, struct gate_c
     return n;
 }
 
+_Static_assert(offsetof(struct shm_replica, remote_clears) == offsetof(struct shm_replica, remote_full_ms) + 8 &&
+               offsetof(struct shm_endpoint, remote_clears) == offsetof(struct shm_endpoint, remote_full_ms) + 8 &&
+               offsetof(struct shm_quota, remote_clears) == offsetof(struct shm_quota, remote_full_ms) + 8,
+               "a mark's clear count is the field after it");
+
+/* The mark's clear count of a mark pointer (the field after it). */
+static _Atomic int64_t *clears_of(_Atomic int64_t *mark)
+{
+    return mark + 1;
+}
+
 /* A place just taken or granted here is taken across hosts too. 0: held (or the
  * store did not answer: this host's count alone); 1: full across hosts, marked,
  * nothing taken there (the caller gives the place back here). */
@@ -274,6 +318,11 @@ static int take_across(struct shm *s, struct gate_hold *h)
     int n = caps_of(s, h, caps);
     if (n == 0)
         return 0;
+    int64_t clears[GATE_REDIS_MAX_CAPS];
+    for (int i = 0; i < n; i++) {
+        _Atomic int64_t *mark = mark_of(s, h, &caps[i]);
+        clears[i] = mark ? atomic_load(clears_of(mark)) : 0;
+    }
     int rc = gate_redis_take(caps, n, h->lease, sizeof h->lease);
     if (rc == 0) {
         memcpy(h->across, caps, sizeof caps[0] * (size_t)n);
@@ -281,48 +330,109 @@ static int take_across(struct shm *s, struct gate_hold *h)
     }
     if (rc <= 0)
         return 0;
+    /* A clear since the refusal was asked for (a release here, or its news) is
+     * newer than the refusal: the mark would hide a free place. */
     _Atomic int64_t *mark = mark_of(s, h, &caps[rc - 1]);
-    if (mark)
+    if (mark && atomic_load(clears_of(mark)) == clears[rc - 1])
         atomic_store(mark, mono_ms() + REMOTE_FULL_MS);
     return 1;
 }
 
-/* Before the place goes back here: back across hosts, and this host may hand
- * those caps out again (one is free now). */
-static void release_across(struct shm *s, struct gate_hold *h)
+/* Clears a mark; 1 when it was set. */
+static int mark_clear(_Atomic int64_t *mark)
 {
-    if (!h->n_across)
-        return;
+    atomic_fetch_add(clears_of(mark), 1);
+    return atomic_exchange(mark, 0) != 0;
+}
+
+static void release_across_now(struct shm *s, struct gate_hold *h)
+{
     gate_redis_release(h->across, h->n_across, h->lease);
     for (int i = 0; i < h->n_across; i++) {
         _Atomic int64_t *mark = mark_of(s, h, &h->across[i]);
         if (mark)
-            atomic_store(mark, 0);
+            mark_clear(mark);
     }
     h->n_across = 0;
 }
 
-/* The news of a place freed on some host: its caps may be handed out here again. */
+/* ---- releases off the stream loop ----------------------------------------- */
+
+/* A thread that must never wait on Redis (the stream loop) hands releases
+ * across hosts, with the local release after them, to one thread of its own:
+ * the order stays (across first, so the waiter handed the place finds it free
+ * there too), and the loop does not wait. */
+static _Thread_local int no_waiting;
+#define RELEASE_RING 256
+static struct {
+    struct shm *s;
+    struct gate_hold h;
+} release_ring[RELEASE_RING];
+static int ring_head, ring_len, releaser_started;
+static pthread_mutex_t ring_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ring_cond = PTHREAD_COND_INITIALIZER;
+
+void gate_thread_never_waits(void) { no_waiting = 1; }
+
+static void *releaser_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&ring_lock);
+        while (!ring_len)
+            pthread_cond_wait(&ring_cond, &ring_lock);
+        struct shm *s = release_ring[ring_head].s;
+        struct gate_hold h = release_ring[ring_head].h;
+        ring_head = (ring_head + 1) % RELEASE_RING;
+        ring_len--;
+        pthread_mutex_unlock(&ring_lock);
+        release_across_now(s, &h);
+        release_here(s, &h);
+    }
+    return NULL;
+}
+
+/* 1 when the release was handed to the releaser (h is then given back). */
+static int release_later(struct shm *s, struct gate_hold *h)
+{
+    if (!no_waiting || !releaser_started)
+        return 0;
+    int queued = 0;
+    pthread_mutex_lock(&ring_lock);
+    if (ring_len < RELEASE_RING) {
+        int at = (ring_head + ring_len) % RELEASE_RING;
+        release_ring[at].s = s;
+        release_ring[at].h = *h;
+        ring_len++;
+        pthread_cond_signal(&ring_cond);
+        queued = 1;
+    }
+    pthread_mutex_unlock(&ring_lock);
+    if (queued) {
+        h->held = 0;
+        h->n_across = 0;
+    }
+    return queued;
+}
+
+/* The news of a place freed on some host: its caps may be handed out here
+ * again. Only a cap marked here can hold a waiter back, so only then a poke. */
 static void on_news(const char *msg, size_t n, void *arg)
 {
     struct shm *s = arg;
     struct gate_cap caps[8];
     int k = gate_news_parse(msg, n, caps, 8);
-    if (k == 0)
-        return;
-    /* The slots are found by the rows' ids, the same on every host (a slot is
-     * claimed for an id this host has not loaded yet, as its snapshot would). */
+    int cleared = 0;
     for (int i = 0; i < k; i++) {
-        int slot = caps[i].kind == 'r'   ? shm_replica_slot(s, caps[i].id)
-                   : caps[i].kind == 'e' ? shm_endpoint_slot(s, caps[i].id)
-                                         : shm_quota_slot(s, caps[i].id);
+        int slot = caps[i].kind == 'r'   ? shm_replica_find(s, caps[i].id)
+                   : caps[i].kind == 'e' ? shm_endpoint_find(s, caps[i].id)
+                                         : shm_quota_find(s, caps[i].id);
         if (slot >= 0)
-            atomic_store(caps[i].kind == 'r'   ? &s->r->replicas[slot].remote_full_ms
-                         : caps[i].kind == 'e' ? &s->r->endpoints[slot].remote_full_ms
-                                               : &s->r->quotas[slot].remote_full_ms,
-                         0);
+            cleared |= mark_clear(caps[i].kind == 'r'   ? &s->r->replicas[slot].remote_full_ms
+                                  : caps[i].kind == 'e' ? &s->r->endpoints[slot].remote_full_ms
+                                                        : &s->r->quotas[slot].remote_full_ms);
     }
-    if (s->r->gate.hi > 0)
+    if (cleared && s->r->gate.hi > 0)
         gate_poke(s);
 }
 
@@ -332,6 +442,12 @@ int gate_share_start(struct shm *s, const char *url)
         return 0;
     if (gate_redis_start(url) != 0 || redis_bus_listen(on_news, s) != 0 || redis_bus_start(url) != 0)
         return -1;
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    releaser_started = pthread_create(&t, &at, releaser_main, NULL) == 0;
+    pthread_attr_destroy(&at);
     return 0;
 }
 
@@ -339,6 +455,7 @@ int gate_share_start(struct shm *s, const char *url)
 
 int gate_take(struct shm *s, const struct gate_ask *a, int rep_slot, struct gate_hold *h)
 {
+    struct tags_undo undo;
     h->held = 0;
     if (s->row < 0)
         return 1;                   /* no row to count in: the cap cannot be kept (logged at start) */
@@ -359,6 +476,7 @@ int gate_take(struct shm *s, const struct gate_ask *a, int rep_slot, struct gate
         held_add(s, s->row, rep_slot, a->ep_slot, q, 1);
         struct tags t;
         tags_of(&s->r->gate, a->ep_slot, a->tenant_id, a->user_id, &t);
+        tags_keep(&s->r->gate, a->ep_slot, &t, &undo);
         tags_served(&s->r->gate, a->ep_slot, &t, a->weight, now_ms());
         h->held = 1;
         h->seq = 0;
@@ -370,6 +488,10 @@ int gate_take(struct shm *s, const struct gate_ask *a, int rep_slot, struct gate
     }
     gate_unlock(s);
     if (ok && take_across(s, h)) {
+        if (gate_lock(s) == 0) {    /* not served after all: its tags as they were */
+            tags_unserve(&s->r->gate, a->ep_slot, a->tenant_id, a->user_id, a->weight, &undo, now_ms());
+            gate_unlock(s);
+        }
         release_here(s, h);         /* full across hosts: this host's place goes back (or on) */
         return 0;
     }
@@ -482,6 +604,10 @@ static void grant_pass(struct shm *s)
             return;
         struct shm_waiter *w = &g->waiters[best];
         held_add(s, w->row, best_rep, w->ep_slot, w->quota_slot, 1);
+        struct tags_undo u;
+        tags_keep(g, w->ep_slot, &best_tags, &u);
+        w->undo_tenant = u.tenant, w->undo_user = u.user, w->undo_user_vnow = u.user_vnow;
+        w->undo_vnow = u.vnow, w->undo_tenant_start = u.tenant_start, w->undo_user_start = u.user_start;
         tags_served(g, w->ep_slot, &best_tags, w->weight, now);
         waiting_add(s, w, -1);
         w->granted_rep = best_rep;
@@ -513,7 +639,11 @@ void gate_release(struct shm *s, struct gate_hold *h)
 {
     if (!h->held)
         return;
-    release_across(s, h);           /* first, so the waiter this hands it to finds it free there too */
+    if (h->n_across) {
+        if (release_later(s, h))
+            return;
+        release_across_now(s, h);   /* first, so the waiter this hands it to finds it free there too */
+    }
     release_here(s, h);
 }
 
@@ -606,11 +736,19 @@ int gate_wait(struct shm *s, int ticket, int wait_ms, struct gate_hold *h)
          * hosts is asked, outside the lock. */
         gate_unlock(s);
         int full = take_across(s, h);
-        if (gate_lock(s) != 0)
+        if (gate_lock(s) != 0) {
+            if (h->n_across)
+                release_across_now(s, h);
+            h->held = 0;
             return 0;
+        }
         if (full) {
-            /* Full on another host: back to waiting, with its turn; this host's
-             * place goes to a waiter that does not need the full cap. */
+            /* Full on another host: back to waiting, with its turn and its
+             * tenant's share; this host's place goes to a waiter that does not
+             * need the full cap. */
+            struct tags_undo u = {w->undo_tenant, w->undo_user, w->undo_user_vnow, w->undo_vnow,
+                                  w->undo_tenant_start, w->undo_user_start};
+            tags_unserve(&s->r->gate, w->ep_slot, w->tenant_id, w->user_id, w->weight, &u, now_ms());
             held_add(s, w->row, h->rep_slot, h->ep_slot, w->quota_slot, -1);
             w->granted_rep = -1;
             waiting_add(s, w, 1);
@@ -626,7 +764,7 @@ int gate_wait(struct shm *s, int ticket, int wait_ms, struct gate_hold *h)
     return 1;
 }
 
-int gate_leave(struct shm *s, int ticket, struct gate_hold *h, int64_t *seq)
+int gate_leave(struct shm *s, int ticket, int want, struct gate_hold *h, int64_t *seq)
 {
     h->held = 0;
     if (gate_lock(s) != 0)
@@ -642,6 +780,10 @@ int gate_leave(struct shm *s, int ticket, struct gate_hold *h, int64_t *seq)
         waiting_add(s, w, -1);
     entry_free(g, w);
     gate_unlock(s);
+    if (granted && !want) {
+        release_here(s, h);         /* leaving for good: the grant goes on, here only */
+        return 0;
+    }
     if (granted && take_across(s, h)) {
         release_here(s, h);         /* granted here, but full across hosts: not a place */
         return 0;

@@ -76,13 +76,19 @@ enum gate_queued gate_enqueue(struct shm *s, const struct gate_ask *a, int queue
  * entry is gone; 0: still waiting. */
 int gate_wait(struct shm *s, int ticket, int wait_ms, struct gate_hold *h);
 
-/* Leaves the queue. 1 when a grant came in the meantime (h holds it: use it or
- * release it), 0 otherwise. *seq gets the entry's arrival order. */
-int gate_leave(struct shm *s, int ticket, struct gate_hold *h, int64_t *seq);
+/* Leaves the queue. want: the caller would still use a place that came in the
+ * meantime. 1 when one did (h holds it: use it or release it), 0 otherwise (a
+ * grant the caller does not want goes on to the next waiter). *seq gets the
+ * entry's arrival order. */
+int gate_leave(struct shm *s, int ticket, int want, struct gate_hold *h, int64_t *seq);
 
 /* Grants what can go now without a release: places of a process that died
  * (its row reaped), a cap raised. Waiters call it now and then. */
 void gate_poke(struct shm *s);
+
+/* The calling thread must never wait on Redis (the stream loop): its releases of
+ * places held across hosts go to a thread of the gate's own. */
+void gate_thread_never_waits(void);
 
 /* At start: with url (sluice.conf's `state`) a Redis, places count across hosts
  * and the news of a release elsewhere pokes this host's gate. 0, or -1 (logged). */

@@ -57,7 +57,8 @@ void gate_redis_release(const struct gate_cap *caps, int n, const char *lease) {
 #else
 
 /* KEYS: the caps' ZSETs; ARGV: lease, lease ms, then each cap. All checks before
- * any take: a refusal takes nothing, and marks the full ZSET as wanted. */
+ * any take: a refusal takes nothing, and marks the full ZSET as wanted; a take
+ * that leaves room unmarks it (nobody waits for a place there any more). */
 static const char TAKE_LUA[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
@@ -72,6 +73,7 @@ static const char TAKE_LUA[] =
     "for i, k in ipairs(KEYS) do\n"
     "  redis.call('ZADD', k, now + ms, ARGV[1])\n"
     "  redis.call('PEXPIRE', k, ms * 2 + 1000)\n"
+    "  if redis.call('ZCARD', k) < tonumber(ARGV[i + 2]) then redis.call('DEL', k .. ':w') end\n"
     "end\n"
     "return 0\n";
 

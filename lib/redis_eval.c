@@ -53,6 +53,11 @@ int redis_eval_connect_now(void) { return -1; }
 
 #include "redis_conn.h"
 
+/* Removes ARGV[i] from KEYS[i]: leases released while a renewal was on its way. */
+static const char DROP_LUA[] =
+    "for i, k in ipairs(KEYS) do redis.call('ZREM', k, ARGV[i]) end\n"
+    "return #KEYS\n";
+
 /* Re-adds (not only extends: after a Redis restart the leases come back) every
  * lease of this process; KEYS[i] holds ARGV[i + 1]. */
 static const char RENEW_LUA[] =
@@ -70,7 +75,7 @@ static const char *scripts[MAX_SCRIPTS];
 static char shas[MAX_SCRIPTS][41];         /* written at each connect (always the same texts) */
 static int n_scripts;
 static pthread_mutex_t sha_lock = PTHREAD_MUTEX_INITIALIZER;
-static int renew_script;
+static int renew_script, drop_script;
 
 static struct state_url url;
 static char url_text[300];                 /* without the password, for logs */
@@ -114,7 +119,9 @@ int redis_eval_script(const char *lua)
         scripts[i] = lua;
     }
     pthread_mutex_unlock(&sha_lock);
-    return i < 0 ? 0 : i;
+    if (i < 0)
+        log_error("state: more than %d scripts registered (MAX_SCRIPTS): one is left out", MAX_SCRIPTS);
+    return i;
 }
 
 void redis_eval_lease_id(char *out, size_t n)
@@ -228,6 +235,8 @@ redisReply *redis_eval_call(int s, int nkeys, const char **keys, int nargs, cons
 {
     if (timeout_ms <= 0)
         timeout_ms = redis_eval_timeout_ms();
+    if (s < 0 || s >= n_scripts)
+        return NULL;
     struct conn *k = conn_get(timeout_ms);
     if (!k) {
         note(0);
@@ -324,38 +333,85 @@ void redis_lease_forget(const char *key, const char *member)
     pthread_mutex_unlock(&leases_lock);
 }
 
+/* The leases as the renewal found them, copied out of the list: the call to
+ * Redis is made without its lock, so a take or release never waits on it. */
+struct renewal {
+    int n;
+    struct lease_entry *e;          /* n copies */
+};
+
+static void renewal_copy(struct renewal *rn)
+{
+    pthread_mutex_lock(&leases_lock);
+    rn->n = 0;
+    for (struct lease_entry *e = leases; e; e = e->next)
+        rn->n++;
+    rn->e = rn->n ? xcalloc((size_t)rn->n, sizeof *rn->e) : NULL;
+    int i = 0;
+    for (struct lease_entry *e = leases; e; e = e->next, i++)
+        rn->e[i] = *e;
+    pthread_mutex_unlock(&leases_lock);
+}
+
+static int still_held(const struct lease_entry *c)
+{
+    for (struct lease_entry *e = leases; e; e = e->next)
+        if (strcmp(e->member, c->member) == 0 && strcmp(e->key, c->key) == 0)
+            return 1;
+    return 0;
+}
+
+static void renew_once(int lease_ms)
+{
+    struct renewal rn;
+    renewal_copy(&rn);
+    if (!rn.n)
+        return;
+    const char **keys = xcalloc((size_t)rn.n, sizeof *keys);
+    const char **args = xcalloc((size_t)rn.n + 1, sizeof *args);
+    char ms[16];
+    snprintf(ms, sizeof ms, "%d", lease_ms);
+    args[0] = ms;
+    for (int i = 0; i < rn.n; i++) {
+        keys[i] = rn.e[i].key;
+        args[i + 1] = rn.e[i].member;
+    }
+    redisReply *r = redis_eval_call(renew_script, rn.n, keys, rn.n + 1, args, redis_eval_timeout_ms());
+    if (r) {
+        freeReplyObject(r);
+        /* A lease released while the renewal was under way may have been
+         * re-added after its release's ZREM: it goes again. */
+        int k = 0;
+        pthread_mutex_lock(&leases_lock);
+        for (int i = 0; i < rn.n; i++)
+            if (!still_held(&rn.e[i])) {
+                keys[k] = rn.e[i].key;
+                args[k] = rn.e[i].member;
+                k++;
+            }
+        pthread_mutex_unlock(&leases_lock);
+        if (k && (r = redis_eval_call(drop_script, k, keys, k, args, redis_eval_timeout_ms())))
+            freeReplyObject(r);
+    }
+    free(keys);
+    free(args);
+    free(rn.e);
+}
+
 static void *renew_main(void *arg)
 {
     (void)arg;
+    int64_t last = mono_ms();
     for (;;) {
-        int lease_ms = redis_eval_lease_ms();
-        int wait = lease_ms / 3 < 100 ? 100 : lease_ms / 3;
-        struct timespec ts = {wait / 1000, (long)(wait % 1000) * 1000000L};
+        /* Short naps: a lease time lowered in the settings is followed at once. */
+        struct timespec ts = {0, 100 * 1000000L};
         nanosleep(&ts, NULL);
-        /* Under the list's lock for the whole call: a lease released meanwhile
-         * (removed from the list, then ZREM) can never be re-added after its ZREM. */
-        pthread_mutex_lock(&leases_lock);
-        int n = 0;
-        for (struct lease_entry *e = leases; e; e = e->next)
-            n++;
-        if (n) {
-            const char **keys = xcalloc((size_t)n, sizeof *keys);
-            const char **args = xcalloc((size_t)n + 1, sizeof *args);
-            char ms[16];
-            snprintf(ms, sizeof ms, "%d", lease_ms);
-            args[0] = ms;
-            int i = 0;
-            for (struct lease_entry *e = leases; e; e = e->next, i++) {
-                keys[i] = e->key;
-                args[i + 1] = e->member;
-            }
-            redisReply *r = redis_eval_call(renew_script, n, keys, n + 1, args, redis_eval_timeout_ms());
-            if (r)
-                freeReplyObject(r);
-            free(keys);
-            free(args);
-        }
-        pthread_mutex_unlock(&leases_lock);
+        int lease_ms = redis_eval_lease_ms();
+        int every = lease_ms / 3 < 100 ? 100 : lease_ms / 3;
+        if (mono_ms() - last < every)
+            continue;
+        last = mono_ms();
+        renew_once(lease_ms);
     }
     return NULL;
 }
@@ -373,6 +429,7 @@ static int start_once(const char *text)
     if (pthread_key_create(&conn_key, conn_free) != 0)
         return -1;
     renew_script = redis_eval_script(RENEW_LUA);
+    drop_script = redis_eval_script(DROP_LUA);
     pthread_t t;
     pthread_attr_t at;
     pthread_attr_init(&at);

@@ -268,6 +268,37 @@ static int slot_for(_Atomic int64_t *ids, size_t stride, int cap, int64_t id)
     return -1;
 }
 
+static int slot_find(const _Atomic int64_t *ids, size_t stride, int cap, int64_t id)
+{
+    if (id <= 0)
+        return -1;
+    int start = (int)((uint64_t)id * 2654435761u % (uint64_t)cap);
+    for (int k = 0; k < cap; k++) {
+        int i = (start + k) % cap;
+        int64_t cur = atomic_load((const _Atomic int64_t *)((const char *)ids + (size_t)i * stride));
+        if (cur == id)
+            return i;
+        if (cur == 0)
+            return -1;
+    }
+    return -1;
+}
+
+int shm_replica_find(const struct shm *s, int64_t id)
+{
+    return slot_find(&s->r->replicas[0].id, sizeof(struct shm_replica), SHM_MAX_REPLICAS, id);
+}
+
+int shm_endpoint_find(const struct shm *s, int64_t id)
+{
+    return slot_find(&s->r->endpoints[0].id, sizeof(struct shm_endpoint), SHM_MAX_ENDPOINTS, id);
+}
+
+int shm_quota_find(const struct shm *s, int64_t id)
+{
+    return slot_find(&s->r->quotas[0].id, sizeof(struct shm_quota), SHM_MAX_QUOTAS, id);
+}
+
 int shm_replica_slot(struct shm *s, int64_t replica_id)
 {
     return slot_for(&s->r->replicas[0].id, sizeof(struct shm_replica), SHM_MAX_REPLICAS, replica_id);

@@ -66,6 +66,7 @@ struct shm_replica {
     /* issue 19: the count across hosts (lib/gate_redis.c) refused a place of it;
      * this host hands none out until then (mono ms) or a release's news. 0 = none. */
     _Atomic int64_t remote_full_ms;
+    _Atomic int64_t remote_clears;    /* marks cleared so far: a refusal older than a clear sets none */
 };
 
 struct shm_endpoint {
@@ -81,6 +82,7 @@ struct shm_endpoint {
     _Atomic int32_t waiting;          /* requests in its queue (gauge) */
     int32_t pad_;
     _Atomic int64_t remote_full_ms;   /* issue 19: as a replica's */
+    _Atomic int64_t remote_clears;
 };
 
 /* R-HC-7: GPU temperature per node, written by sluice-healthd or the admin API. */
@@ -129,6 +131,7 @@ struct shm_quota {
     char day[16], month[16];          /* periods the tokens are of ("" = not loaded) */
     int64_t day_tokens, month_tokens; /* reserved + settled in those periods */
     _Atomic int64_t remote_full_ms;   /* issue 19: as a replica's */
+    _Atomic int64_t remote_clears;
 };
 
 /* R-PRIO-1: one queued request. state is the futex word its owner sleeps on. */
@@ -148,6 +151,9 @@ struct shm_waiter {
     int32_t only_rep;                 /* the one replica it can use (a stored response's), -1 = any */
     int64_t tenant_id, user_id;
     int64_t seq;                      /* arrival order */
+    /* issue 19: the fairness tags as they were before its grant, put back when the
+     * count across hosts refuses the place (lib/gate.c) */
+    int64_t undo_tenant, undo_user, undo_user_vnow, undo_vnow, undo_tenant_start, undo_user_start;
 };
 
 /* R-PRIO-2: a fairness tag (virtual finish time) of a tenant or user on an endpoint. */
@@ -321,6 +327,10 @@ int shm_endpoint_slot(struct shm *s, int64_t endpoint_id);
 int shm_node_slot(struct shm *s, int64_t node_id);
 int shm_key_slot(struct shm *s, int64_t key_id);   /* initialises the key's mutex */
 int shm_quota_slot(struct shm *s, int64_t quota_id); /* initialises the quota's mutex */
+/* The slot an id has, without claiming one: -1 when it has none. */
+int shm_replica_find(const struct shm *s, int64_t replica_id);
+int shm_endpoint_find(const struct shm *s, int64_t endpoint_id);
+int shm_quota_find(const struct shm *s, int64_t quota_id);
 
 /* Locks a robust process-shared mutex; a holder that died leaves the guarded
  * plain counters valid, so the mutex is made consistent. 0, -1; *owner_died

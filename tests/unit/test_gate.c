@@ -173,7 +173,7 @@ static void test_queue(void)
 
     /* The first waiter leaves; the place then goes to the other. */
     int64_t seq = 0;
-    CHECK(!gate_leave(&S, t1, &h, &seq) && seq > 0, "left without a grant");
+    CHECK(!gate_leave(&S, t1, 1, &h, &seq) && seq > 0, "left without a grant");
     gate_release(&S, &vip_hold);
     CHECK(gate_wait(&S, t2, 0, &h), "the remaining waiter");
     CHECK_INT(gate_queue_length(&S, EP), 0, "queue empty");
@@ -182,7 +182,7 @@ static void test_queue(void)
     CHECK(gate_enqueue(&S, &low, 3, 0, NULL, 0, &t1) == GATE_QUEUED, "waits again");
     gate_release(&S, &h);
     struct gate_hold late;
-    CHECK(gate_leave(&S, t1, &late, NULL) && late.held, "the grant is the leaver's to release");
+    CHECK(gate_leave(&S, t1, 1, &late, NULL) && late.held, "the grant is the leaver's to release");
     gate_release(&S, &late);
     CHECK_INT(held(), 0, "nothing held");
 
@@ -192,7 +192,7 @@ static void test_queue(void)
     CHECK(gate_enqueue(&S, &low, 3, 0, excl, 1, &t1) == GATE_QUEUED, "waits without REP");
     gate_release(&S, &running);
     CHECK(!gate_wait(&S, t1, 0, &h), "REP is not handed to it");
-    CHECK(!gate_leave(&S, t1, &h, NULL), "leaves with nothing");
+    CHECK(!gate_leave(&S, t1, 1, &h, NULL), "leaves with nothing");
     CHECK_INT(held(), 0, "nothing held after the exclusion");
 
     /* A model layer's own queue bound. */
