@@ -559,7 +559,7 @@ out:
     /* The clear values just sealed may linger in free space and in the WAL: the database
      * is rewritten and the WAL emptied (once, when something was sealed). */
     int64_t busy = 1;
-    if (res && sealed > 0 && sdb_filename(db) &&      /* a server keeps its own files */
+    if (res && sealed > 0 && !sdb_is_server(db) &&      /* a server keeps its own files */
         (db_exec(db, "VACUUM") != 0 ||
          ops_query_i64(db, &(struct ops_error){0}, &busy, "PRAGMA wal_checkpoint(TRUNCATE)", "") != 1 ||
          busy != 0))

@@ -446,7 +446,7 @@ struct json_object *ops_usage(struct sdb *db, const struct ops_list *l, const ch
         return NULL;
     /* The price of a row: usage_cost() in C where the engine runs it (SQLite), else
      * the same sum in SQL from model_policies (PostgreSQL). */
-    int priced = !prices.n ? PRICED_NONE : !sdb_filename(db) ? PRICED_SQL : PRICED_FN;
+    int priced = !prices.n ? PRICED_NONE : sdb_is_server(db) ? PRICED_SQL : PRICED_FN;
     if (usage_sql(sql, sizeof sql, g, tid.set, from != NULL, to != NULL, uid.set, priced) != 0) {
         free(prices.p);
         ops_fail(err, OPS_ERR_INTERNAL, NULL, "usage query too long");

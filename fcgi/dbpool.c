@@ -29,7 +29,7 @@ int dbpool_init(const char *path, int n, int wait_ms, int64_t mmap_bytes)
          * microseconds, so writers queued behind one another (twenty requests
          * claiming one idempotency key, a usage batch) need longer: there the
          * wait is at least DBPOOL_SERVER_WAIT_MS. */
-        sdb_busy_timeout(pool[i].db, !sdb_filename(pool[i].db) && wait_ms < DBPOOL_SERVER_WAIT_MS
+        sdb_busy_timeout(pool[i].db, sdb_is_server(pool[i].db) && wait_ms < DBPOOL_SERVER_WAIT_MS
                                          ? DBPOOL_SERVER_WAIT_MS : wait_ms);
         /* Every commit of the usage writer empties a reader's page cache
          * (WAL: the next read transaction sees a changed database); mapped,

@@ -29,7 +29,7 @@ int db_stored_version(struct sdb *db)
 {
     struct sdb_stmt *st;
     int v = -1;
-    if (sdb_prepare(db, sdb_filename(db) ? "PRAGMA user_version" : "SELECT version FROM sluice_schema", &st) != SDB_OK)
+    if (sdb_prepare(db, !sdb_is_server(db) ? "PRAGMA user_version" : "SELECT version FROM sluice_schema", &st) != SDB_OK)
         return -1;
     if (sdb_step(st) == SDB_ROW)
         v = sdb_column_int(st, 0);

@@ -1,8 +1,7 @@
-/* kv_redis.c: lib/kv_redis.h over hiredis, one connection per thread. */
+/* kv_redis.c: lib/kv_redis.h over hiredis, on lib/redis_eval.c's connection of each thread. */
 #include "kv_redis.h"
 
 #include "log.h"
-#include "state_url.h"
 #include "util.h"
 
 #include <stdio.h>
@@ -11,43 +10,17 @@
 
 #ifdef SLUICE_HIREDIS
 
-#include "arena.h"
-#include "redis_conn.h"
+#include "redis_eval.h"
 
 #include <hiredis/hiredis.h>
-#include <pthread.h>
-#include <stdatomic.h>
 
-static struct state_url kv_url;
-static char kv_text[300];
 static int kv_started;
-static pthread_key_t kv_key;
-static _Atomic int64_t kv_down_until_ms;   /* no connect before (mono): a down store costs nothing */
-static _Atomic int kv_failures;
-
-struct kv_conn {
-    redisContext *c;
-};
-
-static void kv_conn_free(void *p)
-{
-    struct kv_conn *k = p;
-    if (k && k->c)
-        redisFree(k->c);
-    free(k);
-}
 
 int kv_start(const char *url)
 {
     if (!url || !*url)
         return 0;
-    char why[160];
-    if (state_url_parse(url, &kv_url, why, sizeof why) != 0) {
-        log_error("%s", why);
-        return -1;
-    }
-    state_url_describe(&kv_url, kv_text, sizeof kv_text);
-    if (pthread_key_create(&kv_key, kv_conn_free) != 0)
+    if (redis_eval_start(url) != 0)
         return -1;
     kv_started = 1;
     return 0;
@@ -55,35 +28,8 @@ int kv_start(const char *url)
 
 int kv_on(void) { return kv_started; }
 
-static redisContext *kv_conn(int timeout_ms)
-{
-    struct kv_conn *k = pthread_getspecific(kv_key);
-    if (!k) {
-        k = xcalloc(1, sizeof *k);
-        pthread_setspecific(kv_key, k);
-    }
-    if (!k->c && mono_ms() >= atomic_load(&kv_down_until_ms)) {
-        k->c = redis_connect(&kv_url, timeout_ms, 1);
-        if (!k->c) {
-            int n = atomic_fetch_add(&kv_failures, 1) + 1;
-            atomic_store(&kv_down_until_ms, mono_ms() + (n < 5 ? 100 * n : 2000));
-            if (n == 1)
-                log_warn("state %s does not answer: affinity is per host until it does", kv_text);
-        } else if (atomic_exchange(&kv_failures, 0) > 0) {
-            log_info("state %s answers again: affinity is shared across hosts again", kv_text);
-        }
-    }
-    return k->c;
-}
-
-static void kv_drop(void)
-{
-    struct kv_conn *k = pthread_getspecific(kv_key);
-    if (k && k->c) {
-        redisFree(k->c);
-        k->c = NULL;
-    }
-}
+/* The connections, their backoff and the outage log are lib/redis_eval.c's. */
+static redisContext *kv_conn(int timeout_ms) { return redis_eval_conn(timeout_ms); }
 
 int kv_get(const char *const *keys, int n, int64_t *vals, int timeout_ms)
 {
@@ -107,8 +53,7 @@ int kv_get(const char *const *keys, int n, int64_t *vals, int timeout_ms)
             vals[i] = strtoll(r->element[i]->str, NULL, 10);
     if (r)
         freeReplyObject(r);
-    if (!ok)
-        kv_drop();
+    redis_eval_conn_done(ok);
     return ok ? 0 : -1;
 }
 
@@ -128,8 +73,7 @@ int kv_put(const char *const *keys, const int64_t *vals, int n, int64_t ttl_ms, 
         }
         freeReplyObject(reply);
     }
-    if (!ok)
-        kv_drop();
+    redis_eval_conn_done(ok);
     return ok ? 0 : -1;
 }
 
@@ -149,8 +93,7 @@ int kv_claim(const char *key, int64_t val, int64_t ttl_ms, int64_t *held, int ti
     }
     if (r)
         freeReplyObject(r);
-    if (rc < 0)
-        kv_drop();
+    redis_eval_conn_done(rc >= 0);
     return rc;
 }
 
@@ -163,8 +106,7 @@ int kv_del(const char *key, int timeout_ms)
     int ok = r && r->type == REDIS_REPLY_INTEGER;
     if (r)
         freeReplyObject(r);
-    if (!ok)
-        kv_drop();
+    redis_eval_conn_done(ok);
     return ok ? 0 : -1;
 }
 

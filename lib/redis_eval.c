@@ -154,8 +154,9 @@ static void note(int ok)
     atomic_store(&outage_flag, outage.down);
     pthread_mutex_unlock(&outage_lock);
     if (what == 1)
-        log_warn("state %s does not answer: key limits follow state_fail_policy, and replica and endpoint caps "
-                 "count on this host alone, until it does (logged once per outage)", url_text);
+        log_warn("state %s does not answer: key limits follow state_fail_policy, replica and endpoint caps "
+                 "count on this host alone and affinity is this host's own, until it does (logged once per "
+                 "outage)", url_text);
     else if (what == 2)
         log_info("state %s answers again after %lld ms (%lld calls failed)", url_text,
                  (long long)(now_ms() - since), (long long)failures);
@@ -299,6 +300,27 @@ redisReply *redis_eval_call(int s, int nkeys, const char **keys, int nargs, cons
     }
     note(1);
     return r;
+}
+
+redisContext *redis_eval_conn(int timeout_ms)
+{
+    struct conn *k = started && start_rc == 0 ? conn_get(timeout_ms > 0 ? timeout_ms : redis_eval_timeout_ms())
+                                              : NULL;
+    if (!k)
+        note(0);
+    return k ? k->c : NULL;
+}
+
+void redis_eval_conn_done(int ok)
+{
+    if (!ok) {
+        struct conn *k = pthread_getspecific(conn_key);
+        if (k && k->c) {
+            redisFree(k->c);
+            k->c = NULL;
+        }
+    }
+    note(ok);
 }
 
 int redis_eval_connect_now(void)

@@ -1,6 +1,6 @@
 /* redis_eval.h: atomic scripts on the `state` Redis, for the modules that keep exact
- * pool-wide state there (issue 19): kstate_redis.c (key limits) and gate_redis.c (places
- * under replica, endpoint and layer caps). What they share lives here once:
+ * pool-wide state there (issue 19): kstate_redis.c (key limits), gate_redis.c (places
+ * under replica, endpoint and layer caps) and kv_redis.c (affinity, pins, wakes). What they share lives here once:
  *   - one connection per thread, a short timeout, reconnects with a process-wide
  *     backoff (kstate_backoff_ms), one log line per outage (kstate_outage_note);
  *   - scripts registered at start, loaded at each connect, called by EVALSHA (a
@@ -40,6 +40,12 @@ const char *redis_eval_url_text(void);
 /* EVALSHA of script s: the reply (the caller frees it), or NULL when the store did not
  * answer or the script failed (logged once per outage; the outage noted). */
 redisReply *redis_eval_call(int s, int nkeys, const char **keys, int nargs, const char **args, int timeout_ms);
+/* This thread's connection for plain commands (lib/kv_redis.c), opened unless the
+ * backoff says wait: NULL then (the outage noted). */
+redisContext *redis_eval_conn(int timeout_ms);
+/* What became of a plain command on it: ok 0 drops the connection (the next call
+ * opens another) and notes the outage; ok 1 may end one. */
+void redis_eval_conn_done(int ok);
 #endif
 
 #endif

@@ -57,6 +57,8 @@ static inline int sdb_is_url(const char *where)
 const char *sdb_engine_name(const struct sdb *db);
 /* The file of an SQLite database; NULL for a server. */
 const char *sdb_filename(const struct sdb *db);
+/* 1 when db is a server several hosts share (PostgreSQL), 0 for a file. */
+static inline int sdb_is_server(const struct sdb *db) { return sdb_filename(db) == NULL; }
 
 /* persistent: kept for the connection's life (SQLite's PREPARE_PERSISTENT; a
  * server-side prepared statement on PostgreSQL). */
