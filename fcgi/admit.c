@@ -97,7 +97,7 @@ static int admit_idempotency(struct request *r)
     struct dbconn *c = dbpool_get();
     idem_housekeeping(c, now);
     enum idem_begin res = idem_begin(c, r->idem_scope, r->idem_key, fp, now,
-                                     (int64_t)admit_conf->idem_ttl_minutes * 60000, &rp, r->arena);
+                                     (int64_t)admit_conf->idem_ttl_minutes * 60000, &rp, r->arena, r->idem_token);
     dbpool_put(c);
     switch (res) {
     case IDEM_OWNED:
@@ -171,14 +171,14 @@ void admit_finish(struct request *r)
         struct dbconn *c = dbpool_get();
         if (ok) {
             int keep = !r->capture_overflow && !atomic_load(&over_budget);
-            if (idem_done(c, r->idem_scope, r->idem_key, r->status, r->response_content_type,
+            if (idem_done(c, r->idem_scope, r->idem_key, r->idem_token, r->status, r->response_content_type,
                           keep ? r->capture->data : NULL, keep ? r->capture->len : 0) != 0) {
                 /* Better a retry that runs again than one stuck at 409 for the TTL. */
                 log_warn("request %s: could not store the idempotent response; releasing the key", r->request_id);
-                if (idem_release(c, r->idem_scope, r->idem_key) != 0)
+                if (idem_release(c, r->idem_scope, r->idem_key, r->idem_token) != 0)
                     log_error("request %s: idempotency key left in progress until it expires", r->request_id);
             }
-        } else if (idem_release(c, r->idem_scope, r->idem_key) != 0) {
+        } else if (idem_release(c, r->idem_scope, r->idem_key, r->idem_token) != 0) {
             log_error("request %s: idempotency key left in progress until it expires", r->request_id);
         }
         dbpool_put(c);

@@ -29,14 +29,19 @@ struct idem_replay {
     size_t body_len;
 };
 
+#define IDEM_TOKEN_LEN 33           /* a claim's random id, hex */
+
 struct arena;
+/* token: this claim's id (when IDEM_OWNED), for its done or release. */
 enum idem_begin idem_begin(struct dbconn *c, const char *scope, const char *key, const char *fingerprint,
-                           int64_t now, int64_t ttl_ms, struct idem_replay *out, struct arena *a);
-/* Success: keep the response (body NULL past the budget). */
-int idem_done(struct dbconn *c, const char *scope, const char *key, int status, const char *content_type,
-              const char *body, size_t body_len);
-/* Failure or refusal: forget the record so the client may try again. */
-int idem_release(struct dbconn *c, const char *scope, const char *key);
+                           int64_t now, int64_t ttl_ms, struct idem_replay *out, struct arena *a,
+                           char token[IDEM_TOKEN_LEN]);
+/* Success: keep the response (body NULL past the budget). Only while the record
+ * is still this claim's (0 either way), -1 on a database error. */
+int idem_done(struct dbconn *c, const char *scope, const char *key, const char *token, int status,
+              const char *content_type, const char *body, size_t body_len);
+/* Failure or refusal: forget the record so the client may try again (the same). */
+int idem_release(struct dbconn *c, const char *scope, const char *key, const char *token);
 /* Deletes expired records; at most `limit` per call. */
 int idem_expire(struct dbconn *c, int64_t now, int limit);
 /* Records and stored bytes now held (R-IDEM-3 budgets). */

@@ -3,13 +3,18 @@
 
 #include <string.h>
 
-enum idem_owner_at idem_owner_where(const char *owner, const char *me)
+enum idem_owner_at idem_owner_where(const char *owner, const char *me, int null_is_here, int64_t created_ms,
+                                    int64_t boot_ms)
 {
-    if (!owner || !*owner || strcmp(owner, me) == 0)
-        return IDEM_OWNER_HERE;             /* NULL: a record from before 016, written here */
+    if (!owner || !*owner)
+        return null_is_here ? IDEM_OWNER_HERE : IDEM_OWNER_ELSEWHERE;
+    if (strcmp(owner, me) == 0)
+        return IDEM_OWNER_HERE;
+    /* All the same but the boot: this host before it rebooted, if the record is
+     * older than this boot (else another machine cloned from the same image). */
     const char *ob = strrchr(owner, '|'), *mb = strrchr(me, '|');
-    if (ob && mb && ob - owner == mb - me && strncmp(owner, me, (size_t)(ob - owner)) == 0)
-        return IDEM_OWNER_REBOOTED;         /* all the same but the boot */
+    if (ob && mb && ob - owner == mb - me && strncmp(owner, me, (size_t)(ob - owner)) == 0 && created_ms < boot_ms)
+        return IDEM_OWNER_REBOOTED;
     return IDEM_OWNER_ELSEWHERE;
 }
 

@@ -9,9 +9,12 @@
 
 enum idem_owner_at { IDEM_OWNER_HERE, IDEM_OWNER_REBOOTED, IDEM_OWNER_ELSEWHERE };
 
-/* From the record's owner_host and this host's identity. NULL or "": a record
- * from before the host was kept, written here. */
-enum idem_owner_at idem_owner_where(const char *owner_host, const char *me);
+/* From the record's owner_host and this host's identity. A NULL or "" owner is a
+ * record from before the host was kept: written here when null_is_here (a database
+ * file, one machine), else anywhere. created_ms: the record's; boot_ms: when this
+ * host booted (wall clock ms). */
+enum idem_owner_at idem_owner_where(const char *owner_host, const char *me, int null_is_here, int64_t created_ms,
+                                    int64_t boot_ms);
 
 /* alive_here: the PID check, which means something only here. An owner on another
  * host is taken to run until its record expires, so a request never runs twice. */

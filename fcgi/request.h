@@ -166,6 +166,7 @@ struct request {
     int idem_owned;               /* this request owns an Idempotency-Key record */
     char idem_scope[32];
     char idem_key[129];
+    char idem_token[33];              /* the claim's id (fcgi/idem.h IDEM_TOKEN_LEN) */
     struct buf *capture;          /* the response as sent, for the idempotency record */
     int capture_overflow;
     int64_t max_tokens;           /* the request's max_tokens / max_completion_tokens, or 0 */

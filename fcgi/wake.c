@@ -308,6 +308,8 @@ int wake_endpoint(struct request *r, const struct snap_endpoint *e)
     for (int round = 0;; round++) {
         int64_t now = now_ms();
         if (wake_any_serving(r, e, now)) {          /* this or another request's wake is done */
+            if (caller)
+                wake_tell_across(r, e, 0);          /* the next sleep's wake is nobody's yet */
             rc = 0;
             break;
         }

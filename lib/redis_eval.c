@@ -323,6 +323,18 @@ void redis_eval_conn_done(int ok)
     note(ok);
 }
 
+int redis_eval_conn_closed(redisContext *c)
+{
+    if (!conn_was_closed(c))
+        return 0;
+    struct conn *k = pthread_getspecific(conn_key);
+    if (k && k->c == c) {
+        redisFree(k->c);
+        k->c = NULL;
+    }
+    return 1;
+}
+
 int redis_eval_connect_now(void)
 {
     if (conn_get(redis_eval_timeout_ms()))

@@ -46,6 +46,9 @@ redisContext *redis_eval_conn(int timeout_ms);
 /* What became of a plain command on it: ok 0 drops the connection (the next call
  * opens another) and notes the outage; ok 1 may end one. */
 void redis_eval_conn_done(int ok);
+/* Did the server close c (a restart, a client timeout) rather than answer slowly?
+ * The command never ran: dropped, a new connection may well work. */
+int redis_eval_conn_closed(redisContext *c);
 #endif
 
 #endif

@@ -427,42 +427,35 @@ def capped_endpoint(c, name, replica_cap=0, endpoint_cap=0, n_fakes=1, queue_tim
     return fakes, key
 
 
-def test_a_replica_cap_of_2_holds_in_total_over_three_hosts_R_PRIO_1(c):
-    """max_concurrency 2 on a GPU server is 2 over every gateway host, not 2 per host: 30
-    requests spread over three hosts all succeed (the rest wait in the queues), and the
-    stand-in never sees more than 2 at once. Counted per host it would see up to 6."""
-    fakes, key = capped_endpoint(c, "cap-r", replica_cap=2)
+def served_under_cap(c, name, n, cap, what, **caps):
+    """n requests of 250 ms spread over the three hosts through a fresh endpoint with caps:
+    all succeed (the rest wait in the queues) and the stand-in never sees more than cap."""
+    fakes, key = capped_endpoint(c, name, **caps)
     try:
-        res = burst(lambda i: on_host(c, i).chat(key, model="m-cap-r", content="r%d" % i,
-                                                 headers={"X-Fake-Behavior": "ttfb_ms=250"}), 30)
+        res = burst(lambda i: on_host(c, i).chat(key, model="m-" + name, content="%s%d" % (name, i),
+                                                 headers={"X-Fake-Behavior": "ttfb_ms=250"}), n)
         codes = [getattr(r, "status", r) for r in res]
-        assert codes == [200] * 30, codes
+        assert codes == [200] * n, codes
         st = fakes[0].stats()
-        assert st["max_inflight"] <= 2, "the stand-in saw %d at once under a cap of 2 over the hosts" % \
-            st["max_inflight"]
-        assert st["requests"] == 30, st
-        print("   30 of 30 served over three hosts, stand-in max in flight %d" % st["max_inflight"])
+        assert st["max_inflight"] <= cap, "the stand-in saw %d at once under %s of %d over the hosts" % (
+            st["max_inflight"], what, cap)
+        assert st["requests"] == n, st
+        print("   %d of %d served over three hosts, stand-in max in flight %d (%s %d)" % (
+            n, n, st["max_inflight"], what, cap))
     finally:
         for f in fakes:
             f.stop()
+
+
+def test_a_replica_cap_of_2_holds_in_total_over_three_hosts_R_PRIO_1(c):
+    """max_concurrency 2 on a GPU server is 2 over every gateway host, not 2 per host.
+    Counted per host the stand-in would see up to 6."""
+    served_under_cap(c, "cap-r", 30, 2, "a replica cap", replica_cap=2)
 
 
 def test_an_endpoint_cap_of_3_holds_in_total_over_three_hosts(c):
     """The endpoint's own max_concurrency (its replica uncapped) is counted across hosts too."""
-    fakes, key = capped_endpoint(c, "cap-e", endpoint_cap=3)
-    try:
-        res = burst(lambda i: on_host(c, i).chat(key, model="m-cap-e", content="e%d" % i,
-                                                 headers={"X-Fake-Behavior": "ttfb_ms=250"}), 24)
-        codes = [getattr(r, "status", r) for r in res]
-        assert codes == [200] * 24, codes
-        st = fakes[0].stats()
-        assert st["max_inflight"] <= 3, "the endpoint saw %d at once under a cap of 3 over the hosts" % \
-            st["max_inflight"]
-        assert st["requests"] == 24, st
-        print("   24 of 24 served, stand-in max in flight %d (endpoint cap 3)" % st["max_inflight"])
-    finally:
-        for f in fakes:
-            f.stop()
+    served_under_cap(c, "cap-e", 24, 3, "an endpoint cap", endpoint_cap=3)
 
 
 def test_kill9_of_a_host_gives_its_places_back_within_the_lease(c):
