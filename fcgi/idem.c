@@ -31,11 +31,11 @@ static const char SQL_REPLACE[] =
     " body_bytes = 0, created_at = ?8, expires_at = ?9"
     " WHERE scope = ?1 AND idem_key = ?2 AND created_at = ?10 AND expires_at = ?11";
 /* R-IDEM-3: a dead owner's record taken over, only if nobody else did first; it
- * lives a whole TTL from now, as a new claim would. */
+ * lives a whole TTL from now and dates from now, as a new claim would. */
 static const char SQL_OWNER[] =
-    "UPDATE idempotency SET owner_pid = ?3, owner_start = ?4, owner_host = ?5, owner_token = ?6, expires_at = ?7"
-    " WHERE scope = ?1 AND idem_key = ?2 AND state = 'in_progress' AND owner_pid IS ?8 AND owner_start IS ?9"
-    " AND owner_host IS ?10";
+    "UPDATE idempotency SET owner_pid = ?3, owner_start = ?4, owner_host = ?5, owner_token = ?6, expires_at = ?7,"
+    " created_at = ?11 WHERE scope = ?1 AND idem_key = ?2 AND state = 'in_progress' AND owner_pid IS ?8"
+    " AND owner_start IS ?9 AND owner_host IS ?10";
 /* The end of a request touches the record only while it is still its claim's. */
 static const char SQL_DONE[] =
     "UPDATE idempotency SET state = 'done', status = ?3, content_type = ?4, body = ?5, body_bytes = ?6,"
@@ -300,6 +300,7 @@ enum idem_begin idem_begin(struct dbconn *c, const char *scope, const char *key,
                 sdb_bind_text(o, 10, v.host, -1, SDB_STATIC);
             else
                 sdb_bind_null(o, 10);
+            sdb_bind_int64(o, 11, now);     /* newer than any boot before it: never taken for a reboot's */
             int got = idem_cas(c, o);
             if (got > 0)
                 log_info("idempotency key of a dead owner (pid %d) taken over", v.pid);

@@ -232,7 +232,7 @@ static int wake_claim(struct request *r, const struct snap_endpoint *e, int64_t 
     return won;
 }
 
-enum { WAKE_ACROSS_WAKING = 1, WAKE_ACROSS_FAILED = 2 };
+enum { WAKE_ACROSS_FAILED = 2 };     /* else the claimer's own number (3 and up) */
 
 static const char *wake_key(struct request *r, const struct snap_endpoint *e)
 {
@@ -246,9 +246,9 @@ static int wake_claim_across(struct request *r, const struct snap_endpoint *e, i
 {
     if (!kv_on())
         return 1;
-    int64_t held = 0;
-    int rc = kv_claim(wake_key(r, e), WAKE_ACROSS_WAKING, lease_ms, &held, r->snap->state_timeout_ms);
-    if (rc != 0)
+    int64_t held = 0, mine = 3 + (int64_t)(request_random(r) >> 4);
+    int rc = kv_claim(wake_key(r, e), mine, lease_ms, &held, r->snap->state_timeout_ms);
+    if (rc != 0 || held == mine)        /* mine: the claim was made by a first try that lost its answer */
         return 1;
     return held == WAKE_ACROSS_FAILED ? -1 : 0;
 }

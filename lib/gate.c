@@ -333,8 +333,12 @@ static int take_across(struct shm *s, struct gate_hold *h)
     /* A clear since the refusal was asked for (a release here, or its news) is
      * newer than the refusal: the mark would hide a free place. */
     _Atomic int64_t *mark = mark_of(s, h, &caps[rc - 1]);
-    if (mark && atomic_load(clears_of(mark)) == clears[rc - 1])
-        atomic_store(mark, mono_ms() + REMOTE_FULL_MS);
+    if (mark) {
+        int64_t until = mono_ms() + REMOTE_FULL_MS;
+        atomic_store(mark, until);
+        if (atomic_load(clears_of(mark)) != clears[rc - 1])
+            atomic_compare_exchange_strong(mark, &until, 0);    /* a clear came meanwhile: it wins */
+    }
     return 1;
 }
 
@@ -392,7 +396,8 @@ static void *releaser_main(void *arg)
     return NULL;
 }
 
-/* 1 when the release was handed to the releaser (h is then given back). */
+/* 1 when the release was handed to the releaser, or (its ring full) done here
+ * without Redis; h is given back either way. 0: the caller may wait. */
 static int release_later(struct shm *s, struct gate_hold *h)
 {
     if (!no_waiting || !releaser_started)
@@ -408,11 +413,15 @@ static int release_later(struct shm *s, struct gate_hold *h)
         queued = 1;
     }
     pthread_mutex_unlock(&ring_lock);
-    if (queued) {
-        h->held = 0;
-        h->n_across = 0;
+    if (!queued) {
+        /* The releaser is that far behind (Redis slow or down): the loop still
+         * does not wait; the places across hosts end with their lease. */
+        gate_redis_abandon(h->across, h->n_across, h->lease);
+        release_here(s, h);
     }
-    return queued;
+    h->held = 0;
+    h->n_across = 0;
+    return 1;
 }
 
 /* The news of a place freed on some host: its caps may be handed out here
@@ -778,14 +787,20 @@ int gate_leave(struct shm *s, int ticket, int want, struct gate_hold *h, int64_t
         hold_of(w, h);
     else if (atomic_load(&w->state) == WAIT_WAITING)
         waiting_add(s, w, -1);
+    struct tags_undo u = {w->undo_tenant, w->undo_user, w->undo_user_vnow, w->undo_vnow,
+                          w->undo_tenant_start, w->undo_user_start};
+    int ep = w->ep_slot, weight = w->weight;
+    int64_t tenant = w->tenant_id, user = w->user_id;
     entry_free(g, w);
     gate_unlock(s);
-    if (granted && !want) {
-        release_here(s, h);         /* leaving for good: the grant goes on, here only */
-        return 0;
-    }
-    if (granted && take_across(s, h)) {
-        release_here(s, h);         /* granted here, but full across hosts: not a place */
+    /* A grant the leaver does not want (it goes for good), or one full across
+     * hosts, was no serving: the tenant's tags as they were, the place on. */
+    if (granted && (!want || take_across(s, h))) {
+        if (gate_lock(s) == 0) {
+            tags_unserve(&s->r->gate, ep, tenant, user, weight, &u, now_ms());
+            gate_unlock(s);
+        }
+        release_here(s, h);
         return 0;
     }
     return granted;

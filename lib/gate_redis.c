@@ -53,6 +53,7 @@ int gate_redis_take(const struct gate_cap *caps, int n, char *lease, size_t leas
     return -1;
 }
 void gate_redis_release(const struct gate_cap *caps, int n, const char *lease) { (void)caps, (void)n, (void)lease; }
+void gate_redis_abandon(const struct gate_cap *caps, int n, const char *lease) { (void)caps, (void)n, (void)lease; }
 
 #else
 
@@ -133,6 +134,15 @@ int gate_redis_take(const struct gate_cap *caps, int n, char *lease, size_t leas
         for (int i = 0; i < n; i++)
             redis_lease_keep(names[i], lease);
     return rc;
+}
+
+void gate_redis_abandon(const struct gate_cap *caps, int n, const char *lease)
+{
+    char name[48];
+    for (int i = 0; i < n && i < GATE_REDIS_MAX_CAPS; i++) {
+        key_of(&caps[i], name, sizeof name);
+        redis_lease_forget(name, lease);
+    }
 }
 
 void gate_redis_release(const struct gate_cap *caps, int n, const char *lease)

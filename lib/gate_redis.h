@@ -36,6 +36,8 @@ int gate_redis_on(void);
  * least 48 bytes). 0 taken (and renewed until released); 1 + i: caps[i] is full
  * across hosts, nothing taken; -1: the store did not answer, nothing taken. */
 int gate_redis_take(const struct gate_cap *caps, int n, char *lease, size_t lease_n);
+/* The lease is no longer renewed, and ends by itself (no Redis call). */
+void gate_redis_abandon(const struct gate_cap *caps, int n, const char *lease);
 /* Gives the lease's places back; tells the other hosts when somebody was refused one. */
 void gate_redis_release(const struct gate_cap *caps, int n, const char *lease);
 
